@@ -1,0 +1,48 @@
+"""Command line: `traceana report|devices ...`. Thin; each command lives in its own module."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from traceana import __version__
+from traceana.errors import TraceanaError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="traceana")
+def cli() -> None:
+    """Explain every op of a PyTorch profiler trace against the GPU roofline."""
+
+
+def _register() -> None:
+    from traceana.cli import devices, report
+
+    cli.add_command(report.report)
+    cli.add_command(devices.devices)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one line on stderr and the error's exit code for any user-facing error."""
+    try:
+        cli.main(args=argv, prog_name="traceana", standalone_mode=False)
+    except TraceanaError as exc:
+        click.echo(f"traceana: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("traceana: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        click.echo(f"traceana: {exc.format_message()}", err=True)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""Importing this package registers every formula family."""
+
+from traceana.cost.families import (  # noqa: F401
+    gemm,
+)

@@ -1,0 +1,177 @@
+"""Link stage: attribute every GPU event to the innermost cpu_op that launched it.
+
+kernel -> launch by `correlation` (a sorted join); launch -> op by time nesting on the
+launching thread (works for every trace vintage), with `External id` as the fallback when
+the trace's External ids are trustworthy (after Kineto #873; before it, a launch's External
+id was its correlation id and matched no op, or the wrong one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceana.load.model import Trace
+
+# Why a GPU event has no op with recorded shapes (the "opaque" causes).
+CAUSES = {
+    "no_launch": "no launch event in the trace (launched before the profiled window opened, "
+                 "or the CPU side was not captured)",
+    "graph_replay": "CUDA/HIP graph replay: kernels run under one graph launch, not per op",
+    "outside_op": "launched outside any profiled op (e.g. a compiled region's runtime or a "
+                  "library call with no aten op around it)",
+    "compiled": "torch.compile region: the Triton/compiled kernel's launch recorded no shapes",
+    "no_shapes": "the enclosing op recorded no input shapes (record_shapes was off)",
+}
+
+
+@dataclass(frozen=True)
+class Links:
+    gpu_launch: np.ndarray  # int64 launch index per GPU event, -1 when none
+    gpu_op: np.ndarray  # int64 op index per GPU event, -1 when none
+    launch_op: np.ndarray  # int64 op index per launch, -1 when none
+    op_device_us: np.ndarray  # float64 summed GPU time per op instance
+    op_gpu_events: np.ndarray  # int64 GPU events per op instance
+    gpu_cause: np.ndarray  # int8 index into CAUSE_KEYS, -1 = op with shapes
+    by_nesting: int
+    by_external_id: int
+    external_ids_reliable: bool
+
+
+CAUSE_KEYS = tuple(CAUSES)
+
+
+def _innermost(trace: Trace) -> np.ndarray:
+    """Op index of the innermost op enclosing each launch on the same thread, or -1."""
+    ops, la = trace.ops, trace.launches
+    result = np.full(len(la), -1, dtype=np.int64)
+    if len(ops) == 0 or len(la) == 0:
+        return result
+    order = np.lexsort((-ops.end, ops.ts, ops.thread))
+    o_thread = ops.thread[order]
+    o_ts = ops.ts[order]
+    o_end = ops.end[order]
+    parent = np.full(len(order), -1, dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(o_thread)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [len(order)]))
+    ts_l, end_l = o_ts.tolist(), o_end.tolist()
+    par = parent  # filled by a stack sweep, one pass per thread
+    for lo, hi in zip(starts.tolist(), stops.tolist()):
+        stack: list[int] = []
+        for i in range(lo, hi):
+            t = ts_l[i]
+            while stack and end_l[stack[-1]] <= t:
+                stack.pop()
+            par[i] = stack[-1] if stack else -1
+            stack.append(i)
+    thread_of_segment = o_thread[starts]
+    for seg, th in enumerate(thread_of_segment.tolist()):
+        lo, hi = int(starts[seg]), int(stops[seg])
+        sel = np.flatnonzero(la.thread == th)
+        if len(sel) == 0:
+            continue
+        t = la.ts[sel]
+        cand = np.searchsorted(o_ts[lo:hi], t, side="right") - 1 + lo
+        cand[cand < lo] = -1
+        for _ in range(256):
+            live = cand >= 0
+            miss = np.zeros(len(cand), dtype=bool)
+            miss[live] = o_end[cand[live]] < t[live]
+            if not miss.any():
+                break
+            cand[miss] = parent[cand[miss]]
+        found = cand >= 0
+        result[sel[found]] = order[cand[found]]
+    return result
+
+
+def _ext_lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Index into keys (first occurrence) for each query value, -1 when absent or query < 0."""
+    out = np.full(len(query), -1, dtype=np.int64)
+    valid = keys >= 0
+    if not valid.any() or len(query) == 0:
+        return out
+    idx = np.flatnonzero(valid)
+    k = keys[idx]
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    pos = np.searchsorted(ks, query)
+    pos_c = np.minimum(pos, len(ks) - 1)
+    hit = (query >= 0) & (pos < len(ks)) & (ks[pos_c] == query)
+    out[hit] = idx[order[pos_c[hit]]]
+    return out
+
+
+def link(trace: Trace) -> Links:
+    ops, la, gpu = trace.ops, trace.launches, trace.gpu
+    nested = _innermost(trace)
+    by_nesting = int((nested >= 0).sum())
+
+    # Are External ids usable? Modern traces: a nested launch shares its op's External id.
+    with_ext = (nested >= 0) & (la.ext >= 0)
+    if with_ext.any():
+        agree = (ops.ext[nested[with_ext]] == la.ext[with_ext]).mean()
+        reliable = bool(agree >= 0.5)
+    else:
+        equal_corr = (la.ext >= 0) & (la.ext == la.corr)
+        reliable = bool(len(la) and equal_corr.mean() < 0.5)
+
+    launch_op = nested.copy()
+    by_ext = 0
+    if reliable and len(ops):
+        todo = np.flatnonzero((launch_op < 0) & (la.ext >= 0))
+        if len(todo):
+            hit = _ext_lookup(ops.ext, la.ext[todo])
+            launch_op[todo] = hit
+            by_ext += int((hit >= 0).sum())
+
+    gpu_launch = _ext_lookup(la.corr, gpu.corr) if len(la) else np.full(len(gpu), -1, dtype=np.int64)
+    gpu_op = np.full(len(gpu), -1, dtype=np.int64)
+    has_launch = gpu_launch >= 0
+    gpu_op[has_launch] = launch_op[gpu_launch[has_launch]]
+    if reliable and len(ops):
+        todo = np.flatnonzero((gpu_launch < 0) & (gpu.ext >= 0))
+        if len(todo):
+            hit = _ext_lookup(ops.ext, gpu.ext[todo])
+            gpu_op[todo] = hit
+            by_ext += int((hit >= 0).sum())
+
+    cause = _causes(trace, gpu_launch, gpu_op)
+    attributed = gpu_op >= 0
+    op_us = np.bincount(gpu_op[attributed], weights=gpu.dur[attributed], minlength=len(ops)) \
+        if len(ops) else np.zeros(0)
+    op_n = np.bincount(gpu_op[attributed], minlength=len(ops)) if len(ops) else np.zeros(0, np.int64)
+    return Links(gpu_launch, gpu_op, launch_op, op_us.astype(np.float64), op_n.astype(np.int64), cause,
+                 by_nesting, by_ext, reliable)
+
+
+def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:
+    """Per GPU event: -1 when its op recorded shapes, else the index of the opaque cause."""
+    names = trace.names
+    cause = np.full(len(gpu_op), -1, dtype=np.int8)
+    no_op = gpu_op < 0
+    no_launch = no_op & (gpu_launch < 0)
+    cause[no_launch] = CAUSE_KEYS.index("no_launch")
+    outside = np.flatnonzero(no_op & (gpu_launch >= 0))
+    if len(outside):
+        lname = trace.launches.name[gpu_launch[outside]]
+        is_graph = np.array(["GraphLaunch" in names[c] for c in range(len(names))], dtype=bool)[lname]
+        cause[outside] = np.where(is_graph, CAUSE_KEYS.index("graph_replay"), CAUSE_KEYS.index("outside_op"))
+    has_op = np.flatnonzero(~no_op)
+    if len(has_op):
+        ops = trace.ops
+        op_idx = gpu_op[has_op]
+        shapeless = np.array([not ops.dims[i] for i in op_idx.tolist()], dtype=bool)
+        region = np.array([_is_compiled_region(n) for n in names], dtype=bool)[ops.name[op_idx]]
+        triton = np.array([n.startswith("triton_") for n in names], dtype=bool)[ops.name[op_idx]]
+        compiled = region | (shapeless & triton)
+        cause[has_op[compiled]] = CAUSE_KEYS.index("compiled")
+        cause[has_op[shapeless & ~compiled]] = CAUSE_KEYS.index("no_shapes")
+    return cause
+
+
+def _is_compiled_region(name: str) -> bool:
+    """A torch.compile region: its kernels have no per-kernel op, so no shapes exist for them."""
+    return "CompiledFunction" in name or "Torch-Compiled Region" in name

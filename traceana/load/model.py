@@ -1,0 +1,95 @@
+"""The loaded trace: events split by role into columns (numpy arrays + name tables)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CpuOps:
+    """cpu_op / Operator events. Shape args stay raw JSON bytes (b'' when not recorded)."""
+
+    name: np.ndarray  # int32 code into Trace.names
+    thread: np.ndarray  # int32 thread code
+    ts: np.ndarray  # float64 µs
+    end: np.ndarray  # float64 µs
+    ext: np.ndarray  # int64 External id, -1 when absent
+    dims: list[bytes]
+    types: list[bytes]
+    strides: list[bytes]
+    concrete: list[bytes]
+    kernel_flop: np.ndarray  # float64, nan when absent (torch.compile benchmark_kernel)
+    kernel_num_gb: np.ndarray  # float64, nan when absent
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass(frozen=True)
+class Launches:
+    """cuda_runtime / cuda_driver / Runtime events (cudaLaunchKernel, hipMemcpyAsync, ...)."""
+
+    name: np.ndarray
+    thread: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    corr: np.ndarray  # int64, -1 when absent
+    ext: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass(frozen=True)
+class GpuEvents:
+    """kernel / gpu_memcpy / gpu_memset events (and their 2021 names)."""
+
+    name: np.ndarray
+    kind: np.ndarray  # int8: 0 kernel, 1 memcpy, 2 memset
+    device: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    ts: np.ndarray
+    dur: np.ndarray
+    corr: np.ndarray
+    ext: np.ndarray
+    nbytes: np.ndarray  # float64, nan when absent
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+KIND_NAMES = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """user_annotation events (ProfilerStep#N, record_function ranges)."""
+
+    name: np.ndarray
+    thread: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    format: str  # "kineto" | "kineto-2021"
+    names: list[str]
+    threads: list[str]
+    ops: CpuOps
+    launches: Launches
+    gpu: GpuEvents
+    annotations: Annotations
+    device_properties: list[dict[str, Any]]
+    distributed: dict[str, Any] | None
+    record_shapes: bool
+    n_events: int
+    span_us: float
+    warnings: list[str] = field(default_factory=list)

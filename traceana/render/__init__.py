@@ -1,0 +1,247 @@
+"""Renderers: the saved analysis dict in, a report string out (html, md, json).
+
+Every renderer reads only the analysis dict (docs/analysis-schema.md), so a saved
+`analysis.json` re-renders without the trace. The dict may come from an older or newer
+traceana, or be hand-edited: every field may be missing or null and every string is
+untrusted. The small value helpers below are shared by the renderers so that the HTML
+page and the markdown summary show the same numbers the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from traceana.errors import BadInput
+
+__all__ = ["FORMATS", "format_for_path", "render"]
+
+#: Output formats and the file extensions that select them.
+FORMATS: dict[str, tuple[str, ...]] = {
+    "html": (".html", ".htm"),
+    "md": (".md", ".markdown"),
+    "json": (".json",),
+}
+
+#: The bounds an op can have, in the order reports list them.
+BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "unmodelled", "opaque")
+
+
+def render(analysis: Mapping[str, Any], fmt: str) -> str:
+    """Render the analysis dict as `fmt` ("html", "md" or "json")."""
+    if fmt == "html":
+        from traceana.render.html import render_html
+
+        return render_html(analysis)
+    if fmt == "md":
+        from traceana.render.markdown import render_markdown
+
+        return render_markdown(analysis)
+    if fmt == "json":
+        from traceana.render.json_out import render_json
+
+        return render_json(analysis)
+    raise BadInput(f"unknown report format {fmt!r}: expected one of html, md, json")
+
+
+def format_for_path(path: str | PurePath) -> str:
+    """The format an output path asks for, from its extension (case-insensitive)."""
+    suffix = PurePath(path).suffix.lower()
+    for fmt, suffixes in FORMATS.items():
+        if suffix in suffixes:
+            return fmt
+    known = ", ".join(s for suffixes in FORMATS.values() for s in suffixes)
+    raise BadInput(
+        f"cannot tell the report format from {str(path)!r}: "
+        f"the extension must be one of {known}"
+    )
+
+
+# ---------------------------------------------------------------- value helpers
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one (a missing or malformed section)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def seq(value: Any) -> list[Any]:
+    """`value` as a list if it is a list or tuple, else an empty list."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def num(value: Any) -> float | None:
+    """A finite number, or None (null, NaN, inf, booleans and strings are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def text(value: Any, limit: int | None = None) -> str:
+    """A display string for an untrusted value; "" for null; cut to `limit` characters."""
+    if value is None:
+        return ""
+    out = value if isinstance(value, str) else str(value)
+    if limit is not None and len(out) > limit:
+        out = out[: max(limit - 1, 0)] + "…"
+    return out
+
+
+def fmt_time_us(us: Any) -> str:
+    """Microseconds in the unit a reader expects: µs, ms or s."""
+    v = num(us)
+    if v is None:
+        return "—"
+    a = abs(v)
+    if a < 1000:
+        return f"{v:.2f} µs" if a < 10 else f"{v:,.1f} µs"
+    if a < 1_000_000:
+        ms = v / 1000
+        return f"{ms:.3f} ms" if a < 10_000 else f"{ms:,.2f} ms" if a < 100_000 else f"{ms:,.1f} ms"
+    return f"{v / 1_000_000:,.2f} s"
+
+
+def fmt_sig(value: Any) -> str:
+    """About three significant digits, thousands separators, no exponent above 1."""
+    v = num(value)
+    if v is None:
+        return "—"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a >= 0.001:
+        return f"{v:.3g}"
+    return f"{v:.2e}"
+
+
+def fmt_si(value: Any, unit: str = "") -> str:
+    """Decimal SI prefixes (k, M, G, T, P, E): 67.1 M, 1.10 T."""
+    v = num(value)
+    if v is None:
+        return "—"
+    a, prefix = abs(v), ""
+    for p in ("k", "M", "G", "T", "P", "E"):
+        if a < 1000:
+            break
+        a /= 1000
+        v /= 1000
+        prefix = p
+    body = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 or v == 0 else f"{v:.3g}"
+    return f"{body} {prefix}{unit}".rstrip()
+
+
+def fmt_bytes(value: Any) -> str:
+    """Binary units, as tensor sizes are usually thought of: 512 MiB."""
+    v = num(value)
+    if v is None:
+        return "—"
+    a, unit = abs(v), "B"
+    for u in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if a < 1024:
+            break
+        a /= 1024
+        v /= 1024
+        unit = u
+    if unit == "B":
+        return f"{v:,.0f} B"
+    body = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}"
+    return f"{body} {unit}"
+
+
+def fmt_int(value: Any) -> str:
+    """An integer with thousands separators."""
+    v = num(value)
+    return "—" if v is None else f"{round(v):,}"
+
+
+def fmt_pct(value: Any) -> str:
+    """A percentage already scaled to 0..100."""
+    v = num(value)
+    return "—" if v is None else f"{v:.1f}%"
+
+
+def share(part: Any, whole: Any) -> float | None:
+    """part / whole in percent, or None when either is unknown or whole is not positive."""
+    p, w = num(part), num(whole)
+    if p is None or w is None or w <= 0:
+        return None
+    return 100.0 * p / w
+
+
+def fmt_dims(dims: Any, limit: int = 200) -> str:
+    """Recorded input dims as `8192×8192, 8192` (a 0-d or non-tensor argument is `()`)."""
+
+    def one(d: Any, depth: int) -> str:
+        if isinstance(d, (list, tuple)):
+            if not d:
+                return "()"
+            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in d):
+                return "×".join(text(x) for x in d)
+            if depth > 3:
+                return "[…]"
+            return "[" + ", ".join(one(x, depth + 1) for x in d) + "]"
+        return text(d)
+
+    return text(", ".join(one(d, 1) for d in seq(dims)), limit)
+
+
+def fmt_types(types: Any, limit: int = 120) -> str:
+    """Recorded input dtypes, empty entries (non-tensor arguments) dropped."""
+    return text(", ".join(text(t) for t in seq(types) if text(t)), limit)
+
+
+def bound_of(op: Mapping[str, Any]) -> str:
+    """The op's bound if it is one of BOUNDS, else "unmodelled"."""
+    b = op.get("bound")
+    return b if isinstance(b, str) and b in BOUNDS else "unmodelled"
+
+
+BOUND_WORDS: dict[str, str] = {
+    "compute": "limited by compute throughput",
+    "memory": "limited by DRAM bandwidth",
+    "latency": "limited by launch overhead and latency",
+    "unmodelled": "in ops traceana has no cost model for",
+    "opaque": "in opaque ops (no shapes or no formula)",
+}
+
+
+def by_bound(analysis: Mapping[str, Any]) -> tuple[dict[str, float], float | None]:
+    """Device time per bound (µs, known bounds only) and the total they are shares of."""
+    bd = mapping(analysis.get("breakdown"))
+    raw = mapping(bd.get("by_bound"))
+    parts = {b: v for b in BOUNDS if (v := num(raw.get(b))) is not None and v >= 0}
+    total = num(bd.get("total_us"))
+    if total is None or total <= 0:
+        total = sum(parts.values()) or num(mapping(analysis.get("coverage")).get("device_time_us"))
+    return parts, total
+
+
+def verdict(analysis: Mapping[str, Any]) -> str:
+    """One plain-text sentence: where the time goes and which op matters most."""
+    parts, total = by_bound(analysis)
+    ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
+    if not parts or not total:
+        if not ops:
+            return "No GPU time was found in this trace."
+        return f"{len(ops):,} op signatures took GPU time; no breakdown by bound is available."
+    top_bound = max(parts, key=lambda b: (parts[b], -BOUNDS.index(b)))
+    pct = share(parts[top_bound], total)
+    out = f"{fmt_pct(pct)} of {fmt_time_us(total)} device time is {BOUND_WORDS[top_bound]}"
+    if ops:
+        top = ops[0]
+        name = text(top.get("name"), 80) or "(unnamed op)"
+        bits = [fmt_time_us(top.get("device_time_us"))]
+        if num(top.get("roof_pct")) is not None:
+            bits.append(f"{fmt_pct(top.get('roof_pct'))} of roof")
+        bits.append(bound_of(top))
+        out += f"; the biggest op is {name} ({', '.join(bits)})"
+    return out + "."

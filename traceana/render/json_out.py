@@ -1,0 +1,52 @@
+"""The analysis as a JSON document: sorted keys, strict JSON (no NaN), stable bytes."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def to_json_safe(value: Any, _depth: int = 0) -> Any:
+    """A copy of `value` that strict JSON can hold.
+
+    NaN and ±inf become null (JSON has no spelling for them; `allow_nan=False` would
+    otherwise refuse the whole document), tuples and sets become lists, mapping keys
+    become strings, and anything else unknown becomes its str(). The HTML renderer
+    uses this too, so a NaN can never reach `JSON.parse` in the page.
+    """
+    if _depth > 64:
+        return None
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): to_json_safe(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_safe(v, _depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [to_json_safe(v, _depth + 1) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays
+    if callable(tolist):
+        try:
+            return to_json_safe(tolist(), _depth + 1)
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+def render_json(analysis: Mapping[str, Any]) -> str:
+    """The analysis dict as JSON text (sorted keys, one-space indent, trailing newline)."""
+    return (
+        json.dumps(
+            to_json_safe(analysis),
+            sort_keys=True,
+            indent=1,
+            allow_nan=False,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
