@@ -1,0 +1,26 @@
+"""Shared test helpers: where the real traces live (skip cleanly when absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TRACES = SHARED / "traces"
+SAMPLES = REPO / "sample_traces"
+
+
+def shared_trace(rel: str) -> str:
+    """Path of a trace under ../shared/traces, or skip the test when it is not there."""
+    p = TRACES / rel
+    if not p.exists():
+        pytest.skip(f"{p} not present")
+    return str(p)
+
+
+def all_shared_traces() -> list[str]:
+    if not TRACES.exists():
+        return []
+    return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz"))

@@ -1,0 +1,5 @@
+import sys
+
+from traceana.cli import main
+
+sys.exit(main())

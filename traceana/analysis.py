@@ -1,0 +1,195 @@
+"""The pipeline in one place: load -> link -> group -> cost -> device -> roofline -> diagnose.
+
+`analyze(path, options)` returns the Analysis: a plain JSON-serialisable dict (see
+docs/analysis-schema.md) that every renderer reads and that `traceana render` reloads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceana import __version__
+from traceana.cost import Cost, op_cost
+from traceana.devices import match_device
+from traceana.diagnose import explain_rows, find
+from traceana.link import CAUSES, Links, link
+from traceana.load import Trace, load_trace
+from traceana.roofline import judge
+from traceana.signatures import Group, group_ops
+
+SCHEMA = "traceana.analysis/1"
+
+
+@dataclass(frozen=True)
+class Options:
+    device_key: str | None = None
+    peak_tflops: dict[str, float] | None = None
+    bandwidth_gbps: float | None = None
+    explain_top: int = 8
+
+
+def analyze(path: str, options: Options = Options()) -> dict:
+    return analyze_trace(load_trace(path), options)
+
+
+def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
+    links = link(trace)
+    groups = group_ops(trace, links)
+    warnings = list(trace.warnings)
+    dev_id, props = _primary_device(trace, warnings)
+    device = match_device(props, key=options.device_key, peak_tflops=options.peak_tflops,
+                          bandwidth_gbps=options.bandwidth_gbps)
+    device_dict = {
+        "name": device.name, "key": device.key, "peak_tflops": dict(sorted(device.peak_tflops.items())),
+        "dram_gbps": device.dram_gbps, "source": device.source, "sms": device.sms,
+        "vendor": device.vendor, "arch": device.arch, "notes": list(device.notes), "id": dev_id,
+    }
+    warnings.extend(device.notes)
+    rows = [_row(g, device_dict) for g in groups]
+    rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
+    for i, r in enumerate(rows, 1):
+        r["id"] = f"op{i}"
+    total = float(trace.gpu.dur.sum())
+    coverage = _coverage(trace, links, rows, total)
+    warnings.extend(_coverage_warnings(trace, coverage))
+    by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "unknown", "unmodelled", "opaque")}
+    for r in rows:
+        by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "traceana", "version": __version__},
+        "trace": {
+            "file": os.path.basename(trace.path), "format": trace.format, "events": trace.n_events,
+            "span_us": trace.span_us, "gpu_events": len(trace.gpu), "cpu_ops": len(trace.ops),
+            "record_shapes": trace.record_shapes, "distributed": _distributed(trace),
+            "link": {"by_nesting": links.by_nesting, "by_external_id": links.by_external_id,
+                     "external_ids_reliable": links.external_ids_reliable},
+        },
+        "device": device_dict,
+        "coverage": coverage,
+        "breakdown": {"by_bound": by_bound, "total_us": total},
+        "ops": rows,
+        "explanations": explain_rows(rows, device_dict, total, options.explain_top),
+        "findings": find(rows, device_dict, total),
+        "warnings": warnings,
+    }
+
+
+def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict | None]:
+    """The GPU with the most device time, and its deviceProperties entry."""
+    props = trace.device_properties
+    gpu = trace.gpu
+    dev_id = None
+    if len(gpu):
+        ids, inv = np.unique(gpu.device, return_inverse=True)
+        t = np.bincount(inv, weights=gpu.dur)
+        dev_id = int(ids[int(np.argmax(t))])
+        if len(ids) > 1:
+            warnings.append(f"GPU events on {len(ids)} devices ({', '.join(map(str, ids.tolist()))}); "
+                            f"roofs are those of device {dev_id}, which has the most time")
+    if not props:
+        if len(gpu):
+            warnings.append("the trace has no deviceProperties: the device is unknown")
+        return dev_id, None
+    for p in props:
+        if dev_id is not None and p.get("id") == dev_id:
+            return dev_id, p
+    if dev_id is not None and len(props) > 1:
+        warnings.append(f"no deviceProperties entry has id {dev_id}; using the first entry")
+    return dev_id, props[0]
+
+
+def _distributed(trace: Trace) -> dict | None:
+    d = trace.distributed
+    if not d:
+        return None
+    return {k: d.get(k) for k in ("rank", "world_size", "backend") if isinstance(d.get(k), (int, str))}
+
+
+def _row(g: Group, device: dict) -> dict:
+    mean = g.device_us / g.count if g.count else g.device_us
+    kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
+    row = {
+        "name": g.name,
+        "input_dims": list(g.call.dims) if g.call else [],
+        "input_types": list(g.call.types) if g.call else [],
+        "concrete_inputs": list(g.call.concrete) if g.call and g.call.concrete else [],
+        "count": g.count,
+        "device_time_us": g.device_us,
+        "mean_time_us": mean,
+        "kernel_count": kernel_count,
+        "kernels": [{"name": k, "time_us": t, "count": n} for k, t, n in g.kernels],
+        "opaque": g.cause is not None,
+        "cause": g.cause,
+        "flops": None, "bytes": None, "intensity": None, "achieved_tflops": None, "achieved_gbps": None,
+        "roofline_time_us": None, "roof_pct": None, "compute_time_us": None, "memory_time_us": None,
+        "peak_dtype": None, "peak_tflops": None, "peak_why": None, "family": None,
+        "flops_expr": None, "bytes_expr": None, "estimated": False, "notes": [], "reason": None,
+    }
+    if g.cause is not None:
+        row["bound"] = "opaque"
+        row["reason"] = CAUSES[g.cause]
+        return row
+    cost = op_cost(g.call)
+    if not isinstance(cost, Cost):
+        row["bound"] = "unmodelled"
+        row["reason"] = cost.reason
+        return row
+    v = judge(cost, mean, mean / max(kernel_count, 1e-9), device["peak_tflops"], device["dram_gbps"],
+              g.call.kernel_names)
+    row.update({
+        "flops": cost.flops, "bytes": cost.bytes, "intensity": v.intensity,
+        "achieved_tflops": v.achieved_tflops, "achieved_gbps": v.achieved_gbps,
+        "roofline_time_us": v.roofline_us, "roof_pct": v.roof_pct, "compute_time_us": v.compute_us,
+        "memory_time_us": v.memory_us, "bound": v.bound, "peak_dtype": v.peak.key,
+        "peak_tflops": v.peak.tflops, "peak_why": v.peak.why, "family": cost.family,
+        "flops_expr": cost.flops_expr, "bytes_expr": cost.bytes_expr, "estimated": cost.estimated,
+        "notes": list(cost.notes), "dtype": cost.dtype,
+    })
+    return row
+
+
+def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:
+    dur = trace.gpu.dur
+    attributed = float(dur[links.gpu_op >= 0].sum())
+    opaque = float(dur[links.gpu_cause >= 0].sum())
+    modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
+    unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")
+    by_cause: dict[str, float] = {}
+    for r in rows:
+        if r["cause"]:
+            by_cause[r["cause"]] = by_cause.get(r["cause"], 0.0) + r["device_time_us"]
+    unmodeled_by_op: dict[str, float] = {}
+    for r in rows:
+        if r["bound"] == "unmodelled":
+            unmodeled_by_op[r["name"]] = unmodeled_by_op.get(r["name"], 0.0) + r["device_time_us"]
+    return {
+        "device_time_us": total,
+        "attributed_time_us": attributed,
+        "unattributed_time_us": float(dur[links.gpu_op < 0].sum()),
+        "modeled_time_us": modeled,
+        "opaque_time_us": opaque,
+        "unmodeled_time_us": unmodeled,
+        "opaque_by_cause": dict(sorted(by_cause.items(), key=lambda kv: -kv[1])),
+        "unmodeled_by_op": dict(sorted(unmodeled_by_op.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def _coverage_warnings(trace: Trace, cov: dict) -> list[str]:
+    out = []
+    total = cov["device_time_us"]
+    if len(trace.gpu) == 0:
+        if len(trace.ops):
+            out.append("the trace has no GPU events (a CPU-only run?): there is no device time to explain")
+        else:
+            out.append("the trace has neither GPU events nor CPU ops: nothing to analyse")
+        return out
+    if total > 0 and cov["opaque_time_us"] / total > 0.05:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v / total * 100:.1f}%" for k, v in cov["opaque_by_cause"].items())
+        out.append(f"{cov['opaque_time_us'] / total * 100:.1f}% of device time has no recorded shapes ({parts})")
+    if not trace.record_shapes and len(trace.ops):
+        out.append("the trace was recorded without record_shapes=True: no FLOPs or bytes can be computed")
+    return out

@@ -1,0 +1,79 @@
+"""Options and checks shared by the commands: output paths, peak overrides."""
+
+from __future__ import annotations
+
+import os
+
+from traceana.errors import BadInput
+
+PEAK_KEYS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc", "fp16", "bf16")
+
+
+def parse_peaks(text: str | None) -> dict[str, float] | None:
+    """'65' (every dtype) or 'fp32=8.1,fp16_tc=65' -> {dtype: TFLOP/s}."""
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        if not sep:
+            key, val = "all", key
+        key = key.strip()
+        if key != "all" and key not in PEAK_KEYS:
+            raise BadInput(f"--peak-tflops: unknown dtype '{key}' (use one of: all, {', '.join(PEAK_KEYS)})")
+        try:
+            v = float(val)
+        except ValueError:
+            raise BadInput(f"--peak-tflops: '{val.strip()}' is not a number") from None
+        if not v > 0 or v == float("inf"):
+            raise BadInput(f"--peak-tflops: {key} must be a positive number")
+        out[key] = v
+    return out or None
+
+
+_OUR_MARKERS = (b"traceana", b"# traceana")
+
+
+def check_output(out: str, inputs: list[str], force: bool) -> None:
+    """Refuse to overwrite an input, or a file traceana did not write, unless --force."""
+    if out == "-":
+        return
+    real_out = os.path.realpath(out)
+    for path in inputs:
+        if os.path.exists(path) and os.path.realpath(path) == real_out:
+            raise BadInput(f"{out}: is the input trace; refusing to overwrite it")
+    if os.path.isdir(out):
+        raise BadInput(f"{out}: is a directory")
+    if os.path.exists(out) and not force:
+        try:
+            with open(out, "rb") as fh:
+                head = fh.read(4096)
+        except OSError as exc:
+            raise BadInput(f"{out}: cannot read existing file: {exc.strerror}") from None
+        if head.strip() and not any(m in head for m in _OUR_MARKERS):
+            raise BadInput(f"{out}: exists and was not written by traceana; pass --force to overwrite it")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise BadInput(f"{out}: directory {parent} does not exist")
+
+
+def write_text(out: str, text: str) -> None:
+    if out == "-":
+        import sys
+
+        sys.stdout.write(text)
+        return
+    tmp = out + ".tmp-traceana"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise BadInput(f"{out}: cannot write: {exc.strerror or exc}") from None

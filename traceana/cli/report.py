@@ -1,0 +1,74 @@
+"""`traceana report TRACE -o report.html|md|json`: analyse one trace and write the report."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from traceana.cli.common import check_output, parse_peaks, write_text
+
+
+def default_output(trace: str) -> str:
+    base = os.path.basename(trace.rstrip("/"))
+    for ext in (".gz", ".json"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+    return f"{base}.report.html"
+
+
+@click.command()
+@click.argument("trace", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", "output", default=None,
+              help="Report file; the format follows the extension: .html, .md or .json "
+                   "(default: TRACE-NAME.report.html in the current directory; '-' for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), default=None,
+              help="Format when writing to stdout or when the extension says nothing.")
+@click.option("--device", "device_key", default=None, metavar="KEY",
+              help="Use this row of the device table (see `traceana devices`) instead of the trace's device.")
+@click.option("--peak-tflops", default=None, metavar="SPEC",
+              help="Override peaks: '65' for every dtype, or 'fp32=8.1,fp16_tc=65,bf16_tc=…'.")
+@click.option("--bandwidth-gbps", type=float, default=None, metavar="GB/S", help="Override DRAM bandwidth.")
+@click.option("--top", "top", type=click.IntRange(0, 100), default=8, show_default=True,
+              help="How many of the slowest ops get a written explanation.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def report(trace: str, output: str | None, fmt: str | None, device_key: str | None, peak_tflops: str | None,
+           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool) -> None:
+    """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report."""
+    from traceana.analysis import Options, analyze
+    from traceana.errors import BadInput
+    from traceana.render import format_for_path, render
+
+    if bandwidth_gbps is not None and not bandwidth_gbps > 0:
+        raise BadInput("--bandwidth-gbps must be a positive number")
+    out = output or default_output(trace)
+    if fmt is None:
+        fmt = "html" if out == "-" else format_for_path(out)
+    check_output(out, [trace], force)
+    opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
+                   bandwidth_gbps=bandwidth_gbps, explain_top=top)
+    analysis = analyze(trace, opts)
+    write_text(out, render(analysis, fmt))
+    if not quiet and out != "-":
+        click.echo(summary(analysis, out))
+
+
+def summary(a: dict, out: str) -> str:
+    """A few lines for the terminal: device, where the time went, the top ops."""
+    from traceana import units as u
+
+    dev = a["device"]
+    cov = a["coverage"]
+    total = cov["device_time_us"]
+    lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
+             f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    if total > 0:
+        lines.append(f"  modelled {cov['modeled_time_us'] / total * 100:.1f}%, unmodelled "
+                     f"{cov['unmodeled_time_us'] / total * 100:.1f}%, opaque {cov['opaque_time_us'] / total * 100:.1f}%")
+    for r in a["ops"][:5]:
+        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<10} {u.pct(r['roof_pct']):>7}  {r['name'][:70]}")
+    for w in a["warnings"][:5]:
+        lines.append(f"  warning: {w}")
+    lines.append(f"report written to {out}")
+    return "\n".join(lines)

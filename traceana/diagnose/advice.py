@@ -1,0 +1,25 @@
+"""What to change, per bound and per opaque cause (sentences shared by explanations and findings)."""
+
+from __future__ import annotations
+
+OPAQUE_ADVICE = {
+    "no_launch": "Start profiling one step earlier (a warm-up step in the profiler schedule) so the "
+                 "launches of these kernels are captured with their ops.",
+    "graph_replay": "Kernels replayed from a CUDA/HIP graph carry no per-op shapes: profile one step "
+                    "without graphs (or the capture run) to see what each kernel does.",
+    "outside_op": "These launches ran outside any profiled op: wrap the code that issues them in "
+                  "torch.profiler.record_function, or check that CPU activities were recorded.",
+    "compiled": "torch.compile kernels have no per-kernel shapes: set "
+                "torch._inductor.config.benchmark_kernel = True (the trace then carries kernel_flop "
+                "and kernel_num_gb) or profile the eager model once for per-op costs.",
+    "no_shapes": "Record with torch.profiler.profile(record_shapes=True) so each op's input shapes "
+                 "and dtypes are in the trace.",
+}
+
+MEMORY_FIX = ("Only moving fewer bytes helps: fuse it with its neighbours (torch.compile, or a fused "
+              "kernel) so the tensor crosses DRAM once, or keep it in a narrower dtype (bf16/fp16 "
+              "halves the bytes).")
+
+LATENCY_FIX = ("Kernels this short are dominated by launch latency and fixed per-kernel costs: fewer, "
+               "larger kernels help — CUDA graphs (torch.compile mode=\"reduce-overhead\"), fusion, "
+               "or a larger batch per launch.")

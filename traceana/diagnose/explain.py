@@ -1,0 +1,121 @@
+"""Plain-language explanations, with the arithmetic shown, for the ops that take the most time."""
+
+from __future__ import annotations
+
+from traceana import units as u
+from traceana.diagnose.advice import LATENCY_FIX, MEMORY_FIX, OPAQUE_ADVICE
+from traceana.roofline import PEAK_LABEL
+
+TOP_N = 8
+
+
+def explain_rows(rows: list[dict], device: dict, total_us: float, top_n: int = TOP_N) -> list[dict]:
+    """Explanations for the top_n rows by device time (rows are already sorted)."""
+    out = []
+    for row in rows[:top_n]:
+        lines = _explain(row, device, total_us)
+        if lines:
+            out.append({"op": row["id"], "title": _title(row), "lines": lines})
+    return out
+
+
+def _title(row: dict) -> str:
+    bound = row["bound"]
+    head = f"{row['name']} ({_shape(row)})"
+    if bound in ("memory", "compute"):
+        roof = "bandwidth" if bound == "memory" else f"{row.get('peak_dtype') or ''} compute".strip()
+        return f"{head}: {bound}-bound at {u.pct(row['roof_pct'])} of the {roof} roof"
+    if bound == "latency":
+        return f"{head}: latency-bound (tiny kernels, {u.pct(row['roof_pct'])} of its roof)"
+    if bound == "opaque":
+        return f"{head}: no shapes in the trace"
+    if bound == "unknown":
+        return f"{head}: no roof for this device"
+    return f"{head}: no cost model"
+
+
+def _shape(row: dict) -> str:
+    dims = u.dims(row.get("input_dims"))
+    types = [t for t in (row.get("input_types") or []) if t not in ("", "Scalar", "ScalarList")]
+    dt = types[0] if types else ""
+    return f"{dims} {dt}".strip() if dims != "—" else (row.get("reason") or "no shapes")[:60]
+
+
+def _explain(row: dict, device: dict, total_us: float) -> list[str]:
+    share = row["device_time_us"] / total_us * 100 if total_us > 0 else 0.0
+    calls = row["count"]
+    lines = [f"{calls:,} call{'s' if calls != 1 else ''}, {u.us(row['device_time_us'])} of GPU time "
+             f"({share:.1f}% of all device time), {u.us(row['mean_time_us'])} per call."]
+    bound = row["bound"]
+    if bound == "opaque":
+        lines.append(f"Why no cost: {row.get('reason')}.")
+        advice = OPAQUE_ADVICE.get(row.get("cause") or "")
+        if advice:
+            lines.append(advice)
+        return lines
+    if row.get("flops") is None:
+        lines.append(f"No FLOP/byte model: {row.get('reason') or 'no formula'}. Its time is listed as "
+                     "unmodelled.")
+        return lines
+    lines.append(f"Work per call: {row['flops_expr']} FLOPs.")
+    lines.append(f"Data per call: {row['bytes_expr']}.")
+    dev = device.get("name") or "this device"
+    peak, bw = row.get("peak_tflops"), device.get("dram_gbps")
+    label = PEAK_LABEL.get(row.get("peak_dtype") or "", row.get("peak_dtype") or "?")
+    parts = []
+    if peak:
+        parts.append(f"at the {dev}'s {peak:g} TFLOP/s ({label}) the FLOPs need {u.us(row['compute_time_us'])}")
+    if bw:
+        parts.append(f"at {bw:g} GB/s the bytes need {u.us(row['memory_time_us'])}")
+    if parts:
+        lines.append("Lower bounds: " + "; ".join(parts) + ".")
+    if row.get("peak_why"):
+        lines.append(f"Roof used: {row['peak_why']}.")
+    if peak and bw and row.get("intensity") is not None:
+        ridge = peak * 1e12 / (bw * 1e9)
+        side = "below" if row["intensity"] < ridge else "above"
+        lines.append(f"Arithmetic intensity {row['intensity']:.3g} FLOP/B is {side} the ridge point "
+                     f"{ridge:.3g} FLOP/B ({peak:g} TFLOP/s / {bw:g} GB/s).")
+    pct = row.get("roof_pct")
+    if bound == "memory":
+        lines.append(f"Measured {u.us(row['mean_time_us'])} per call against a {u.us(row['roofline_time_us'])} "
+                     f"floor: {u.pct(pct)} of the bandwidth roof ({u.rate_gbps(row['achieved_gbps'])} achieved).")
+        lines.append("Verdict: memory-bound. Its FLOP count is irrelevant — any element-wise op over the "
+                     "same tensors (sin, log, a multiply) would take about as long. " + MEMORY_FIX)
+        if pct is not None and pct > 100:
+            lines.append("Above 100% of the roof: part of the data stayed in the L2 cache, or the op reads "
+                         "less than the byte model assumes.")
+    elif bound == "compute":
+        lines.append(f"Measured {u.us(row['mean_time_us'])} per call: {u.rate_tflops(row['achieved_tflops'])} "
+                     f"achieved, {u.pct(pct)} of the {peak:g} TFLOP/s roof.")
+        lines.append("Verdict: compute-bound. " + _compute_advice(row, device))
+    elif bound == "latency":
+        per_kernel = row["mean_time_us"] / max(row.get("kernel_count") or 1, 1)
+        lines.append(f"Measured {u.us(row['mean_time_us'])} per call ({row.get('kernel_count') or 1:g} kernel(s), "
+                     f"{u.us(per_kernel)} each) against a {u.us(row['roofline_time_us'])} floor: only "
+                     f"{u.pct(pct)} of its roof.")
+        lines.append("Verdict: latency-bound. " + LATENCY_FIX)
+    elif bound == "unknown":
+        lines.append("No roof: the device table has no peak for this dtype or no bandwidth; pass "
+                     "--peak-tflops / --bandwidth-gbps to judge it.")
+    return lines
+
+
+def _compute_advice(row: dict, device: dict) -> str:
+    peaks = device.get("peak_tflops") or {}
+    dt, used = row.get("peak_dtype"), row.get("peak_tflops") or 0
+    if dt == "fp32" and row.get("family") in ("gemm", "conv", "attention"):
+        if "tf32_tc" in peaks:
+            return (f"TF32 tensor cores would raise the roof to {peaks['tf32_tc']:g} TFLOP/s "
+                    f"({peaks['tf32_tc'] / used:.1f}x): torch.set_float32_matmul_precision('high').")
+        better = [(k, v) for k, v in peaks.items() if k in ("bf16_tc", "fp16_tc") and v > used]
+        if better:
+            k, v = max(better, key=lambda kv: kv[1])
+            return (f"This device has no TF32 tensor cores; {PEAK_LABEL[k]} (autocast) offer {v:g} TFLOP/s, "
+                    f"{v / used:.1f}x the fp32 roof, if the model tolerates the lower precision.")
+        return "Only fewer FLOPs (smaller shapes, less recomputation) make it faster on this device."
+    pct = row.get("roof_pct") or 0
+    if pct < 60:
+        return ("It is well under its roof: check the shapes (dimensions that are multiples of 8/16 fill "
+                "tensor-core tiles) and whether the grid fills every SM (wave quantization).")
+    return "It is close to the roof: only fewer FLOPs or a faster dtype make it faster."

@@ -1,0 +1,291 @@
+"""The HTML report: one self-contained page built from the saved analysis dict.
+
+Data first, page second (memray's reporters): `build_view` turns the untrusted analysis
+dict into plain strings and numbers, tested without HTML; `render_html` pours that into
+templates/report.html.j2. Strings reach the page two ways only: jinja2 autoescaping for
+the markup, and `|tojson` (which escapes <, >, &, ') inside a
+`<script type="application/json">` block that report.js reads with JSON.parse.
+Nothing on the page depends on the time of rendering, so the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from traceana.render import (
+    BOUNDS,
+    bound_of,
+    by_bound,
+    fmt_bytes,
+    fmt_dims,
+    fmt_int,
+    fmt_pct,
+    fmt_si,
+    fmt_sig,
+    fmt_time_us,
+    fmt_types,
+    mapping,
+    num,
+    seq,
+    share,
+    text,
+    verdict,
+)
+from traceana.render.json_out import to_json_safe
+
+#: The table shows at most this many op signatures (the page stays responsive).
+MAX_TABLE_ROWS = 2000
+#: The chart plots at most this many op signatures (the ones with the most device time).
+MAX_CHART_POINTS = 5000
+#: Long lists in the coverage section are cut here.
+MAX_LIST = 100
+
+_ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def render_html(analysis: Mapping[str, Any]) -> str:
+    """The analysis as a self-contained HTML page (no network, no external assets)."""
+    from traceana.render.templates import environment
+
+    view = build_view(analysis)
+    return environment().get_template("report.html.j2").render(view=view, data=view.pop("data"))
+
+
+def fmt_ms(us: Any) -> str:
+    """A saving, always in milliseconds."""
+    v = num(us)
+    if v is None:
+        return "—"
+    ms = v / 1000
+    return f"{ms:,.3f} ms" if abs(ms) < 10 else f"{ms:,.1f} ms"
+
+
+def _anchors(ops: list[Mapping[str, Any]]) -> tuple[list[str], dict[str, str]]:
+    """A safe, unique element id per op, and the op's own id -> that anchor."""
+    anchors: list[str] = []
+    by_id: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, op in enumerate(ops):
+        raw = text(op.get("id"))
+        a = _ANCHOR_BAD.sub("_", raw)[:64] or f"op{i}"
+        if a in seen:
+            a = f"{a}-{i}"
+        seen.add(a)
+        anchors.append(a)
+        if raw and raw not in by_id:
+            by_id[raw] = a
+    return anchors, by_id
+
+
+def _cell(t: str, v: Any = None, title: str = "", cls: str = "") -> dict[str, str]:
+    """One table cell: shown text, sort key (numbers as repr, else ""), tooltip, class."""
+    n = num(v)
+    return {"t": t, "v": "" if n is None else repr(n), "title": title, "cls": cls}
+
+
+def _op_details(op: Mapping[str, Any]) -> str:
+    """The name cell's tooltip: what traceana knows about how the op was costed."""
+    lines = []
+    for label, key in (("family", "family"), ("FLOPs", "flops_expr"), ("bytes", "bytes_expr"),
+                       ("reason", "reason"), ("roof", "peak_why")):
+        if text(op.get(key)):
+            lines.append(f"{label}: {text(op.get(key), 300)}")
+    if op.get("estimated") is True:
+        lines.append("estimated: yes")
+    kernels = [text(k, 160) for k in seq(op.get("kernels"))[:5] if text(k)]
+    if kernels:
+        lines.append("kernels: " + "; ".join(kernels))
+    return "\n".join(lines)
+
+
+def _mean_us(op: Mapping[str, Any]) -> float | None:
+    mean = num(op.get("mean_time_us"))
+    if mean is None:
+        total, count = num(op.get("device_time_us")), num(op.get("count"))
+        if total is not None and count:
+            mean = total / count
+    return mean
+
+
+def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
+    flops, nbytes = num(op.get("flops")), num(op.get("bytes"))
+    peak_dtype, peak = text(op.get("peak_dtype"), 20), num(op.get("peak_tflops"))
+    peak_text = " ".join(x for x in (peak_dtype, fmt_sig(peak) if peak is not None else "") if x)
+    est = " (estimated)" if op.get("estimated") is True else ""
+    bound = bound_of(op)
+    cells = [
+        _cell(text(op.get("name"), 500) or "(unnamed)", title=_op_details(op), cls="name"),
+        _cell(fmt_dims(op.get("input_dims")), cls="dims"),
+        _cell(fmt_types(op.get("input_types"))),
+        _cell(fmt_int(op.get("count")), op.get("count"), cls="num"),
+        _cell(fmt_time_us(op.get("device_time_us")), op.get("device_time_us"), cls="num"),
+        _cell(fmt_time_us(_mean_us(op)), _mean_us(op), cls="num"),
+        _cell(fmt_si(flops), flops, f"{fmt_int(flops)} FLOP{est}" if flops is not None else "", "num"),
+        _cell(fmt_bytes(nbytes), nbytes, f"{fmt_int(nbytes)} B" if nbytes is not None else "", "num"),
+        _cell(fmt_sig(op.get("intensity")), op.get("intensity"), cls="num"),
+        _cell(fmt_sig(op.get("achieved_tflops")), op.get("achieved_tflops"), cls="num"),
+        _cell(fmt_sig(op.get("achieved_gbps")), op.get("achieved_gbps"), cls="num"),
+        _cell(fmt_time_us(op.get("roofline_time_us")), op.get("roofline_time_us"), cls="num"),
+        _cell(fmt_pct(op.get("roof_pct")), op.get("roof_pct"), cls="num"),
+        _cell(bound, cls=f"bound b-{bound}"),
+        _cell(peak_text or "—", title=text(op.get("peak_why"), 300)),
+    ]
+    return {"id": anchor, "cells": cells}
+
+
+def _point(op: Mapping[str, Any], anchor: str, has_row: bool) -> dict[str, Any] | None:
+    """A chart point, or None when the op cannot sit on a log-log roofline chart."""
+    flops, x, y = num(op.get("flops")), num(op.get("intensity")), num(op.get("achieved_tflops"))
+    if flops is None or flops <= 0 or x is None or x <= 0 or y is None or y <= 0:
+        return None
+    return {
+        "id": anchor,
+        "row": has_row,
+        "name": text(op.get("name"), 300) or "(unnamed)",
+        "dims": fmt_dims(op.get("input_dims")),
+        "dtypes": fmt_types(op.get("input_types")),
+        "time": fmt_time_us(op.get("device_time_us")),
+        "calls": fmt_int(op.get("count")),
+        "t": num(op.get("device_time_us")) or 0.0,
+        "x": x,
+        "y": y,
+        "pct": fmt_pct(op.get("roof_pct")),
+        "bound": bound_of(op),
+        "tflops": fmt_sig(y),
+        "intensity": fmt_sig(x),
+    }
+
+
+def _device(dev: Mapping[str, Any]) -> dict[str, Any]:
+    peaks = mapping(dev.get("peak_tflops"))
+    facts = [("Vendor", text(dev.get("vendor"), 100)), ("Architecture", text(dev.get("arch"), 100)),
+             ("SMs", fmt_int(dev.get("sms")) if num(dev.get("sms")) is not None else ""),
+             ("Peaks from", text(dev.get("source"), 200))]
+    dram = num(dev.get("dram_gbps"))
+    return {
+        "name": text(dev.get("name"), 200) or "unknown device",
+        "key": text(dev.get("key"), 200),
+        "dram": f"{fmt_sig(dram)} GB/s" if dram is not None else "—",
+        "peaks": [(text(k, 40), f"{fmt_sig(v)} TFLOP/s" if num(v) is not None else "—")
+                  for k, v in sorted(peaks.items(), key=lambda kv: text(kv[0]))],
+        "facts": [(k, v) for k, v in facts if v],
+        "notes": [text(n, 1000) for n in seq(dev.get("notes")) if text(n)],
+    }
+
+
+def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
+    parts, total = by_bound(analysis)
+    scale = max(total or 0.0, sum(parts.values()))
+    segments = []
+    for b in BOUNDS:
+        us = parts.get(b)
+        if us is None:
+            continue
+        width = 100.0 * us / scale if scale > 0 else 0.0
+        segments.append({"bound": b, "time": fmt_time_us(us), "pct": fmt_pct(share(us, total)),
+                         "width": f"{width:.3f}", "shown": width > 0})
+    return {"total": fmt_time_us(total), "segments": segments}
+
+
+def _coverage(cov: Mapping[str, Any]) -> dict[str, Any]:
+    device = num(cov.get("device_time_us"))
+    rows = []
+    for label, key in (("Device time", "device_time_us"), ("Attributed to ops", "attributed_time_us"),
+                       ("Modelled", "modeled_time_us"), ("Opaque", "opaque_time_us"),
+                       ("Unmodelled", "unmodeled_time_us"), ("Unattributed", "unattributed_time_us")):
+        if key in cov:
+            rows.append((label, fmt_time_us(cov.get(key)), fmt_pct(share(cov.get(key), device))))
+
+    def listing(m: Any) -> dict[str, Any]:
+        items = sorted(((text(k, 300), num(v)) for k, v in mapping(m).items()),
+                       key=lambda kv: (-(kv[1] or 0.0), kv[0]))
+        rest = items[MAX_LIST:]
+        return {
+            "rows": [(k, fmt_time_us(v), fmt_pct(share(v, device))) for k, v in items[:MAX_LIST]],
+            "more": len(rest),
+            "more_time": fmt_time_us(sum(v or 0.0 for _, v in rest)),
+        }
+
+    return {"rows": rows, "opaque": listing(cov.get("opaque_by_cause")),
+            "unmodelled": listing(cov.get("unmodeled_by_op"))}
+
+
+def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
+    facts = [("format", text(trace.get("format"), 40))]
+    if num(trace.get("events")) is not None:
+        facts.append(("events", fmt_int(trace.get("events"))))
+    if num(trace.get("gpu_events")) is not None:
+        facts.append(("GPU events", fmt_int(trace.get("gpu_events"))))
+    if num(trace.get("span_us")) is not None:
+        facts.append(("span", fmt_time_us(trace.get("span_us"))))
+    if isinstance(trace.get("record_shapes"), bool):
+        facts.append(("shapes recorded", "yes" if trace["record_shapes"] else "no"))
+    dist = mapping(trace.get("distributed"))
+    if dist:
+        facts.append(("distributed", f"rank {text(dist.get('rank'), 12)} of "
+                      f"{text(dist.get('world_size'), 12)} ({text(dist.get('backend'), 40)})"))
+    return [(k, v) for k, v in facts if v]
+
+
+def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything the template shows, as display strings and plain numbers."""
+    a = mapping(analysis)
+    trace, dev, tool = mapping(a.get("trace")), mapping(a.get("device")), mapping(a.get("tool"))
+    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
+    anchors, by_id = _anchors(ops)
+    shown = min(len(ops), MAX_TABLE_ROWS)
+    in_table = set(anchors[:shown])
+    names = {anchors[i]: text(ops[i].get("name"), 80) for i in range(len(ops))}
+
+    def link(op_id: Any) -> dict[str, str]:
+        anchor = by_id.get(text(op_id), "")
+        label = names.get(anchor) or text(op_id, 80) or "(op)"
+        return {"href": f"#op-{anchor}" if anchor in in_table else "", "label": label}
+
+    findings = []
+    for f in seq(a.get("findings")):
+        if isinstance(f, Mapping):
+            findings.append({
+                "kind": text(f.get("kind"), 60), "title": text(f.get("title"), 300),
+                "text": text(f.get("text"), 3000),
+                "saving": fmt_ms(f.get("saving_us")) if num(f.get("saving_us")) is not None else "",
+                "ops": [link(o) for o in seq(f.get("ops"))[:20]],
+            })
+    explanations = []
+    for e in seq(a.get("explanations"))[:50]:
+        if isinstance(e, Mapping):
+            explanations.append({"title": text(e.get("title"), 300) or text(e.get("op"), 80),
+                                 "op": link(e.get("op")) if e.get("op") is not None else None,
+                                 "lines": [text(x, 2000) for x in seq(e.get("lines"))[:200]]})
+
+    plottable = [p for i, op in enumerate(ops) if (p := _point(op, anchors[i], i < shown))]
+    points = plottable[:MAX_CHART_POINTS]
+    roofs = sorted(((text(k, 40), v) for k, v in mapping(dev.get("peak_tflops")).items()
+                    if (v := num(v)) is not None and v > 0), key=lambda kv: (kv[1], kv[0]))
+    dram = num(dev.get("dram_gbps"))
+
+    version = text(tool.get("version"), 40)
+    return {
+        "file": text(trace.get("file"), 300) or "trace",
+        "trace_facts": _trace_facts(trace),
+        "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", version) if x),
+        "schema": text(a.get("schema"), 80),
+        "verdict": verdict(a),
+        "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
+        "device": _device(dev),
+        "breakdown": _breakdown(a),
+        "findings": findings,
+        "explanations": explanations,
+        "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),
+                  "capped": len(plottable) - len(points)},
+        "table": {"rows": [_row(ops[i], anchors[i]) for i in range(shown)],
+                  "total": len(ops), "shown": shown},
+        "coverage": _coverage(mapping(a.get("coverage"))),
+        "data": to_json_safe({
+            "points": points,
+            "roofs": [{"dtype": k, "tflops": v} for k, v in roofs],
+            "dram_gbps": dram if dram is not None and dram > 0 else None,
+        }),
+    }

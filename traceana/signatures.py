@@ -1,0 +1,157 @@
+"""Group op instances into signatures (name, input dims, dtypes, scalars): ops repeat, so
+cost and roofline are computed once per signature. GPU events with no op that recorded
+shapes form "opaque" groups named after their kernel or launch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from traceana.cost.types import OpCall
+from traceana.link import CAUSE_KEYS, Links
+from traceana.load.model import Trace
+
+TOP_KERNELS = 5
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    call: OpCall | None  # None for opaque groups
+    count: int  # op calls (or GPU events for opaque groups)
+    device_us: float
+    gpu_events: int
+    kernels: tuple[tuple[str, float, int], ...]  # (name, total µs, events), top by time
+    cause: str | None  # opaque cause key, None when the op recorded shapes
+    kernel_flop: float | None = None  # torch.compile benchmark args, per call
+    kernel_gb: float | None = None
+
+
+def _tuplify(v):
+    if isinstance(v, list):
+        return tuple(_tuplify(x) for x in v)
+    return v
+
+
+def _decode(raw: bytes):
+    if not raw:
+        return None
+    try:
+        return _tuplify(msgspec.json.decode(raw))
+    except msgspec.DecodeError:
+        return None
+
+
+def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: bytes,
+              kernels: tuple[str, ...]) -> OpCall:
+    d = _decode(dims)
+    t = _decode(types)
+    s = _decode(strides)
+    c = _decode(concrete)
+    return OpCall(
+        name=name,
+        dims=d if isinstance(d, tuple) else (),
+        types=tuple(x if isinstance(x, str) else "" for x in t) if isinstance(t, tuple) else (),
+        strides=s if isinstance(s, tuple) else None,
+        concrete=tuple(x if isinstance(x, str) else str(x) for x in c) if isinstance(c, tuple) else None,
+        kernel_names=kernels,
+    )
+
+
+def group_ops(trace: Trace, links: Links) -> list[Group]:
+    """Signature groups for every op instance and opaque GPU event that took device time."""
+    ops, gpu, names = trace.ops, trace.gpu, trace.names
+    n_gpu = len(gpu)
+    group_of_event = np.full(n_gpu, -1, dtype=np.int64)
+    keys: dict[tuple, int] = {}
+    first: list[int] = []  # representative op index (or -1) per group
+    label: list[tuple[str, str | None]] = []  # (name, cause) per group
+    calls: list[int] = []
+
+    with_shapes = links.gpu_cause < 0
+    # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
+    busy = np.unique(links.gpu_op[with_shapes])
+    op_group = np.full(len(ops), -1, dtype=np.int64)
+    dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
+    for i in busy.tolist():
+        key = (name_codes[i], dims[i], types[i], conc[i])
+        g = keys.get(key)
+        if g is None:
+            g = keys[key] = len(first)
+            first.append(i)
+            label.append((names[name_codes[i]], None))
+            calls.append(0)
+        op_group[i] = g
+        calls[g] += 1
+    group_of_event[with_shapes] = op_group[links.gpu_op[with_shapes]]
+
+    # 2. opaque events: grouped by cause and by the op, launch or kernel name they run under
+    opaque = np.flatnonzero(~with_shapes)
+    if len(opaque):
+        cause = links.gpu_cause[opaque]
+        op_i = links.gpu_op[opaque]
+        la_i = links.gpu_launch[opaque]
+        for j, c, o, la in zip(opaque.tolist(), cause.tolist(), op_i.tolist(), la_i.tolist()):
+            ck = CAUSE_KEYS[c]
+            if o >= 0:
+                nm = names[name_codes[o]]
+            elif ck == "graph_replay" and la >= 0:
+                nm = names[trace.launches.name[la]]
+            else:
+                nm = names[gpu.name[j]]
+            key = ("opaque", ck, nm)
+            g = keys.get(key)
+            if g is None:
+                g = keys[key] = len(first)
+                first.append(o)
+                label.append((nm, ck))
+                calls.append(0)
+            group_of_event[j] = g
+        # opaque calls: op instances for op-backed groups, launches / events otherwise
+        seen: dict[int, set] = {}
+        for j, o, la in zip(opaque.tolist(), op_i.tolist(), la_i.tolist()):
+            g = int(group_of_event[j])
+            seen.setdefault(g, set()).add(("o", o) if o >= 0 else (("l", la) if la >= 0 else ("e", j)))
+        for g, s in seen.items():
+            calls[g] = len(s)
+
+    n_groups = len(first)
+    dev_us = np.bincount(group_of_event, weights=gpu.dur, minlength=n_groups) if n_gpu else np.zeros(0)
+    n_ev = np.bincount(group_of_event, minlength=n_groups) if n_gpu else np.zeros(0, np.int64)
+    kernels = _top_kernels(group_of_event, gpu.name, gpu.dur, names, n_groups)
+
+    out: list[Group] = []
+    for g in range(n_groups):
+        nm, cause = label[g]
+        i = first[g]
+        call = None
+        kflop = kgb = None
+        if cause is None:
+            knames = tuple(k[0] for k in kernels[g])
+            call = make_call(nm, dims[i], types[i], ops.strides[i], conc[i], knames)
+            kf, kg = ops.kernel_flop[i], ops.kernel_num_gb[i]
+            kflop = float(kf) if np.isfinite(kf) else None
+            kgb = float(kg) if np.isfinite(kg) else None
+        out.append(Group(nm, call, int(calls[g]), float(dev_us[g]), int(n_ev[g]), kernels[g], cause, kflop, kgb))
+    return out
+
+
+def _top_kernels(group_of_event: np.ndarray, name: np.ndarray, dur: np.ndarray, names: list[str],
+                 n_groups: int) -> list[tuple]:
+    result: list[list] = [[] for _ in range(n_groups)]
+    if len(group_of_event) == 0:
+        return [tuple() for _ in range(n_groups)]
+    combo = group_of_event * (len(names) + 1) + name
+    uniq, inv = np.unique(combo, return_inverse=True)
+    t = np.bincount(inv, weights=dur)
+    n = np.bincount(inv)
+    g_of = uniq // (len(names) + 1)
+    k_of = uniq % (len(names) + 1)
+    order = np.lexsort((-t, g_of))
+    for u in order.tolist():
+        g = int(g_of[u])
+        if len(result[g]) < TOP_KERNELS:
+            result[g].append((names[int(k_of[u])], float(t[u]), int(n[u])))
+    return [tuple(r) for r in result]
