@@ -1,5 +1,5 @@
 /* traceana report: roofline chart, tooltip and table sorting.
- * Data comes only from the <script type="application/json" id="data"> block.
+ * Data comes only from the JSON block with id "data" (written by jinja's |tojson).
  * The DOM is built with createElementNS / textContent; no markup is ever parsed from data. */
 (function () {
   "use strict";
@@ -135,7 +135,9 @@
       var ra = bw ? Math.max(xmin, r.tflops * 1000 / bw) : xmin;
       var ry = sy(r.tflops);
       el(roofG, "line", { x1: sx(ra), y1: ry, x2: x1, y2: ry, "class": "roof" });
-      labels.push({ y: ry, text: String(r.dtype) + " " + fmtNum(r.tflops) + " TFLOP/s" });
+      var dtype = String(r.dtype);
+      if (dtype.length > 10) { dtype = dtype.slice(0, 9) + "\u2026"; }
+      labels.push({ y: ry, text: dtype + " " + fmtNum(r.tflops) + " TFLOP/s" });
     });
     labels.sort(function (a, b) { return a.y - b.y; });
     var last = -Infinity;

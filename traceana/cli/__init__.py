@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -41,6 +42,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        click.echo("traceana: out of memory while analysing the trace", err=True)
+        return 3
+    except Exception as exc:  # the promise: one line, never a traceback (TRACEANA_DEBUG=1 shows it)
+        if os.environ.get("TRACEANA_DEBUG"):
+            raise
+        click.echo(f"traceana: internal error ({type(exc).__name__}: {str(exc)[:300]}); "
+                   "rerun with TRACEANA_DEBUG=1 and report it", err=True)
+        return 3
     return 0
 
 

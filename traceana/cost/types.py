@@ -39,6 +39,13 @@ class TensorArg:
         return prod(d for d, s in zip(self.shape, self.strides) if s != 0)
 
     @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """The shape without its stride-0 (broadcast) dims: what really exists in memory."""
+        if self.strides is None or len(self.strides) != len(self.shape):
+            return self.shape
+        return tuple(d for d, s in zip(self.shape, self.strides) if s != 0)
+
+    @property
     def nbytes(self) -> float:
         """Bytes read when every stored element is touched once."""
         return self.stored_numel * self.itemsize

@@ -54,6 +54,8 @@ def _decode(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
                 return TraceDoc(traceEvents=LIST_DECODER.decode(data)), warnings
             except msgspec.ValidationError:
                 pass
+            except msgspec.DecodeError as exc2:
+                raise BadInput(f"{path}: not valid JSON ({_short(exc2)})") from None
         first_error = str(exc)
     except msgspec.DecodeError as exc:
         raise BadInput(f"{path}: not valid JSON ({_short(exc)})") from None

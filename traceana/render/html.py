@@ -262,8 +262,8 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
 
     plottable = [p for i, op in enumerate(ops) if (p := _point(op, anchors[i], i < shown))]
     points = plottable[:MAX_CHART_POINTS]
-    roofs = sorted(((text(k, 40), v) for k, v in mapping(dev.get("peak_tflops")).items()
-                    if (v := num(v)) is not None and v > 0), key=lambda kv: (kv[1], kv[0]))
+    roofs = sorted(((text(k, 40), t) for k, v in mapping(dev.get("peak_tflops")).items()
+                    if (t := num(v)) is not None and t > 0), key=lambda kv: (kv[1], kv[0]))
     dram = num(dev.get("dram_gbps"))
 
     version = text(tool.get("version"), 40)

@@ -36,16 +36,26 @@ MAX_LINES = 20
 MAX_WARNINGS = 30
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_LINE_START = re.compile(r"^(\s*)([#+\-=>!]|\d+[.)])")
+_BLOCK_START = re.compile(r"^([#+\-=>]|\d+(?=[.)]))")
 _BACKTICKS = re.compile(r"`+")
 
 
-def md_text(value: Any, limit: int | None = 200) -> str:
-    """Untrusted text as inert inline markdown: one line, specials escaped, `<` as &lt;."""
+def md_text(value: Any, limit: int | None = 200, line_start: bool = False) -> str:
+    """Untrusted text as inert inline markdown: one line, specials escaped, `<` as &lt;.
+
+    `line_start`: the text opens a block (a list item's body), so a leading `#`, `-`,
+    `+`, `=`, `>` or `1.` would start a heading, list or quote; escape it.
+    """
     s = " ".join(text(value, limit).split())  # newlines, tabs and CR become single spaces
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
-    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), s)
+    if line_start:
+        m = _BLOCK_START.match(s)
+        if m and m.group(1)[0].isdigit():
+            s = m.group(1) + "\\" + s[m.end():]
+        elif m:
+            s = "\\" + s
+    return s
 
 
 def code_block(lines: list[str]) -> str:
@@ -156,7 +166,8 @@ def _warnings(analysis: Mapping[str, Any]) -> list[str]:
     items = [w for w in seq(analysis.get("warnings")) if text(w)] + dev_notes
     if not items:
         return []
-    lines = ["## Warnings", ""] + [f"- {md_text(w, 300)}" for w in items[:MAX_WARNINGS]]
+    lines = ["## Warnings", ""]
+    lines += [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
     if len(items) > MAX_WARNINGS:
         lines.append(f"- … and {len(items) - MAX_WARNINGS:,} more (see the HTML or JSON report)")
     return lines
