@@ -6,7 +6,7 @@
 
   var BOUNDS = ["compute", "memory", "latency", "unmodelled", "opaque"];
   var W = 960, H = 540;
-  var M = { l: 72, r: 150, t: 18, b: 54 };
+  var M = { l: 72, r: 162, t: 18, b: 54 };
 
   function readData() {
     var block = document.getElementById("data");

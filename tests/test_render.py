@@ -86,7 +86,8 @@ def make_analysis():
         ],
         "findings": [
             {"kind": "fusion", "title": "Fuse the elementwise chain " + HOSTILE,
-             "text": "pow and mul_ each round-trip 512 MiB " + HOSTILE, "ops": ["op1", "op2", "nope"],
+             "text": "pow and mul_ each round-trip 512 MiB " + HOSTILE,
+             "ops": ["op1", "op2", "nope"],
              "saving_us": 1677.7},
         ],
         "warnings": ["record_shapes was off for one rank " + HOSTILE],

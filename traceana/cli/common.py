@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+from traceana.devices import DTYPES as PEAK_KEYS
 from traceana.errors import BadInput
 
-PEAK_KEYS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc", "fp16", "bf16")
 
 
 def parse_peaks(text: str | None) -> dict[str, float] | None:

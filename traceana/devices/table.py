@@ -167,8 +167,3 @@ def load_aliases() -> tuple[Alias, ...]:
         )
         for raw in _read_csv("aliases.csv")
     )
-
-
-def device_rows() -> tuple[DeviceRow, ...]:
-    """The table rows, for listing (`traceana devices`)."""
-    return load_rows()

@@ -100,7 +100,9 @@ def fmt_time_us(us: Any) -> str:
         return f"{v:.2f} µs" if a < 10 else f"{v:,.1f} µs"
     if a < 1_000_000:
         ms = v / 1000
-        return f"{ms:.3f} ms" if a < 10_000 else f"{ms:,.2f} ms" if a < 100_000 else f"{ms:,.1f} ms"
+        if a < 10_000:
+            return f"{ms:.3f} ms"
+        return f"{ms:,.2f} ms" if a < 100_000 else f"{ms:,.1f} ms"
     return f"{v / 1_000_000:,.2f} s"
 
 
@@ -135,7 +137,12 @@ def fmt_si(value: Any, unit: str = "") -> str:
         a /= 1000
         v /= 1000
         prefix = p
-    body = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 or v == 0 else f"{v:.3g}"
+    if a >= 100:
+        body = f"{v:.0f}"
+    elif a >= 10:
+        body = f"{v:.1f}"
+    else:
+        body = f"{v:.2f}" if a >= 1 or v == 0 else f"{v:.3g}"
     return f"{body} {prefix}{unit}".rstrip()
 
 

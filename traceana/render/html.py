@@ -122,8 +122,10 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
         _cell(fmt_int(op.get("count")), op.get("count"), cls="num"),
         _cell(fmt_time_us(op.get("device_time_us")), op.get("device_time_us"), cls="num"),
         _cell(fmt_time_us(_mean_us(op)), _mean_us(op), cls="num"),
-        _cell(fmt_si(flops), flops, f"{fmt_int(flops)} FLOP{est}" if flops is not None else "", "num"),
-        _cell(fmt_bytes(nbytes), nbytes, f"{fmt_int(nbytes)} B" if nbytes is not None else "", "num"),
+        _cell(fmt_si(flops), flops, f"{fmt_int(flops)} FLOP{est}" if flops is not None else "",
+              "num"),
+        _cell(fmt_bytes(nbytes), nbytes, f"{fmt_int(nbytes)} B" if nbytes is not None else "",
+              "num"),
         _cell(fmt_sig(op.get("intensity")), op.get("intensity"), cls="num"),
         _cell(fmt_sig(op.get("achieved_tflops")), op.get("achieved_tflops"), cls="num"),
         _cell(fmt_sig(op.get("achieved_gbps")), op.get("achieved_gbps"), cls="num"),
@@ -192,9 +194,11 @@ def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
 def _coverage(cov: Mapping[str, Any]) -> dict[str, Any]:
     device = num(cov.get("device_time_us"))
     rows = []
-    for label, key in (("Device time", "device_time_us"), ("Attributed to ops", "attributed_time_us"),
+    for label, key in (("Device time", "device_time_us"),
+                       ("Attributed to ops", "attributed_time_us"),
                        ("Modelled", "modeled_time_us"), ("Opaque", "opaque_time_us"),
-                       ("Unmodelled", "unmodeled_time_us"), ("Unattributed", "unattributed_time_us")):
+                       ("Unmodelled", "unmodeled_time_us"),
+                       ("Unattributed", "unattributed_time_us")):
         if key in cov:
             rows.append((label, fmt_time_us(cov.get(key)), fmt_pct(share(cov.get(key), device))))
 

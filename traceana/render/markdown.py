@@ -157,7 +157,8 @@ def _coverage(analysis: Mapping[str, Any]) -> list[str]:
     for label, key in (("attributed", "attributed_time_us"), ("modelled", "modeled_time_us"),
                        ("opaque", "opaque_time_us"), ("unmodelled", "unmodeled_time_us")):
         if num(cov.get(key)) is not None:
-            bits.append(f"{label} {fmt_time_us(cov.get(key))} ({fmt_pct(share(cov.get(key), device))})")
+            pct = fmt_pct(share(cov.get(key), device))
+            bits.append(f"{label} {fmt_time_us(cov.get(key))} ({pct})")
     return ["## Coverage", "", " · ".join(bits)]
 
 
@@ -176,9 +177,10 @@ def _warnings(analysis: Mapping[str, Any]) -> list[str]:
 def _document(analysis: Mapping[str, Any], top: int, explanations: int) -> str:
     trace = mapping(analysis.get("trace"))
     ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
+    head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
+            f"**Verdict:** {md_text(verdict(analysis), 400)}", ""]
     sections = [
-        [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
-         f"**Verdict:** {md_text(verdict(analysis), 400)}", ""] + _device(mapping(analysis.get("device"))),
+        head + _device(mapping(analysis.get("device"))),
         _breakdown(analysis),
         _ops_table(ops, top),
         _explanations(analysis, explanations),
