@@ -14,7 +14,8 @@ import numpy as np
 from traceana import __version__
 from traceana.cost import Cost, op_cost
 from traceana.devices import match_device
-from traceana.diagnose import explain_rows, find
+from traceana.diagnose import explain_rows
+from traceana.diagnose.run import diagnose
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
 from traceana.roofline import judge
@@ -49,10 +50,12 @@ def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
     }
     warnings.extend(device.notes)
     rows = [_row(g, device_dict) for g in groups]
+    group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
         r["id"] = f"op{i}"
     total = float(trace.gpu.dur.sum())
+    diag = diagnose(trace, links, [group_of[id(r)] for r in rows], rows, device_dict, total)
     coverage = _coverage(trace, links, rows, total)
     warnings.extend(_coverage_warnings(trace, coverage))
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "unknown", "unmodelled", "opaque")}
@@ -65,15 +68,18 @@ def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
             "file": os.path.basename(trace.path), "format": trace.format, "events": trace.n_events,
             "span_us": trace.span_us, "gpu_events": len(trace.gpu), "cpu_ops": len(trace.ops),
             "record_shapes": trace.record_shapes, "distributed": _distributed(trace),
+            "steps": len({n for n in map(trace.names.__getitem__, trace.annotations.name.tolist())
+                          if n.startswith("ProfilerStep#")}),
             "link": {"by_nesting": links.by_nesting, "by_external_id": links.by_external_id,
                      "external_ids_reliable": links.external_ids_reliable},
         },
         "device": device_dict,
         "coverage": coverage,
-        "breakdown": {"by_bound": by_bound, "total_us": total},
+        "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
+        "utilisation": diag["utilisation"],
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top),
-        "findings": find(rows, device_dict, total),
+        "findings": diag["findings"],
         "warnings": warnings,
     }
 

@@ -9,7 +9,9 @@ id was its correlation id and matched no op, or the wrong one).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
+import msgspec
 import numpy as np
 
 from traceana.load.model import Trace
@@ -23,6 +25,8 @@ CAUSES = {
                   "library call with no aten op around it)",
     "compiled": "torch.compile region: the Triton/compiled kernel's launch recorded no shapes",
     "no_shapes": "the enclosing op recorded no input shapes (record_shapes was off)",
+    "bad_shapes": "the op's recorded input dims or dtypes are malformed or impossible (not lists of "
+                  "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
 }
 
 
@@ -139,6 +143,7 @@ def link(trace: Trace) -> Links:
             by_ext += int((hit >= 0).sum())
 
     cause = _causes(trace, gpu_launch, gpu_op)
+    _warn(trace, la, ops, gpu, gpu_launch, cause, by_ext)
     attributed = gpu_op >= 0
     op_us = np.bincount(gpu_op[attributed], weights=gpu.dur[attributed], minlength=len(ops)) \
         if len(ops) else np.zeros(0)
@@ -169,7 +174,67 @@ def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndar
         compiled = region | (shapeless & triton)
         cause[has_op[compiled]] = CAUSE_KEYS.index("compiled")
         cause[has_op[shapeless & ~compiled]] = CAUSE_KEYS.index("no_shapes")
+        checked: dict[tuple[bytes, bytes], bool] = {}
+        bad = np.array([not _shapes_ok(ops.dims[i], ops.types[i], checked) for i in op_idx.tolist()], dtype=bool)
+        cause[has_op[bad & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
     return cause
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _shapes_ok(dims: bytes, types: bytes, cache: dict[tuple[bytes, bytes], bool]) -> bool:
+    """Recorded `Input Dims` / `Input type` that a real PyTorch op could have written: a list
+    whose entries are tensors (lists of non-negative ints, numel within int64), TensorLists
+    (lists of those) or [] for non-tensors; a list of strings for the dtypes."""
+    key = (dims, types)
+    ok = cache.get(key)
+    if ok is not None:
+        return ok
+    ok = True
+    try:
+        d = msgspec.json.decode(dims) if dims else []
+        t = msgspec.json.decode(types) if types else []
+    except (msgspec.DecodeError, RecursionError):
+        d = t = None
+    if not isinstance(d, list) or not isinstance(t, list) or not all(isinstance(x, str) for x in t):
+        ok = False
+    else:
+        for entry in d:
+            shapes = entry if isinstance(entry, list) and entry and isinstance(entry[0], list) else [entry]
+            for shape in shapes:
+                if not isinstance(shape, list) or not all(
+                        type(x) is int and 0 <= x <= _INT64_MAX for x in shape) or prod(shape) > _INT64_MAX:
+                    ok = False
+                    break
+            if not ok:
+                break
+    cache[key] = ok
+    return ok
+
+
+def _warn(trace: Trace, la, ops, gpu, gpu_launch: np.ndarray, cause: np.ndarray, by_ext: int) -> None:
+    """Say what the linker had to guess or drop (appended to trace.warnings, which the
+    analysis reads after linking)."""
+    out = trace.warnings
+    corr = la.corr[la.corr >= 0]
+    dup = len(corr) - len(np.unique(corr))
+    if dup:
+        out.append(f"{dup:,} launch events reuse another launch's correlation id (a merged or corrupt "
+                   "trace?): their kernels were attributed to the first launch with that id")
+    if by_ext:
+        ext = ops.ext[ops.ext >= 0]
+        dup_ext = len(ext) - len(np.unique(ext))
+        if dup_ext:
+            out.append(f"{dup_ext:,} cpu ops reuse another op's External id: {by_ext:,} events linked by "
+                       "External id may be attributed to the wrong op")
+    bad = cause == CAUSE_KEYS.index("bad_shapes")
+    if bad.any():
+        total = float(gpu.dur.sum())
+        t = float(gpu.dur[bad].sum())
+        share = f" ({t / total * 100:.1f}% of device time)" if total > 0 else ""
+        out.append(f"{int(bad.sum()):,} GPU events{share} belong to ops whose recorded input dims or dtypes "
+                   "are malformed or impossible; they are reported as opaque (bad shapes), not costed")
 
 
 def _is_compiled_region(name: str) -> bool:

@@ -4,14 +4,16 @@ shapes form "opaque" groups named after their kernel or launch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
 
+from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.types import OpCall
 from traceana.link import CAUSE_KEYS, Links
 from traceana.load.model import Trace
+from traceana.load.reader import BIDI_WARNING, clean_text
 
 TOP_KERNELS = 5
 
@@ -27,6 +29,7 @@ class Group:
     cause: str | None  # opaque cause key, None when the op recorded shapes
     kernel_flop: float | None = None  # torch.compile benchmark args, per call
     kernel_gb: float | None = None
+    events: np.ndarray | None = field(default=None, compare=False, repr=False)  # its GPU event indices
 
 
 def _tuplify(v):
@@ -45,17 +48,24 @@ def _decode(raw: bytes):
 
 
 def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: bytes,
-              kernels: tuple[str, ...]) -> OpCall:
+              kernels: tuple[str, ...], cleaned: list[str] | None = None) -> OpCall:
+    """The op call; trace strings in types/concrete lose bidi controls (noted in `cleaned`)."""
     d = _decode(dims)
     t = _decode(types)
     s = _decode(strides)
     c = _decode(concrete)
+    ty = tuple(x if isinstance(x, str) else "" for x in t) if isinstance(t, tuple) else ()
+    co = tuple(x if isinstance(x, str) else str(x) for x in c) if isinstance(c, tuple) else None
+    ty2 = tuple(clean_text(x) for x in ty)
+    co2 = tuple(clean_text(x) for x in co) if co is not None else None
+    if cleaned is not None and (ty2 != ty or co2 != co):
+        cleaned.append(name)
     return OpCall(
         name=name,
         dims=d if isinstance(d, tuple) else (),
-        types=tuple(x if isinstance(x, str) else "" for x in t) if isinstance(t, tuple) else (),
+        types=ty2,
         strides=s if isinstance(s, tuple) else None,
-        concrete=tuple(x if isinstance(x, str) else str(x) for x in c) if isinstance(c, tuple) else None,
+        concrete=co2,
         kernel_names=kernels,
     )
 
@@ -122,7 +132,10 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
     n_ev = np.bincount(group_of_event, minlength=n_groups) if n_gpu else np.zeros(0, np.int64)
     kernels = _top_kernels(group_of_event, gpu.name, gpu.dur, names, n_groups)
 
+    by_group = np.argsort(group_of_event, kind="stable")
+    cuts = np.searchsorted(group_of_event[by_group], np.arange(n_groups + 1))
     out: list[Group] = []
+    cleaned: list[str] = []
     for g in range(n_groups):
         nm, cause = label[g]
         i = first[g]
@@ -130,12 +143,38 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
         kflop = kgb = None
         if cause is None:
             knames = tuple(k[0] for k in kernels[g])
-            call = make_call(nm, dims[i], types[i], ops.strides[i], conc[i], knames)
+            call = make_call(nm, dims[i], types[i], ops.strides[i], conc[i], knames, cleaned)
             kf, kg = ops.kernel_flop[i], ops.kernel_num_gb[i]
             kflop = float(kf) if np.isfinite(kf) else None
             kgb = float(kg) if np.isfinite(kg) else None
-        out.append(Group(nm, call, int(calls[g]), float(dev_us[g]), int(n_ev[g]), kernels[g], cause, kflop, kgb))
+        out.append(Group(nm, call, int(calls[g]), float(dev_us[g]), int(n_ev[g]), kernels[g], cause, kflop, kgb,
+                         by_group[cuts[g]:cuts[g + 1]]))
+    if cleaned and BIDI_WARNING not in trace.warnings:
+        trace.warnings.append(BIDI_WARNING)
+    _warn_unknown_dtypes(trace, out)
     return out
+
+
+# `Input type` strings that mark non-tensor arguments in real traces (besides cost.dtypes.NON_TENSOR).
+_NOT_DTYPES = frozenset({"TensorList", "Double", "Float", "Long", "Layout", "MemoryFormat", "ScalarType",
+                         "Generator", "Stream", "Storage", "Dimname", "SymInt", "SymIntList"})
+
+
+def _warn_unknown_dtypes(trace: Trace, groups: list[Group]) -> None:
+    """Say which recorded dtypes traceana cannot size (appended to trace.warnings, which the
+    analysis reads after grouping): tensors of those dtypes are not costed."""
+    unknown: dict[str, int] = {}
+    for g in groups:
+        if g.call is None:
+            continue
+        for t in set(g.call.types):
+            if t and t not in NON_TENSOR and t not in _NOT_DTYPES and dtype_info(t) is None:
+                unknown[t] = unknown.get(t, 0) + 1
+    if unknown:
+        names = ", ".join(repr(t[:40]) for t in sorted(unknown)[:5]) + (", ..." if len(unknown) > 5 else "")
+        n = sum(unknown.values())
+        trace.warnings.append(f"{len(unknown)} input dtypes traceana does not know ({names}) appear in "
+                              f"{n} op signatures; tensors of those dtypes are not costed")
 
 
 def _top_kernels(group_of_event: np.ndarray, name: np.ndarray, dur: np.ndarray, names: list[str],

@@ -10,6 +10,15 @@ import click
 from traceana import __version__
 from traceana.errors import TraceanaError
 
+# Control characters (C0, DEL, C1) and Unicode line/paragraph separators: a path or a trace
+# string inside an error message must not break the one-line promise or drive the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def _one_line(message: str) -> str:
+    return message.translate(_CONTROL)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="traceana")
@@ -19,9 +28,12 @@ def cli() -> None:
 
 def _register() -> None:
     from traceana.cli import devices, report
+    from traceana.cli import diff, render
 
     cli.add_command(report.report)
     cli.add_command(devices.devices)
+    cli.add_command(diff.diff)
+    cli.add_command(render.render)
 
 
 _register()
@@ -32,13 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="traceana", standalone_mode=False)
     except TraceanaError as exc:
-        click.echo(f"traceana: {exc}", err=True)
+        click.echo(_one_line(f"traceana: {exc}"), err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("traceana: aborted", err=True)
         return 130
     except click.ClickException as exc:
-        click.echo(f"traceana: {exc.format_message()}", err=True)
+        click.echo(_one_line(f"traceana: {exc.format_message()}"), err=True)
         return 2
     except BrokenPipeError:
         return 0
@@ -48,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the promise: one line, never a traceback (TRACEANA_DEBUG=1 shows it)
         if os.environ.get("TRACEANA_DEBUG"):
             raise
-        click.echo(f"traceana: internal error ({type(exc).__name__}: {str(exc)[:300]}); "
-                   "rerun with TRACEANA_DEBUG=1 and report it", err=True)
+        click.echo(_one_line(f"traceana: internal error ({type(exc).__name__}: {str(exc)[:300]}); "
+                             "rerun with TRACEANA_DEBUG=1 and report it"), err=True)
         return 3
     return 0
 

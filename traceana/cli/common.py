@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from traceana.devices import DTYPES as PEAK_KEYS
 from traceana.errors import BadInput
@@ -34,6 +35,7 @@ def parse_peaks(text: str | None) -> dict[str, float] | None:
     return out or None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _OUR_MARKERS = (b"traceana", b"# traceana")
 
 
@@ -43,7 +45,7 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
         return
     real_out = os.path.realpath(out)
     for path in inputs:
-        if os.path.exists(path) and os.path.realpath(path) == real_out:
+        if os.path.exists(path) and (os.path.realpath(path) == real_out or _same_file(path, out)):
             raise BadInput(f"{out}: is the input trace; refusing to overwrite it")
     if os.path.isdir(out):
         raise BadInput(f"{out}: is a directory")
@@ -60,7 +62,18 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
         raise BadInput(f"{out}: directory {parent} does not exist")
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Hard links and other aliases realpath cannot see (same device and inode)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
 def write_text(out: str, text: str) -> None:
+    # A lone surrogate (a non-UTF-8 file name from argv) cannot be written as UTF-8: show U+FFFD.
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)
     if out == "-":
         import sys
 

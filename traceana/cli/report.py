@@ -6,6 +6,7 @@ import os
 
 import click
 
+from traceana.cli.ci import ci_options, prepare
 from traceana.cli.common import check_output, parse_peaks, write_text
 
 
@@ -33,12 +34,13 @@ def default_output(trace: str) -> str:
               help="How many of the slowest ops get a written explanation.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@ci_options
 def report(trace: str, output: str | None, fmt: str | None, device_key: str | None, peak_tflops: str | None,
-           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool) -> None:
+           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report."""
     from traceana.analysis import Options, analyze
     from traceana.errors import BadInput
-    from traceana.render import format_for_path, render
+    from traceana.render import format_for_path
 
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise BadInput("--bandwidth-gbps must be a positive number")
@@ -46,12 +48,14 @@ def report(trace: str, output: str | None, fmt: str | None, device_key: str | No
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     check_output(out, [trace], force)
+    extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top)
     analysis = analyze(trace, opts)
-    write_text(out, render(analysis, fmt))
+    write_text(out, extras.render(analysis, fmt))
     if not quiet and out != "-":
         click.echo(summary(analysis, out))
+    extras.finish(analysis, quiet or out == "-")
 
 
 def summary(a: dict, out: str) -> str:

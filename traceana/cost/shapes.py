@@ -190,7 +190,7 @@ class Traffic:
 
     def __init__(self) -> None:
         self.terms: list[str] = []
-        self.total: float = 0.0
+        self.total: float = 0
 
     def add(self, verb: str, label: str, shape: Shape, itemsize: float) -> Traffic:
         n = prod(shape) * itemsize

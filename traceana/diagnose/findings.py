@@ -1,17 +1,35 @@
 """Findings: what to do first, each with an honest estimate of recoverable time (saving_us).
 
-saving_us for an op = its measured time minus the time it would take at its roof (or at the
-faster roof a finding proposes). It is the most that change could recover, not a promise.
+saving_us, per kind (all upper bounds of what that one change recovers; the text says which):
+  memory_bound / compute_bound  measured time minus the time at the op's roof (a better kernel
+                                can win no more; to go below the floor change bytes or dtype)
+  tensor_core_dtype             measured time minus the time at the faster roof, assuming the op
+                                keeps the fraction of the roof it reaches now
+  gemm_shape                    the share of the measured time spent on padding: 1 - tile x wave
+                                efficiency; for misaligned dims, the gap to the roof fraction that
+                                the trace's aligned GEMMs of the same dtype reach
+  fusion                        bytes of the intermediates at the chain's measured bandwidth
+  launch_bound                  kernel time above the roofs + the host-wait idle right before
+  idle_gap                      host-wait and kernel-wait idle not already counted above
+Findings are ranked by saving_us, so the first three are the three biggest wins.
 """
 
 from __future__ import annotations
 
+from math import prod
+from statistics import median
+
 from traceana import units as u
-from traceana.diagnose.advice import LATENCY_FIX, MEMORY_FIX, OPAQUE_ADVICE
+from traceana.diagnose import gemm_shape as gs
+from traceana.diagnose.advice import LATENCY_FIX, OPAQUE_ADVICE
 from traceana.link import CAUSES
+from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
+_TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
+_FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
+           "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
 
 def _above_roof(row: dict) -> float:
@@ -21,7 +39,18 @@ def _above_roof(row: dict) -> float:
     return max(row["device_time_us"] - row["count"] * roof, 0.0)
 
 
-def find(rows: list[dict], device: dict, total_us: float) -> list[dict]:
+def _what(row: dict) -> str:
+    dims = u.dims(row.get("input_dims"))
+    dt = row.get("dtype") or ""
+    return f"{row['name']} [{dims}] {dt}".strip()
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call{'s' if n != 1 else ''}"
+
+
+def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None) -> list[dict]:
+    """Row findings (+ trace-level ones in extra), ranked by saving_us."""
     out: list[dict] = []
     peaks = device.get("peak_tflops") or {}
     latency = []
@@ -34,58 +63,233 @@ def find(rows: list[dict], device: dict, total_us: float) -> list[dict]:
         if share < MIN_SHARE:
             continue
         if bound == "memory":
-            out.append({
-                "kind": "memory_bound",
-                "title": f"{row['name']} is memory-bound at {u.pct(row['roof_pct'])} of {device.get('dram_gbps'):g} GB/s",
-                "text": (f"{row['count']:,} call(s) moving {u.nbytes(row['bytes'])} each take {u.us(row['device_time_us'])}; "
-                         f"the bytes alone need {u.us(row['roofline_time_us'])} per call. Its FLOPs do not matter. "
-                         + MEMORY_FIX),
-                "ops": [row["id"]],
-                "saving_us": _above_roof(row),
-            })
+            out.append(memory_finding(row, device))
         elif bound == "compute":
-            out.append(_compute_finding(row, peaks))
-    if latency:
-        t = sum(r["device_time_us"] for r in latency)
-        n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
-        if total_us > 0 and t / total_us >= MIN_SHARE:
-            out.append({
-                "kind": "launch_bound",
-                "title": f"{len(latency)} op signature(s) are latency-bound: {n:,.0f} tiny kernels, {u.us(t)}",
-                "text": (f"These kernels run far under both roofs (each a few µs). {LATENCY_FIX} "
-                         "Saving assumes each op ran at its roof."),
-                "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
-                "saving_us": sum(_above_roof(r) for r in latency),
-            })
+            out.append(compute_finding(row, device))
+    out.extend(shape_findings(rows, device, total_us))
+    if extra is None and latency:  # without the trace, the launch finding is built from rows alone
+        out.extend(launch_findings(latency, total_us, None))
+    out.extend(extra or [])
+    out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     out.extend(_coverage_findings(rows, total_us))
     out.sort(key=lambda f: (-f["saving_us"], f["kind"], f["title"]))
     return out[:MAX_FINDINGS]
 
 
-def _compute_finding(row: dict, peaks: dict) -> dict:
-    used = row.get("peak_tflops") or 0
-    if row.get("peak_dtype") == "fp32" and row.get("family") in ("gemm", "conv", "attention"):
-        better = [(k, peaks[k]) for k in ("tf32_tc", "bf16_tc", "fp16_tc") if peaks.get(k, 0) > used]
-        if better:
-            k, v = better[0]
-            floor = row["count"] * row["flops"] / (v * 1e6)
-            return {
-                "kind": "tensor_core_dtype",
-                "title": f"{row['name']} runs fp32 on CUDA cores: {k.replace('_tc', '')} tensor cores offer {v / used:.1f}x",
-                "text": (f"{u.rate_tflops(row['achieved_tflops'])} achieved against a {used:g} TFLOP/s fp32 roof "
-                         f"({u.pct(row['roof_pct'])}). At the {v:g} TFLOP/s {k.replace('_tc', '')} tensor-core roof "
-                         f"its FLOPs would need {u.us(floor)} in total instead of {u.us(row['device_time_us'])}."),
-                "ops": [row["id"]],
-                "saving_us": max(row["device_time_us"] - floor, 0.0),
-            }
+def memory_finding(row: dict, device: dict) -> dict:
+    bw = device.get("dram_gbps")
+    n, mean, floor = row["count"], row["mean_time_us"], row["memory_time_us"]
+    fl_peak = row.get("peak_tflops")
+    flop_us = row["flops"] / (fl_peak * 1e6) if fl_peak and row.get("flops") else None
+    flops = (f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
+             if flop_us is not None else "")
+    half = ""
+    if row.get("dtype") == "fp32":
+        half = f" In bf16/fp16 the bytes halve and so does the floor ({u.us(floor / 2)} per call)."
     return {
-        "kind": "compute_bound",
-        "title": f"{row['name']} is compute-bound at {u.pct(row['roof_pct'])} of {used:g} TFLOP/s ({row.get('peak_dtype')})",
-        "text": (f"{u.count(row['flops'])} FLOPs per call at {u.rate_tflops(row['achieved_tflops'])}. Only fewer "
-                 "FLOPs, a faster dtype, or shapes that fill the tensor-core tiles and every SM make it faster."),
+        "kind": "memory_bound",
+        "title": f"{row['name']} is memory-bound at {u.pct(row['roof_pct'])} of the {bw:g} GB/s roof",
+        "text": (f"{_what(row)}: {_calls(n)}, {u.us(row['device_time_us'])}. Each call moves {u.nbytes(row['bytes'])}; "
+                 f"at {bw:g} GB/s that takes at least {u.us(floor)} ({row['bytes']:,.0f} B / {bw:g} GB/s), "
+                 f"measured {u.us(mean)} per call ({u.rate_gbps(row['achieved_gbps'])}, {u.pct(row['roof_pct'])} "
+                 f"of the roof). {flops}Any element-wise op over the same tensors would take as long: only "
+                 f"fewer bytes help: fuse it with its neighbours (see fusion findings) or use a narrower "
+                 f"dtype.{half} Saving shown: time above the floor, ({u.us(mean)} - {u.us(floor)}) x {n:,}."),
         "ops": [row["id"]],
         "saving_us": _above_roof(row),
     }
+
+
+def compute_finding(row: dict, device: dict) -> dict:
+    peaks = device.get("peak_tflops") or {}
+    used, key = row.get("peak_tflops") or 0, row.get("peak_dtype")
+    matrix = row.get("family") in ("gemm", "conv", "attention")
+    tdt = gs.tensor_dtype(row) if matrix else None
+    if key == "fp32" and matrix and tdt is None:
+        f = _dtype_finding(row, device, peaks)
+        if f:
+            return f
+    total_floor = row["count"] * row["compute_time_us"]
+    faster = ""
+    for k in _FASTER.get(key or "", ()):
+        if peaks.get(k, 0) > used:
+            faster = (f" A faster dtype raises the roof: {PEAK_LABEL[k]} {peaks[k]:g} TFLOP/s "
+                      f"({peaks[k] / used:.1f}x) would put the floor at {u.us(total_floor * used / peaks[k])}"
+                      + (" (needs an fp8 recipe: Transformer Engine, torchao float8)." if k == "fp8_tc" else "."))
+            break
+    return {
+        "kind": "compute_bound",
+        "title": f"{row['name']} is compute-bound at {u.pct(row['roof_pct'])} of {used:g} TFLOP/s ({key})",
+        "text": (f"{_what(row)}: {_calls(row['count'])}, {u.count(row['flops'])} FLOPs each ({row.get('flops_expr')}). "
+                 f"At {used:g} TFLOP/s ({row.get('peak_why')}) they need at least {u.us(total_floor)}; measured "
+                 f"{u.us(row['device_time_us'])} ({u.rate_tflops(row['achieved_tflops'])}). FLOPs set its time: "
+                 f"bytes do not.{faster} Saving shown: time above the floor."),
+        "ops": [row["id"]],
+        "saving_us": _above_roof(row),
+    }
+
+
+def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
+    used = row.get("peak_tflops") or 0
+    better = [(k, peaks[k]) for k in ("tf32_tc", "bf16_tc", "fp16_tc") if peaks.get(k, 0) > used]
+    if not better or not row.get("flops"):
+        return None
+    k, v = better[0]
+    eff = min((row.get("roof_pct") or 100.0) / 100.0, 1.0)
+    best = row["count"] * row["flops"] / (v * 1e6)
+    likely = best / eff if eff > 0 else best
+    names = ", ".join(x["name"][:60] for x in row.get("kernels") or [])
+    dev = device.get("name") or "this device"
+    if k == "tf32_tc":
+        how = "torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high'))"
+        limits = f"{dev} has TF32 tensor cores at {v:g} TFLOP/s, but this GEMM did not use them"
+    else:
+        dt = k.replace("_tc", "")
+        how = f"torch.autocast('cuda', dtype=torch.{'bfloat16' if dt == 'bf16' else 'float16'})"
+        limits = (f"{dev} has no TF32 tensor cores, so fp32 matmuls run on CUDA cores at {used:g} TFLOP/s; "
+                  f"its {dt} tensor cores offer {v:g} TFLOP/s")
+    return {
+        "kind": "tensor_core_dtype",
+        "title": f"{row['name']} runs fp32 on CUDA cores at {u.pct(row['roof_pct'])} of {used:g} TFLOP/s: "
+                 f"{k.replace('_tc', '')} tensor cores offer {v / used:.1f}x",
+        "text": (f"{_what(row)}: {_calls(row['count'])}, {u.count(row['flops'])} FLOPs each; kernels {names} show no "
+                 f"tensor-core (TF32) path. {limits}. At {used:g} TFLOP/s the FLOPs need at least "
+                 f"{u.us(row['count'] * row['compute_time_us'])}; measured {u.us(row['device_time_us'])} "
+                 f"({u.rate_tflops(row['achieved_tflops'])}, {u.pct(row['roof_pct'])}). At {v:g} TFLOP/s they need "
+                 f"{u.us(best)} (best case); at the same {eff * 100:.0f}% of that roof about {u.us(likely)}. "
+                 f"Fix: {how}, if the model tolerates the precision. Saving shown: {u.us(row['device_time_us'])} "
+                 f"- {u.us(likely)}."),
+        "ops": [row["id"]],
+        "saving_us": max(row["device_time_us"] - likely, 0.0),
+    }
+
+
+def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:
+    """gemm_shape findings: misaligned dims, tile and wave quantization of tensor-core GEMMs."""
+    peaks, sms = device.get("peak_tflops") or {}, device.get("sms")
+    facts = []
+    for r in rows:
+        if r.get("family") != "gemm" or r.get("flops") is None or r["device_time_us"] < MIN_SHARE * total_us:
+            continue
+        a = gs.analyse(r, sms)
+        if a:
+            pk = peaks.get(_TC_KEY.get(a["dtype"], ""))
+            frac = r["count"] * r["flops"] / (pk * 1e6) / r["device_time_us"] if pk and r["device_time_us"] else None
+            facts.append((r, a, pk, frac))
+    ref: dict[str, float] = {}
+    for dt in {a["dtype"] for _, a, _, _ in facts}:
+        fr = [f for r, a, _, f in facts if a["dtype"] == dt and not a["misaligned"] and f]
+        if fr:
+            ref[dt] = median(fr)
+    out = []
+    for r, a, pk, frac in facts:
+        q = a["quant"][0]
+        loss = 1 - q["eff"]
+        mis = a["misaligned"]
+        if not mis and not (r["bound"] == "compute" and loss >= 0.15):
+            continue
+        t = r["device_time_us"]
+        saving = t * loss if r["bound"] == "compute" else 0.0
+        parts = [f"{_what(r)}: {_calls(r['count'])}, {u.us(t)}; as a GEMM B={a['B']:,}, M={a['M']:,}, "
+                 f"N={a['N']:,}, K={a['K']:,} in {a['dtype']}."]
+        if mis:
+            dims = ", ".join(f"{k}={v:,}" for k, v in mis.items())
+            ka = a["kernel_align"]
+            parts.append(f"{dims} {'is' if len(mis) == 1 else 'are'} not a multiple of {a['align']} elements "
+                         f"(16 bytes in {a['dtype']}), so tensor cores cannot use full-width loads"
+                         + (f": the kernel name shows align{ka} ({ka}-element accesses)." if ka and ka < a["align"]
+                            else ".")
+                         + " Pad to " + ", ".join(f"{k}={a['better'][k]:,}" for k in mis) + ".")
+            if dt_ref := ref.get(a["dtype"]):
+                if frac is not None and frac < dt_ref:
+                    est = t * (1 - frac / dt_ref)
+                    parts.append(f"It reaches {frac * 100:.1f}% of the {pk:g} TFLOP/s {a['dtype']} roof; the aligned "
+                                 f"{a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% (median): at that rate "
+                                 f"it would take {u.us(t - est)}.")
+                    saving = max(saving, est)
+        for qq in a["quant"]:
+            parts.append(f"Tile {qq['tile']}{' (from the kernel name)' if a['tile_from_kernel'] else ' (assumed)'}: "
+                         f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
+                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs = "
+                         f"{qq['waves'] or '?'} wave(s), wave efficiency {qq['wave_eff'] * 100:.1f}%.")
+        if r["bound"] == "compute" and loss >= 0.15:
+            parts.append(f"{loss * 100:.1f}% of the tensor-core work is padding: M={a['better']['M']:,} / "
+                         f"N={a['better']['N']:,} fill the tiles.")
+        parts.append(f"Saving shown: {u.us(saving)}" + (" (no estimate without an aligned reference)."
+                                                        if not saving else "."))
+        out.append({"kind": "gemm_shape",
+                    "title": f"{r['name']} shape wastes tensor cores: "
+                             + (f"{', '.join(mis)} not a multiple of {a['align']}" if mis
+                                else f"{loss * 100:.0f}% tile/wave padding"),
+                    "text": " ".join(parts), "ops": [r["id"]], "saving_us": saving})
+    return out
+
+
+def launch_findings(latency: list[dict], total_us: float, facts: dict | None) -> list[dict]:
+    """One launch_bound finding for all latency-bound signatures."""
+    if not latency:
+        return []
+    t = sum(r["device_time_us"] for r in latency)
+    if total_us <= 0 or t / total_us < MIN_SHARE and not (facts and facts.get("host_wait_us", 0) > MIN_SHARE * total_us):
+        return []
+    n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
+    above = sum(_above_roof(r) for r in latency)
+    text = (f"{len(latency)} op signatures run far under both roofs with kernels of {u.us(t / max(n, 1))} on average: "
+            f"{n:,.0f} kernels, {u.us(t)} of GPU time ({t / total_us * 100:.1f}%), of which {u.us(above)} is above "
+            "their roofs (fixed per-kernel cost). ")
+    saving = above
+    if facts:
+        text += (f"CPU side: their {facts['launches']:,} launch calls took {u.us(facts['launch_us'])} "
+                 f"({u.us(facts['launch_us'] / max(facts['launches'], 1))} per launch vs {u.us(t / max(n, 1))} per "
+                 f"kernel){': launching costs more than running, so the CPU sets the pace' if facts['launch_us'] > t else ''}. "
+                 f"The GPU sat idle {u.us(facts['gap_us'])} right before these kernels, {u.us(facts['host_wait_us'])} "
+                 "of it waiting for the CPU to launch them (host-wait). ")
+        saving += facts["host_wait_us"]
+    text += LATENCY_FIX + " Saving shown: time above the roofs" + (" + the host-wait before them." if facts else ".")
+    return [{"kind": "launch_bound",
+             "title": f"{n:,.0f} tiny kernels are launch-bound: {u.us(t)} on the GPU"
+                      + (f" + {u.us(facts['host_wait_us'])} waiting for launches" if facts else ""),
+             "text": text,
+             "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
+             "saving_us": saving}]
+
+
+def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> list[dict]:
+    """GEMM kernels with no shapes (compiled regions, no launch): the dtype from the kernel name."""
+    tf32_t, cc_t, ids, align1, names = 0.0, 0.0, [], 0.0, set()
+    for r in rows:
+        if not r.get("opaque"):
+            continue
+        for k in r.get("kernels") or []:
+            nm = k["name"].lower()
+            if "gemm" not in nm or any(x in nm for x in ("bf16", "f16", "h1688", "h16816", "i8", "e4m3")):
+                continue
+            if any(h in nm for h in gs.TF32_HINTS):
+                tf32_t += k["time_us"]
+            elif any(h in nm for h in gs.CUDA_CORE_HINTS):
+                cc_t += k["time_us"]
+            else:
+                continue
+            align1 += k["time_us"] if "align1" in nm or "align2" in nm else 0.0
+            names.add(k["name"][:70])
+            if r["id"] not in ids:
+                ids.append(r["id"])
+    t = tf32_t + cc_t
+    if total_us <= 0 or t / total_us < 0.01 or not peaks.get("bf16_tc"):
+        return []
+    base = peaks.get("tf32_tc") or peaks.get("fp32") or peaks["bf16_tc"]
+    saving = tf32_t * (1 - (peaks.get("tf32_tc") or base) / peaks["bf16_tc"]) + \
+        cc_t * (1 - (peaks.get("fp32") or base) / peaks["bf16_tc"])
+    text = (f"{u.us(t)} of GEMM kernels with no recorded shapes run fp32 inputs ({u.us(tf32_t)} on TF32 tensor "
+            f"cores, {u.us(cc_t)} on CUDA cores), e.g. {', '.join(sorted(names)[:3])}. bf16 tensor cores offer "
+            f"{peaks['bf16_tc']:g} TFLOP/s vs {peaks.get('tf32_tc') or '-'} (TF32) / {peaks.get('fp32') or '-'} "
+            "(fp32) TFLOP/s: torch.autocast('cuda', dtype=torch.bfloat16). ")
+    if align1:
+        text += (f"{u.us(align1)} of them are align1/align2 kernels: some of M, N, K are not multiples of 4 "
+                 "(16 bytes of fp32); padding them (e.g. to multiples of 8) lets full-width kernels run. ")
+    text += "Saving shown: best case if they are compute-bound, time x (1 - old roof / bf16 roof)."
+    return [{"kind": "tensor_core_dtype", "title": f"{u.us(t)} of fp32 GEMM kernels (no shapes) could run in bf16",
+             "text": text, "ops": ids[:50], "saving_us": saving}]
 
 
 def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
@@ -118,4 +322,28 @@ def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
             "ops": [r["id"] for r in unmodelled[:50]],
             "saving_us": 0.0,
         })
+    return out
+
+
+def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
+    out = []
+    for g in groups[:limit]:
+        if total_us <= 0 or g["saving_us"] < 0.001 * total_us:
+            continue
+        chain = " → ".join(n.split("::", 1)[-1] for n in g["names"])
+        inter = []
+        for (shape, isz), a in zip(g["links"], g["names"][:-1]):
+            b = prod(shape) * isz
+            inter.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(b)}) from {a.split('::', 1)[-1]}"
+                         + (" (in place: read back only)" if a.endswith("_") else ""))
+        per = g["saved_per_rep"]
+        text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
+                f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
+                + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
+                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (written once, read once), "
+                  f"{u.nbytes(g['saved_bytes'])} in all. The chain moves {u.nbytes(g['bytes'])} in {u.us(g['time_us'])} "
+                  f"({u.rate_gbps(g['measured_gbps'])} measured); at that bandwidth the saved bytes take "
+                  f"{u.us(g['saving_us'])}. Fix: {g['fix']}. (Assumes the intermediates are not needed elsewhere.)")
+        out.append({"kind": "fusion", "title": f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic",
+                    "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
     return out

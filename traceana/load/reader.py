@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
+import re
+import stat
 import zlib
 from typing import Any
 
@@ -24,8 +27,16 @@ LEGACY_CATS = frozenset({"Operator", "Runtime", "Kernel"})
 
 def read_bytes(path: str) -> bytes:
     """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure."""
-    if os.path.isdir(path):
-        raise BadInput(f"{path}: is a directory, expected a trace file")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(_directory_message(path))
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block forever, /dev/zero never ends
+        raise BadInput(f"{path}: is not a regular file (a FIFO, device or socket); save the trace to a file first")
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -37,36 +48,108 @@ def read_bytes(path: str) -> bytes:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise BadInput(f"{path}: corrupt or truncated gzip data ({exc})") from None
+            raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors): not JSON, harmless
+        data = data[3:]
     if not data.strip():
         raise BadInput(f"{path}: file is empty")
     return data
 
 
-def _decode(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
-    """Typed decode; on a type mismatch fall back to a lenient per-event decode."""
-    warnings: list[str] = []
+def _directory_message(path: str) -> str:
     try:
-        return DOC_DECODER.decode(data), warnings
+        names = os.listdir(path)
+    except OSError:
+        names = []
+    traces = [n for n in names if n.endswith((".json", ".json.gz"))]
+    if not traces:
+        return f"{path}: is a directory with no trace files (*.json, *.json.gz); give a trace file"
+    return (f"{path}: is a directory ({len(traces)} trace file{'s' if len(traces) != 1 else ''}); give one trace file "
+            "(a directory of per-rank traces is not supported yet)")
+
+
+_READ_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def _decode(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
+    """Typed decode; on a type mismatch fall back to a lenient per-event decode; on JSON the
+    fast parser refuses (NaN/Infinity, lone surrogates, bad UTF-8, numbers out of range)
+    normalise it once with the standard library and say so in a warning."""
+    try:
+        return _decode_typed(path, data)
+    except _READ_ERRORS as exc:
+        first = exc
+    data, notes = _normalize(path, data, first)
+    try:
+        doc, warnings = _decode_typed(path, data)
+    except _READ_ERRORS as exc:  # not expected after _normalize; still one line, never a traceback
+        raise BadInput(f"{path}: not valid JSON ({_short(exc)})") from None
+    return doc, notes + warnings
+
+
+def _decode_typed(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
+    try:
+        doc = DOC_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Expected `object`, got `array`"):
             try:
-                return TraceDoc(traceEvents=LIST_DECODER.decode(data)), warnings
+                return TraceDoc(traceEvents=LIST_DECODER.decode(data)), []
             except msgspec.ValidationError:
                 pass
-            except msgspec.DecodeError as exc2:
-                raise BadInput(f"{path}: not valid JSON ({_short(exc2)})") from None
         first_error = str(exc)
-    except msgspec.DecodeError as exc:
-        raise BadInput(f"{path}: not valid JSON ({_short(exc)})") from None
+    else:
+        if doc.traceEvents is None:
+            raise BadInput(f"{path}: not a trace (no 'traceEvents' list)")
+        return doc, []
     return _decode_lenient(path, data, first_error)
 
 
-def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc, list[str]]:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _normalize(path: str, data: bytes, first: BaseException) -> tuple[bytes, list[str]]:
+    """Strict JSON bytes for text the standard library can read; BadInput otherwise."""
+    notes: list[str] = []
     try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BadInput(f"{path}: not valid JSON ({_short(exc)})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        notes.append("the trace has bytes that are not UTF-8; they were read as U+FFFD")
+    odd: list[str] = []
+
+    def constant(token: str) -> None:
+        odd.append(token)
+        return None
+
+    def number(token: str) -> float | None:
+        v = float(token)
+        if math.isfinite(v):
+            return v
+        odd.append(token)
+        return None
+
+    try:
+        raw = json.loads(text, parse_constant=constant, parse_float=number)
+        del text
+        out = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise BadInput(f"{path}: not a trace (JSON nested too deeply)") from None
+    except ValueError:  # json.JSONDecodeError: report the fast parser's message
+        if isinstance(first, UnicodeDecodeError):
+            raise BadInput(f"{path}: not valid JSON (not UTF-8 text)") from None
+        raise BadInput(f"{path}: not valid JSON ({_short(first)})") from None
+    del raw
+    if odd:
+        notes.append(f"the trace has {len(odd)} NaN, Infinity or out-of-range numbers (not valid JSON, "
+                     f"e.g. {odd[0][:20]}); they were read as missing values")
+    if _SURROGATE.search(out):
+        notes.append("the trace has strings with lone UTF-16 surrogates (e.g. \\ud800); they were read as U+FFFD")
+        out = _SURROGATE.sub("\ufffd", out)
+    return out.encode("utf-8"), notes
+
+
+def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc, list[str]]:
+    raw = msgspec.json.decode(data)  # errors go to _normalize via _decode
     if isinstance(raw, list):
         raw = {"traceEvents": raw}
     if not isinstance(raw, dict):
@@ -75,25 +158,96 @@ def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc,
     if not isinstance(events, list):
         raise BadInput(f"{path}: not a trace (no 'traceEvents' list)")
     kept: list[Event] = []
-    bad = 0
-    encode = msgspec.json.encode
+    bad = fixed = 0
     for ev in events:
-        try:
-            kept.append(EVENT_DECODER.decode(encode(ev)))
-        except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+        event, dropped = _salvage(ev)
+        if event is None:
             bad += 1
+        else:
+            kept.append(event)
+            fixed += dropped > 0
+    if events and not kept:
+        raise BadInput(f"{path}: not a trace (none of its {len(events)} events is an object with trace fields)")
     meta: dict[str, Any] = {}
+    ignored = []
     for key, typ in (("deviceProperties", list), ("distributedInfo", dict),
                      ("baseTimeNanoseconds", int), ("record_shapes", int)):
         val = raw.get(key)
         if isinstance(val, typ) and not isinstance(val, bool):
             meta[key] = val
+        elif val is not None:
+            ignored.append(key)
     props = [p for p in meta.get("deviceProperties", []) if isinstance(p, dict)]
     doc = TraceDoc(traceEvents=kept, deviceProperties=props, distributedInfo=meta.get("distributedInfo"),
                    baseTimeNanoseconds=meta.get("baseTimeNanoseconds"), record_shapes=meta.get("record_shapes"))
-    warnings = [f"the trace has fields of unexpected types ({first_error}); "
-                f"{bad} of {len(events)} events could not be read and were skipped"] if bad else []
+    warnings = []
+    if bad or fixed:
+        what = []
+        if fixed:
+            what.append(f"{fixed} had fields that could not be read, which were ignored")
+        if bad:
+            what.append(f"{bad} could not be read at all and were skipped")
+        warnings.append(f"the trace has fields of unexpected types ({first_error}); of {len(events)} events, "
+                        + " and ".join(what))
+    if ignored:
+        warnings.append(f"the trace's top-level {', '.join(ignored)} has an unexpected type and was ignored")
     return doc, warnings
+
+
+_AT = re.compile(r" - at `\$\.([^`]+)`$")
+_ENCODE = msgspec.json.encode
+
+
+def _salvage(ev: Any) -> tuple[Event | None, int]:
+    """The event with every mistyped field it has dropped (None when it is not an object),
+    and how many fields were dropped. msgspec names the first bad field; drop it and retry."""
+    if not isinstance(ev, dict):
+        return None, 0
+    dropped = 0
+    for _ in range(32):
+        try:
+            return EVENT_DECODER.decode(_ENCODE(ev)), dropped
+        except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError) as exc:
+            m = _AT.search(str(exc))
+            if m is None:
+                return None, dropped
+            key, _, sub = m.group(1).partition(".")
+            if key not in ev:
+                return None, dropped
+            ev = dict(ev)
+            if sub and isinstance(ev[key], dict) and sub in ev[key]:
+                ev[key] = {k: v for k, v in ev[key].items() if k != sub}
+            else:
+                del ev[key]
+            dropped += 1
+    return None, dropped
+
+
+# Unicode bidirectional controls (an unbalanced U+202E in a kernel name would display the rest of
+# a report line, the verdict or a warning, reversed) and C0 controls other than tab and newlines
+# (a NUL makes the HTML report a "binary" file). No profiler writes them; they become U+FFFD.
+_ODD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+BIDI_WARNING = ("the trace has names with control or bidirectional-override characters (which can make "
+                "text display in a misleading order); they were replaced with U+FFFD")
+
+
+def clean_text(value: str) -> str:
+    """A trace string safe to show inline: control and bidi-override characters become U+FFFD."""
+    return _ODD_CHARS.sub("\ufffd", value)
+
+
+def _clean_values(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: clean_text(v) if isinstance(v, str) else v for k, v in d.items()}
+
+
+def _clean_strings(names: list[str], props: list[dict], distributed: dict | None):
+    """Names, deviceProperties and distributedInfo with bidi controls replaced; True when any were."""
+    dicts = [*props, distributed or {}]
+    if not any(_ODD_CHARS.search(n) for n in names) and not any(
+            isinstance(v, str) and _ODD_CHARS.search(v) for d in dicts for v in d.values()):
+        return names, props, distributed, False
+    return ([clean_text(n) for n in names], [_clean_values(p) for p in props],
+            _clean_values(distributed) if distributed else distributed, True)
 
 
 def _short(exc: Exception) -> str:
@@ -104,12 +258,11 @@ def _short(exc: Exception) -> str:
 def _as_int(v: Any) -> int:
     if v is None or isinstance(v, bool):
         return -1
-    if isinstance(v, int):
-        return v
     try:
-        return int(v)
-    except (TypeError, ValueError):
+        i = v if isinstance(v, int) else int(v)
+    except (TypeError, ValueError, OverflowError):
         return -1
+    return i if -2**63 <= i < 2**63 else -1  # ids beyond int64 cannot be real; never overflow numpy
 
 
 def _finite(v: Any) -> float | None:
@@ -117,7 +270,7 @@ def _finite(v: Any) -> float | None:
         return None
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return f if math.isfinite(f) else None
 
@@ -143,8 +296,10 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
     t_max = -math.inf
     name_code = names.setdefault
 
+    no_ph = 0
     for ev in doc.traceEvents:
         if ev.ph != "X":
+            no_ph += not ev.ph
             continue
         cat = ev.cat
         if cat is None:
@@ -228,6 +383,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
             an["ts"].append(ts)
             an["end"].append(ts + dur)
 
+    if doc.traceEvents and no_ph == len(doc.traceEvents):
+        raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
     if bad_time:
         warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
     i32, i64, f64 = np.int32, np.int64, np.float64
@@ -242,11 +399,15 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
     anns = Annotations(np.array(an["name"], i32), np.array(an["thread"], i32), np.array(an["ts"], f64),
                        np.array(an["end"], f64))
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
+    distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None
+    name_list, props, distributed, cleaned = _clean_strings(list(names), props, distributed)
+    if cleaned:
+        warnings.append(BIDI_WARNING)
     record_shapes = bool(doc.record_shapes) or any(op["dims"][i] for i in range(min(len(op["dims"]), 2000)))
     span = (t_max - t_min) if t_max > t_min else 0.0
     fmt = "kineto-2021" if legacy else "kineto"
-    return Trace(path=path, format=fmt, names=list(names), threads=[f"{p}/{t}" for p, t in threads],
+    return Trace(path=path, format=fmt, names=name_list, threads=[f"{p}/{t}" for p, t in threads],
                  ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
-                 distributed=doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None,
+                 distributed=distributed,
                  record_shapes=record_shapes, n_events=len(doc.traceEvents), span_us=span,
                  warnings=warnings)

@@ -45,7 +45,7 @@ class Event(Struct, forbid_unknown_fields=False):
 
 
 class TraceDoc(Struct, forbid_unknown_fields=False):
-    traceEvents: list[Event] = []
+    traceEvents: Union[list[Event], None] = None  # None: the key is missing, so not a trace
     deviceProperties: Union[list[dict[str, Any]], None] = None
     distributedInfo: Union[dict[str, Any], None] = None
     baseTimeNanoseconds: Union[int, None] = None

@@ -1,22 +1,35 @@
-"""A short GitHub-flavoured markdown report, sized for a PR comment (< 65,000 characters).
+"""A GitHub-flavoured markdown report for a PR comment: always under MAX_CHARS characters.
+
+Layout: the headline a reviewer reads without clicking (verdict, device and peaks, time by
+bound, findings with their savings, the top op signatures, coverage, the first warnings),
+then the long detail folded into `<details>` blocks (explanations, every op signature that
+fits, the remaining warnings, coverage by cause / by op). The headline is sized first;
+the folded blocks then get what is left of the budget, whole rows at a time, and say how
+many rows did not fit. A block is never cut in the middle, so tables, fences and
+`<details>` tags always stay balanced.
 
 Every string from the analysis goes through `md_text` (inline text and table cells) or
 into a code fence longer than any backtick run it contains, so an op name cannot open a
-link, an HTML tag, a new table cell or a new line.
+link, an HTML tag, a new table cell or a new line. `<summary>` lines hold only our own
+words and numbers (GitHub does not apply markdown escapes inside HTML).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 from traceana.render import (
     BOUNDS,
     bound_of,
     by_bound,
+    fmt_bytes,
     fmt_dims,
+    fmt_int,
     fmt_pct,
+    fmt_si,
     fmt_sig,
     fmt_time_us,
     fmt_types,
@@ -31,9 +44,14 @@ from traceana.render import (
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
 MAX_CHARS = 65_000
 TOP_OPS = 15
-MAX_EXPLANATIONS = 5
+MAX_FINDINGS = 10
+MAX_EXPLANATIONS = 8
 MAX_LINES = 20
-MAX_WARNINGS = 30
+#: Warnings shown before the fold; the rest go into a <details> block.
+SHOWN_WARNINGS = 3
+MAX_WARNINGS = 200
+MAX_PEAKS = 16
+MAX_COVERAGE_ROWS = 50
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _BLOCK_START = re.compile(r"^([#+\-=>]|\d+(?=[.)]))")
@@ -66,52 +84,88 @@ def code_block(lines: list[str]) -> str:
     return f"{fence}text\n{body}\n{fence}"
 
 
-def _row(cells: list[str]) -> str:
+def table_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _device(dev: Mapping[str, Any]) -> list[str]:
+def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: str = "\n",
+             more: Callable[[int], str] | None = None) -> str:
+    """A <details> block holding as many whole `items` as fit in `budget` characters.
+
+    `head` (e.g. a table header) opens the body; `more(n)` says that n items did not fit.
+    Returns "" when not even one item fits.
+    """
+    if not items:
+        return ""
+    opening = f"<details><summary>{summary}</summary>\n\n" + (head + "\n" if head else "")
+    closing = "\n\n</details>"
+    reserve = 120 if more else 0  # room for the "n more" line
+    used = len(opening) + len(closing) + reserve
+    body: list[str] = []
+    for it in items:
+        cost = len(it) + (len(sep) if body else 0)
+        if used + cost > budget:
+            break
+        body.append(it)
+        used += cost
+    if not body:
+        return ""
+    tail = ""
+    if more and len(body) < len(items):
+        tail = "\n\n" + more(len(items) - len(body))
+    return opening + sep.join(body) + tail + closing
+
+
+# ---------------------------------------------------------------- headline
+
+
+def _device(dev: Mapping[str, Any], image: str | None) -> list[str]:
     name = md_text(dev.get("name"), 120) or "unknown device"
     key = md_text(dev.get("key"), 80)
-    peaks = ", ".join(
+    peaks = [
         f"{md_text(k, 20)} {fmt_sig(v)}"
         for k, v in sorted(mapping(dev.get("peak_tflops")).items(), key=lambda kv: text(kv[0]))
         if num(v) is not None
-    )
+    ]
+    if len(peaks) > MAX_PEAKS:
+        peaks = peaks[:MAX_PEAKS] + [f"… {len(peaks) - MAX_PEAKS} more"]
     dram = num(dev.get("dram_gbps"))
     out = [
         f"**Device:** {name} (table row: {key or 'unknown'})",
-        f"**Peaks:** {peaks + ' TFLOP/s' if peaks else 'unknown'} · "
+        f"**Peaks:** {', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown'} · "
         f"**DRAM:** {fmt_sig(dram) + ' GB/s' if dram is not None else 'unknown'}"
         + (f" · source: {md_text(dev.get('source'), 80)}" if text(dev.get("source")) else ""),
     ]
-    return [" \\\n".join(out)]
+    lines = [" \\\n".join(out)]
+    if image:
+        lines += ["", f"![roofline chart](<{quote(image, safe=':/?#@!$&*+,;=%~._-')}>)"]
+    return lines
 
 
 def _breakdown(analysis: Mapping[str, Any]) -> list[str]:
     parts, total = by_bound(analysis)
     if not parts:
         return []
-    lines = ["## Time by bound", "", _row(["bound", "time", "%"]), "|---|--:|--:|"]
+    lines = ["## Time by bound", "", table_row(["bound", "time", "%"]), "|---|--:|--:|"]
     for b in BOUNDS:
         if b in parts:
-            lines.append(_row([b, fmt_time_us(parts[b]), fmt_pct(share(parts[b], total))]))
-    lines.append(_row(["**total**", f"**{fmt_time_us(total)}**", ""]))
+            lines.append(table_row([b, fmt_time_us(parts[b]), fmt_pct(share(parts[b], total))]))
+    lines.append(table_row(["**total**", f"**{fmt_time_us(total)}**", ""]))
     return lines
 
 
 def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
-    if not ops:
+    if not ops or n <= 0:
         return []
     shown = ops[:n]
     lines = [
         f"## Top {len(shown)} of {len(ops):,} op signatures by device time",
         "",
-        _row(["op", "shape", "dtype", "time", "% of roof", "bound"]),
+        table_row(["op", "shape", "dtype", "time", "% of roof", "bound"]),
         "|---|---|---|--:|--:|---|",
     ]
     for op in shown:
-        lines.append(_row([
+        lines.append(table_row([
             md_text(op.get("name"), 80) or "(unnamed)",
             md_text(fmt_dims(op.get("input_dims")), 60) or "—",
             md_text(fmt_types(op.get("input_types")), 40) or "—",
@@ -122,29 +176,17 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
     return lines
 
 
-def _explanations(analysis: Mapping[str, Any], n: int) -> list[str]:
-    items = [e for e in seq(analysis.get("explanations")) if isinstance(e, Mapping)][:n]
-    if not items:
-        return []
-    lines = ["## Why"]
-    for e in items:
-        body = [text(x, 300).replace("\r", " ") for x in seq(e.get("lines"))[:MAX_LINES]]
-        body = [ln for x in body for ln in x.split("\n")][:MAX_LINES]
-        lines += ["", f"**{md_text(e.get('title'), 160) or md_text(e.get('op'), 60)}**"]
-        if body:
-            lines += ["", code_block(body)]
-    return lines
-
-
-def _findings(analysis: Mapping[str, Any]) -> list[str]:
-    items = [f for f in seq(analysis.get("findings")) if isinstance(f, Mapping)][:10]
-    if not items:
+def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
+    items = [f for f in seq(analysis.get("findings")) if isinstance(f, Mapping)]
+    if not items or n <= 0:
         return []
     lines = ["## Findings", ""]
-    for f in items:
+    for f in items[:n]:
         saving = num(f.get("saving_us"))
-        tail = f" (saves up to {saving / 1000:,.3f} ms)" if saving is not None else ""
-        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), 400)}")
+        tail = f" (saves up to {saving / 1000:,.3f} ms)" if saving else ""
+        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), 300)}")
+    if len(items) > n:
+        lines.append(f"- … and {len(items) - n:,} more findings (see the HTML or JSON report)")
     return lines
 
 
@@ -162,47 +204,122 @@ def _coverage(analysis: Mapping[str, Any]) -> list[str]:
     return ["## Coverage", "", " · ".join(bits)]
 
 
-def _warnings(analysis: Mapping[str, Any]) -> list[str]:
+def _warning_items(analysis: Mapping[str, Any]) -> list[str]:
     dev_notes = [n for n in seq(mapping(analysis.get("device")).get("notes")) if text(n)]
-    items = [w for w in seq(analysis.get("warnings")) if text(w)] + dev_notes
-    if not items:
-        return []
-    lines = ["## Warnings", ""]
-    lines += [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
-    if len(items) > MAX_WARNINGS:
-        lines.append(f"- … and {len(items) - MAX_WARNINGS:,} more (see the HTML or JSON report)")
-    return lines
+    items = [w for w in seq(analysis.get("warnings")) if text(w)]
+    items += [n for n in dev_notes if n not in items]
+    return [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
 
 
-def _document(analysis: Mapping[str, Any], top: int, explanations: int) -> str:
-    trace = mapping(analysis.get("trace"))
-    ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
+def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) -> list[list[str]]:
+    trace = mapping(a.get("trace"))
+    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
-            f"**Verdict:** {md_text(verdict(analysis), 400)}", ""]
-    sections = [
-        head + _device(mapping(analysis.get("device"))),
-        _breakdown(analysis),
+            f"**Verdict:** {md_text(verdict(a), 400)}", ""]
+    warnings = _warning_items(a)
+    warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
+    return [
+        head + _device(mapping(a.get("device")), image),
+        _breakdown(a),
+        _findings(a, findings),
         _ops_table(ops, top),
-        _explanations(analysis, explanations),
-        _findings(analysis),
-        _coverage(analysis),
-        _warnings(analysis),
+        _coverage(a),
+        warn,
     ]
-    return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
 
-def render_markdown(analysis: Mapping[str, Any]) -> str:
-    """The short markdown report; the ops table and explanations shrink to fit MAX_CHARS."""
+# ---------------------------------------------------------------- folded detail
+
+
+def _explanation_items(a: Mapping[str, Any]) -> list[str]:
+    out = []
+    for e in [e for e in seq(a.get("explanations")) if isinstance(e, Mapping)][:MAX_EXPLANATIONS]:
+        body = [text(x, 300).replace("\r", " ") for x in seq(e.get("lines"))[:MAX_LINES]]
+        body = [ln for x in body for ln in x.split("\n")][:MAX_LINES]
+        item = f"**{md_text(e.get('title'), 160) or md_text(e.get('op'), 60) or 'op'}**"
+        if body:
+            item += "\n\n" + code_block(body)
+        out.append(item)
+    return out
+
+
+def _full_table(ops: list[Mapping[str, Any]], budget: int) -> str:
+    header = table_row(["#", "op", "shape", "dtype", "calls", "total", "mean", "FLOPs/call", "bytes/call",
+                   "TFLOP/s", "GB/s", "% of roof", "bound"])
+    align = "|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"
+    rows = []
+    for i, op in enumerate(ops, 1):
+        mean = num(op.get("mean_time_us"))
+        if mean is None and num(op.get("count")):
+            mean = (num(op.get("device_time_us")) or 0.0) / num(op.get("count"))  # type: ignore[operator]
+        rows.append(table_row([
+            str(i), md_text(op.get("name"), 100) or "(unnamed)",
+            md_text(fmt_dims(op.get("input_dims")), 80) or "—",
+            md_text(fmt_types(op.get("input_types")), 40) or "—",
+            fmt_int(op.get("count")), fmt_time_us(op.get("device_time_us")), fmt_time_us(mean),
+            fmt_si(op.get("flops")), fmt_bytes(op.get("bytes")), fmt_sig(op.get("achieved_tflops")),
+            fmt_sig(op.get("achieved_gbps")), fmt_pct(op.get("roof_pct")), bound_of(op),
+        ]))
+    return fold(f"All {len(ops):,} op signatures", rows, budget, head=header + "\n" + align,
+                    more=lambda n: f"*… {n:,} more op signatures do not fit in a comment; "
+                                   "the HTML and JSON reports have all of them.*")
+
+
+def _coverage_detail(a: Mapping[str, Any], budget: int) -> str:
+    cov = mapping(a.get("coverage"))
+    device = cov.get("device_time_us")
+    rows = []
+    for kind, key in (("opaque", "opaque_by_cause"), ("unmodelled", "unmodeled_by_op")):
+        items = sorted(((text(k), num(v)) for k, v in mapping(cov.get(key)).items()),
+                       key=lambda kv: (-(kv[1] or 0.0), kv[0]))
+        for k, v in items[:MAX_COVERAGE_ROWS]:
+            rows.append(table_row([kind, md_text(k.replace("_", " ") if kind == "opaque" else k, 100) or "—",
+                              fmt_time_us(v), fmt_pct(share(v, device))]))
+    head = table_row(["kind", "cause or op", "time", "% of device"]) + "\n|---|---|--:|--:|"
+    return fold("Opaque time by cause, unmodelled time by op", rows, budget, head=head,
+                    more=lambda n: f"*… {n:,} more rows in the HTML report.*")
+
+
+def _folded(a: Mapping[str, Any], budget: int) -> tuple[str, str]:
+    """(more warnings block, detail section): explanations, full op table, coverage detail."""
+    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
+    rest = _warning_items(a)[SHOWN_WARNINGS:]
+    expl = _explanation_items(a)
+    parts: list[str] = []
+
+    def take(block: str) -> None:
+        nonlocal budget
+        if block:
+            parts.append(block)
+            budget -= len(block) + 2
+
+    budget -= 20  # the "## Details" heading
+    take(fold(f"Why: the {len(expl)} op signatures with the most device time, explained",
+                  expl, budget, sep="\n\n"))
+    warn_block = fold(f"{len(rest):,} more warnings", rest, budget,
+                          more=lambda n: f"*… {n:,} more in the JSON report.*")
+    budget -= len(warn_block) + 2
+    cov = _coverage_detail(a, budget)  # small: sized before the table, shown after it
+    budget -= len(cov) + 2
+    if len(ops) > TOP_OPS:
+        take(_full_table(ops, budget))
+    take(cov)
+    detail = "\n\n".join(["## Details", *parts]) if parts else ""
+    return warn_block, detail
+
+
+def render_markdown(analysis: Mapping[str, Any], image: str | None = None) -> str:
+    """The markdown report (< MAX_CHARS characters). `image`: a URL or path of the roofline
+    chart (e.g. the file `traceana report --svg` wrote) to show under the device line."""
     a = mapping(analysis)
-    top, expl = TOP_OPS, MAX_EXPLANATIONS
-    out = _document(a, top, expl)
-    while len(out) > MAX_CHARS and (top > 1 or expl > 0):
-        if expl > 0:
-            expl -= 1
-        else:
-            top -= 1
-        out = _document(a, top, expl)
+    for top, nfind in ((TOP_OPS, MAX_FINDINGS), (10, 5), (5, 3), (3, 1), (1, 0)):
+        sections = _headline(a, top, nfind, image)
+        core = "\n\n".join("\n".join(s) for s in sections if s)
+        if len(core) <= MAX_CHARS - 2000:
+            break
+    warn_block, detail = _folded(a, MAX_CHARS - len(core) - 10)
+    out = core + (f"\n\n{warn_block}" if warn_block else "") + (f"\n\n{detail}" if detail else "") + "\n"
     if len(out) > MAX_CHARS:  # cannot happen with the caps above; a last guarantee
-        cut = out.rfind("\n", 0, MAX_CHARS - 40)
+        cut = out.rfind("\n\n", 0, MAX_CHARS - 40)
         out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
     return out

@@ -1,5 +1,13 @@
 """Importing this package registers every formula family."""
 
 from traceana.cost.families import (  # noqa: F401
+    attention,
+    conv,
     gemm,
+    index,
+    memory,
+    norm,
+    pointwise,
+    pool,
+    reduction,
 )

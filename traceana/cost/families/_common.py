@@ -125,18 +125,20 @@ def acc_dtype(dtype: str) -> str:
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
 _KERNEL_DTYPES = (("c10::BFloat16", "bf16"), ("c10::Half", "fp16"), ("__nv_bfloat16", "bf16"),
                   ("<float", "fp32"), ("<double", "fp64"), ("<long", "int64"), ("<int", "int32"))
+_BY_SIZE = {1: "uint8", 2: "fp16", 4: "fp32", 8: "fp64"}
 
 
-def itemsize_from_kernels(call: OpCall) -> tuple[float, str] | None:
-    """Element size hinted by the op's kernel names ('CatArrayBatchedCopy<OpaqueType<2u>, ...')."""
+def itemsize_from_kernels(call: OpCall) -> tuple[float, str, str] | None:
+    """(element size, canonical dtype guess, what was seen) from the op's kernel names, e.g.
+    'CatArrayBatchedCopy<OpaqueType<2u>, ...>' -> 2 bytes."""
     for k in call.kernel_names:
         m = _OPAQUE.search(k)
         if m:
             n = int(m.group(1))
-            return float(n), {1: "uint8", 2: "bf16/fp16", 4: "fp32", 8: "fp64"}.get(n, f"{n}-byte")
+            return float(n), _BY_SIZE.get(n, "fp32"), f"{n}-byte elements"
         for token, name in _KERNEL_DTYPES:
             if token in k:
-                return ITEMSIZE[name], name
+                return ITEMSIZE[name], name, name
     return None
 
 
@@ -153,17 +155,23 @@ def shape_problem(call: OpCall) -> str | None:
     return None
 
 
-def need(call: OpCall, *positions: int) -> tuple[list[TensorArg], Unmodelled | None]:
-    """The tensors at positions, or an Unmodelled naming the first missing one."""
+def need(call: OpCall, *positions: int, max_args: int | None = None) -> tuple[list, Unmodelled | None]:
+    """The tensors at positions, or an Unmodelled naming the first missing one.
+
+    max_args: the most arguments any overload of the op has (out= included); more means the
+    record is corrupt (old profilers sometimes appended earlier ops' shapes)."""
+    if max_args is not None and len(call.dims) > max_args:
+        return [None] * len(positions), Unmodelled(
+            f"{call.name}: {len(call.dims)} recorded arguments, at most {max_args} expected")
     bad = shape_problem(call)
     if bad:
-        return [], Unmodelled(bad)
+        return [None] * len(positions), Unmodelled(bad)
     out = []
     for p in positions:
         t = call.tensor(p)
         if t is None:
             got = call.types[p] if p < len(call.types) else "nothing"
-            return [], Unmodelled(f"{call.name}: argument {p} is not a tensor of known dtype (got {got!r})")
+            return [None] * len(positions), Unmodelled(f"{call.name}: argument {p} is not a tensor of known dtype (got {got!r})")
         out.append(t)
     return out, None
 

@@ -18,7 +18,7 @@ K/V re-reads across query tiles and the Sq x Skv score matrix never reach DRAM i
 
 from __future__ import annotations
 
-from traceana.cost.families._common import make, need, shape_problem
+from traceana.cost.families._common import make, need
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, fmt_flops, parse_bool, parse_int
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
@@ -85,6 +85,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
         return err
     notes: list[str] = []
     dims = _varlen(call, q, k, v, varlen, notes) if varlen else None
+    estimated = dims is not None
     if dims is None:
         dims = _bhsd(q, layout), _bhsd(k, layout), _bhsd(v, layout)
         if None in dims:
@@ -110,7 +111,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
     for i in range(len(call.dims)):
         t = call.tensor(i)
         if t is not None:
-            tr.read(_LABELS.get((backward, i - first), f"arg{i}"), t)
+            tr.read(_label(backward, i - first, t, q, dv), t)
     if backward:
         for label, t in (("grad_q", q), ("grad_k", k), ("grad_v", v)):
             tr.write(label, t.shape, t.itemsize)
@@ -119,16 +120,20 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
         if lse is True or (lse is not True and lse is not False and parse_bool(call.scalar(lse))):
             tr.write("logsumexp(fp32)", (b, hq, int(sq)), 4)
     expr = f"{what} = {nums} = {fmt_flops(flops)}"
-    return make(flops, tr, "attention", q.dtype, expr, estimated=bool(varlen and dims and notes
-                and notes[0].startswith("variable")), notes=notes)
+    return make(flops, tr, "attention", q.dtype, expr, estimated=estimated, notes=notes)
 
 
-_LABELS = {(False, 0): "q", (False, 1): "k", (False, 2): "v", (True, -1): "grad_out",
-           (True, 0): "q", (True, 1): "k", (True, 2): "v"}
+def _label(backward: bool, rel: int, t: TensorArg, q: TensorArg, dv: int) -> str:
+    """A readable name for a tensor argument in the bytes string."""
+    if 0 <= rel <= 2:
+        return "qkv"[rel]
+    if backward and rel == -1:
+        return "grad_out"
+    if backward and t.shape == q.shape[:-1] + (dv,):
+        return "out"
+    if t.dtype == "fp32" and len(t.shape) == 3:
+        return "logsumexp"
+    return "mask/bias" if len(t.shape) >= 2 else "aux"
+
 
 formula(*_SPEC)(_attention)
-
-
-def attention_problem(call: OpCall) -> str | None:
-    """Exposed for tests: why shapes are rejected."""
-    return shape_problem(call)

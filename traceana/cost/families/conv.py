@@ -26,6 +26,7 @@ from traceana.cost.shapes import (
     parse_bools,
     parse_int,
     parse_ints,
+    fmt_flops,
     product_expr,
 )
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
@@ -195,8 +196,8 @@ def _backward(call: OpCall, go: TensorArg, x: TensorArg, w: TensorArg, g: _Geom,
     one = prod(v for _, v in factors)
     parts = int(mask[0]) + int(mask[1])
     flops = one * parts
-    expr = f"({'+'.join(p for p, m in zip(('grad_input', 'grad_weight'), mask[:2]) if m) or '0'}) x " \
-           f"{product_expr(factors, one)}"
+    which = " + ".join(p for p, m in zip(("grad_input", "grad_weight"), mask[:2]) if m) or "nothing"
+    expr = f"{which}: {parts} x ({product_expr(factors, one)}) = {fmt_flops(flops)}"
     tr = Traffic().read("grad_out", go)
     if mask[1]:
         tr.read("input", x)

@@ -55,7 +55,7 @@ def _bias(call: OpCall, pos: int) -> list[tuple[str, TensorArg]]:
 
 @formula("mm")
 def mm(call: OpCall) -> Cost | Unmodelled:
-    (a, b), err = need(call, 0, 1)
+    (a, b), err = need(call, 0, 1, max_args=4)
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
@@ -67,7 +67,7 @@ def mm(call: OpCall) -> Cost | Unmodelled:
 
 @formula("addmm")
 def addmm(call: OpCall) -> Cost | Unmodelled:
-    (bias, a, b), err = need(call, 0, 1, 2)
+    (bias, a, b), err = need(call, 0, 1, 2, max_args=7)
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
@@ -81,7 +81,7 @@ def addmm(call: OpCall) -> Cost | Unmodelled:
 
 @formula("bmm")
 def bmm(call: OpCall) -> Cost | Unmodelled:
-    (a, b), err = need(call, 0, 1)
+    (a, b), err = need(call, 0, 1, max_args=4)
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -94,7 +94,7 @@ def bmm(call: OpCall) -> Cost | Unmodelled:
 
 @formula("baddbmm")
 def baddbmm(call: OpCall) -> Cost | Unmodelled:
-    (bias, a, b), err = need(call, 0, 1, 2)
+    (bias, a, b), err = need(call, 0, 1, 2, max_args=7)
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -111,7 +111,7 @@ def baddbmm(call: OpCall) -> Cost | Unmodelled:
 @formula("addbmm")
 def addbmm(call: OpCall) -> Cost | Unmodelled:
     """sum over b of A[b] @ B[b], plus bias: 2*B*M*N*K, output [M, N]."""
-    (bias, a, b), err = need(call, 0, 1, 2)
+    (bias, a, b), err = need(call, 0, 1, 2, max_args=6)
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -125,7 +125,7 @@ def addbmm(call: OpCall) -> Cost | Unmodelled:
 def mv(call: OpCall) -> Cost | Unmodelled:
     """[M,K] x [K] -> [M]: 2*M*K (N = 1). addmv(bias, mat, vec)."""
     off = 1 if call.name.endswith("addmv") else 0
-    (a, v), err = need(call, off, off + 1)
+    (a, v), err = need(call, off, off + 1, max_args=6)
     if err:
         return err
     if len(a.shape) != 2 or len(v.shape) != 1 or a.shape[1] != v.shape[0]:
@@ -137,7 +137,7 @@ def mv(call: OpCall) -> Cost | Unmodelled:
 
 @formula("dot", "vdot")
 def dot(call: OpCall) -> Cost | Unmodelled:
-    (a, b), err = need(call, 0, 1)
+    (a, b), err = need(call, 0, 1, max_args=3)
     if err:
         return err
     if len(a.shape) != 1 or a.shape != b.shape:
@@ -163,7 +163,7 @@ def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]):
 
 @formula("matmul")
 def matmul(call: OpCall) -> Cost | Unmodelled:
-    (a, b), err = need(call, 0, 1)
+    (a, b), err = need(call, 0, 1, max_args=3)
     if err:
         return err
     dims = matmul_dims(a.shape, b.shape)
@@ -190,7 +190,7 @@ def _linear(call: OpCall, x: TensorArg, w: TensorArg, out_dtype: str, notes=()) 
 @formula("linear")
 def linear(call: OpCall) -> Cost | Unmodelled:
     """input [..., K] @ weight[N, K]^T (+ bias[N]) -> [..., N]; M = prod(leading dims)."""
-    (x, w), err = need(call, 0, 1)
+    (x, w), err = need(call, 0, 1, max_args=4)
     if err:
         return err
     return _linear(call, x, w, x.dtype)
@@ -209,7 +209,7 @@ def ext_linear_gemm(call: OpCall) -> Cost | Unmodelled:
 @formula("_scaled_mm")
 def scaled_mm(call: OpCall) -> Cost | Unmodelled:
     """fp8 GEMM: (A, B, scale_a, scale_b, bias?, scale_result?, out_dtype?, use_fast_accum)."""
-    (a, b), err = need(call, 0, 1)
+    (a, b), err = need(call, 0, 1, max_args=9)
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:

@@ -1,0 +1,132 @@
+"""Options shared by `report` and `render` for CI: --fail-on gates and the chart images.
+
+`ci_options` adds the options to a command; `prepare` checks them before any work (a bad
+gate spec or an output that may not be overwritten is exit 2 before a trace is read);
+`Extras.render` writes the report text, `Extras.finish` writes the images and then
+enforces the gates, so a failing build still has its report.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from traceana.cli.common import check_output
+from traceana.errors import BadInput
+from traceana.gates import Gate, enforce, parse_all
+
+FAIL_ON_HELP = ("Exit 1 when a condition trips (repeatable): time-regression=5%, op-regression=10% "
+                "(diff only), coverage<95%, unmodelled>2%, roof<40%:aten::mm (globs allowed).")
+
+
+def fail_on_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--fail-on", "fail_on", multiple=True, metavar="SPEC", help=FAIL_ON_HELP)(f)
+
+
+def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--fail-on, --svg, --png, --md-image."""
+    f = click.option("--md-image", default=None, metavar="URL",
+                     help="Markdown output: show this image (e.g. the --svg chart's URL) under the device line.")(f)
+    f = click.option("--png", default=None, metavar="PATH",
+                     help="Also write the roofline chart as PNG (needs cairosvg; skipped with a message if absent).")(f)
+    f = click.option("--svg", default=None, metavar="PATH", help="Also write the roofline chart as SVG.")(f)
+    return fail_on_option(f)
+
+
+@dataclass
+class Extras:
+    gates: list[Gate] = field(default_factory=list)
+    svg: str | None = None
+    png: str | None = None
+    md_image: str | None = None
+
+    def render(self, analysis: Mapping[str, Any], fmt: str) -> str:
+        """The report text. html and md are rendered from the analysis as saved (through
+        JSON: sorted keys, NaN as null), so `report -o a.html` and `render a.json -o a.html`
+        give the same bytes."""
+        import json
+
+        from traceana.render.json_out import render_json
+
+        if fmt != "json":
+            analysis = json.loads(render_json(analysis))
+        if fmt == "md":
+            from traceana.render.markdown import render_markdown
+
+            return render_markdown(analysis, image=self.md_image)
+        from traceana.render import render
+
+        return render(analysis, fmt)
+
+    def finish(self, analysis: Mapping[str, Any], quiet: bool) -> None:
+        """Write the images, then raise GateFailed if a gate trips."""
+        if self.svg or self.png:
+            from traceana.render.svg import roofline_svg
+
+            svg = roofline_svg(analysis)
+            if self.svg:
+                write_bytes(self.svg, svg.encode("utf-8"))
+                if not quiet:
+                    click.echo(f"chart written to {self.svg}")
+            if self.png:
+                png = svg_to_png(svg)
+                if png is None:
+                    click.echo(f"traceana: --png {self.png}: skipped, no SVG-to-PNG renderer "
+                               "(pip install cairosvg)", err=True)
+                else:
+                    write_bytes(self.png, png)
+                    if not quiet:
+                        click.echo(f"chart written to {self.png}")
+        enforce(analysis, self.gates)
+
+
+def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = ()) -> Extras:
+    """Parse the gates and check the image paths before any work is done."""
+    ex = Extras(gates=parse_all(opts.get("fail_on") or (), diff=False), svg=opts.get("svg"),
+                png=opts.get("png"), md_image=opts.get("md_image"))
+    for flag, path in (("--svg", ex.svg), ("--png", ex.png)):
+        if path is None:
+            continue
+        if path == "-" or os.path.realpath(path) in {os.path.realpath(o) for o in outputs if o != "-"}:
+            raise BadInput(f"{flag} {path}: needs a file of its own")
+        check_output(path, inputs, force)
+    return ex
+
+
+def svg_to_png(svg: str) -> bytes | None:
+    """PNG bytes from cairosvg when it can be imported (it needs the cairo library), else None."""
+    try:
+        import cairosvg  # type: ignore[import-not-found]
+    except Exception:  # ImportError, or OSError when libcairo itself is missing
+        return None
+    return tag_png(cairosvg.svg2png(bytestring=svg.encode("utf-8")))
+
+
+def tag_png(png: bytes) -> bytes:
+    """Add a tEXt chunk "Software: traceana" after IHDR, so a later run recognises its own file."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        return png
+    end = 8 + 8 + struct.unpack(">I", png[8:12])[0] + 4
+    data = b"Software\x00traceana"
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
+    return png[:end] + chunk + png[end:]
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    tmp = path + ".tmp-traceana"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,226 @@
+"""The diff (`traceana.diff/1`, from traceana/diff.py) as GitHub-flavoured markdown for a PR.
+
+Same rules as the markdown report (render/markdown.py): under MAX_CHARS characters, the
+headline first (device warning, total, by bound, the biggest changes, % of roof changes),
+long lists folded into `<details>` blocks that take whole rows while the budget lasts,
+every untrusted string through `md_text`. The small formatters here are shared with the
+HTML diff so both show the same numbers the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from traceana.render import (
+    BOUNDS,
+    fmt_dims,
+    fmt_pct,
+    fmt_time_us,
+    fmt_types,
+    mapping,
+    num,
+    seq,
+    text,
+)
+from traceana.render.markdown import MAX_CHARS, fold, md_text, table_row
+
+TOP_CHANGES = 15
+TOP_NAMES = 10
+TOP_ROOF = 15
+
+
+# ---------------------------------------------------------------- shared formatters
+
+
+def fmt_delta_us(us: Any) -> str:
+    """A signed time: +1.234 ms, −56.0 µs, 0."""
+    v = num(us)
+    if v is None:
+        return "—"
+    if v == 0:
+        return "0"
+    return ("+" if v > 0 else "−") + fmt_time_us(abs(v))
+
+
+def fmt_delta_pct(row: Mapping[str, Any]) -> str:
+    """The relative change of a {base_us, head_us, delta_pct} row: +12.3%, new, gone."""
+    p = num(row.get("delta_pct"))
+    if p is not None:
+        return f"{p:+.1f}%".replace("-", "−")
+    base, head = num(row.get("base_us")) or 0.0, num(row.get("head_us")) or 0.0
+    if base <= 0 and head > 0:
+        return "new"
+    return "—"
+
+
+def fmt_roof_change(r: Mapping[str, Any]) -> str:
+    b, h = mapping(r.get("base")).get("roof_pct"), mapping(r.get("head")).get("roof_pct")
+    if num(b) is None and num(h) is None:
+        return "—"
+    return f"{fmt_pct(b)} → {fmt_pct(h)}"
+
+
+def match_words(r: Mapping[str, Any]) -> str:
+    return {"exact": "exact", "shape": "shapes changed", "name": "dtypes and shapes changed"}.get(
+        text(r.get("match")), text(r.get("match"), 40))
+
+
+def side_line(side: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(label, device, steps) of a diff side, plain text."""
+    dev = mapping(side.get("device"))
+    files = seq(side.get("files"))
+    label = text(side.get("label"), 200) or "?"
+    if len(files) > 1:
+        label += f" ({len(files)} files)"
+    name = text(dev.get("name"), 120) or "unknown device"
+    key = text(dev.get("key"), 80)
+    steps = int(num(side.get("steps")) or 0)
+    return label, f"{name} ({key})" if key else name, f"{steps} steps" if steps else "no steps"
+
+
+def headline_numbers(d: Mapping[str, Any]) -> dict[str, str]:
+    """The total line's parts, plain text."""
+    tot = mapping(d.get("total"))
+    per = "per step" if mapping(d.get("normalisation")).get("per") == "step" else "in total"
+    s = mapping(d.get("summary"))
+    counts = (f"{fmt_int0(s.get('matched'))} op signatures matched ({fmt_int0(s.get('exact'))} exactly), "
+              f"{fmt_int0(s.get('new'))} new, {fmt_int0(s.get('vanished'))} vanished; "
+              f"{fmt_int0(s.get('slower'))} slower and {fmt_int0(s.get('faster'))} faster by "
+              f"{num(d.get('noise_pct')) or 0:g}% or more; {fmt_int0(s.get('roof_changed'))} with "
+              f"% of roof changed by more than {num(d.get('roof_threshold_pp')) or 0:g} points")
+    return {"per": per, "base": fmt_time_us(tot.get("base_us")), "head": fmt_time_us(tot.get("head_us")),
+            "delta": fmt_delta_us(tot.get("delta_us")), "pct": fmt_delta_pct(tot), "counts": counts}
+
+
+def fmt_int0(v: Any) -> str:
+    n = num(v)
+    return f"{round(n):,}" if n is not None else "0"
+
+
+def roof_rows(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Matched ops whose % of roof moved past the threshold, most head time first."""
+    rows = [r for r in seq(d.get("ops")) if isinstance(r, Mapping) and r.get("roof_changed") is True]
+    return sorted(rows, key=lambda r: -(num(mapping(r.get("head")).get("time_us")) or 0.0))
+
+
+def bound_rows(d: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    bb = mapping(d.get("by_bound"))
+    order = [b for b in BOUNDS if b in bb] + sorted(k for k in bb if k not in BOUNDS)
+    return [(text(k, 40), mapping(bb[k])) for k in order
+            if (num(mapping(bb[k]).get("base_us")) or 0) or (num(mapping(bb[k]).get("head_us")) or 0)]
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _op_cells(r: Mapping[str, Any]) -> list[str]:
+    dims = fmt_dims(r.get("input_dims"))
+    if r.get("match") not in (None, "exact") and "head_input_dims" in r:
+        dims += " → " + fmt_dims(r.get("head_input_dims"))
+    return [md_text(r.get("name"), 80) or "(unnamed)", md_text(dims, 80) or "—",
+            md_text(fmt_types(r.get("input_types")), 40) or "—"]
+
+
+def _change_row(r: Mapping[str, Any]) -> str:
+    b, h = mapping(r.get("base")), mapping(r.get("head"))
+    return table_row([*_op_cells(r), fmt_time_us(b.get("time_us")), fmt_time_us(h.get("time_us")),
+                 fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r), fmt_roof_change(r),
+                 md_text(match_words(r), 40)])
+
+
+_CHANGE_HEAD = (table_row(["op", "shape", "dtype", "base", "head", "Δ", "Δ%", "% of roof", "match"])
+                + "\n|---|---|---|--:|--:|--:|--:|--:|---|")
+
+
+def _lone_row(r: Mapping[str, Any], side: str) -> str:
+    s = mapping(r.get(side))
+    return table_row([*_op_cells(r), fmt_time_us(s.get("time_us")), fmt_pct(s.get("share_pct")),
+                 fmt_pct(s.get("roof_pct")), md_text(s.get("bound"), 20) or "—"])
+
+
+def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
+    b, h = mapping(d.get("base")), mapping(d.get("head"))
+    bl, bd, bs = side_line(b)
+    hl, hd, hs = side_line(h)
+    n = headline_numbers(d)
+    head = [f"# traceana diff: {md_text(bl, 120)} → {md_text(hl, 120)}", ""]
+    if text(d.get("device_note")):
+        head += [f"> **Warning:** {md_text(d.get('device_note'), 400)}", ""]
+    head += [f"**Device time {n['per']}:** {n['base']} → {n['head']} (**{n['pct']}**, {n['delta']})", "",
+             f"**Base:** {md_text(bl, 120)} on {md_text(bd, 200)}, {bs} \\",
+             f"**Head:** {md_text(hl, 120)} on {md_text(hd, 200)}, {hs}", "",
+             f"*{md_text(mapping(d.get('normalisation')).get('note'), 400)}* {md_text(n['counts'], 600)}."]
+    sections = [head]
+    bounds = bound_rows(d)
+    if bounds:
+        lines = [f"## Time by bound ({n['per']})", "", table_row(["bound", "base", "head", "Δ", "Δ%"]),
+                 "|---|--:|--:|--:|--:|"]
+        lines += [table_row([md_text(k, 40), fmt_time_us(r.get("base_us")), fmt_time_us(r.get("head_us")),
+                        fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)]) for k, r in bounds]
+        sections.append(lines)
+    ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
+    if ops and top > 0:
+        sections.append([f"## Biggest changes: {min(top, len(ops))} of {len(ops):,} matched op signatures", "",
+                         _CHANGE_HEAD, *(_change_row(r) for r in ops[:top])])
+    names = [r for r in seq(d.get("by_name")) if isinstance(r, Mapping)]
+    if names and top > 0:
+        k = min(TOP_NAMES, top, len(names))
+        lines = [f"## Biggest changes by op name (all signatures summed, {k} of {len(names):,})", "",
+                 table_row(["op", "base", "head", "Δ", "Δ%"]), "|---|--:|--:|--:|--:|"]
+        lines += [table_row([md_text(r.get("name"), 100) or "(unnamed)", fmt_time_us(r.get("base_us")),
+                        fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
+                  for r in names[:k]]
+        sections.append(lines)
+    roof = roof_rows(d)
+    if roof and top > 0:
+        thr = num(d.get("roof_threshold_pp")) or 0
+        lines = [f"## % of roof changed by more than {thr:g} points ({min(top, len(roof))} of {len(roof):,})", "",
+                 _CHANGE_HEAD, *(_change_row(r) for r in roof[:top])]
+        sections.append(lines)
+    return sections
+
+
+def _folded(d: Mapping[str, Any], budget: int) -> str:
+    """Warnings, new, vanished and all matched ops, folded; each list gets a fair share of
+    the budget (sized in priority order: matched, new, vanished), shown in a fixed order."""
+    budget -= 20
+    warns = [f"- {md_text(w, 300, line_start=True)}" for w in seq(d.get("warnings")) if text(w)]
+    warn_block = fold(f"{len(warns):,} warnings", warns, budget)
+    budget -= len(warn_block) + 2
+    more = lambda n: f"*… {n:,} more in the JSON diff.*"  # noqa: E731
+    lone_head = (table_row(["op", "shape", "dtype", "time", "% of device", "% of roof", "bound"])
+                 + "\n|---|---|---|--:|--:|--:|---|")
+    builders = []
+    ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
+    if len(ops) > TOP_CHANGES:
+        builders.append(("matched", lambda cap: fold(
+            f"All {len(ops):,} matched op signatures", [_change_row(r) for r in ops], cap,
+            head=_CHANGE_HEAD, more=more)))
+    for key, side, what in (("new", "head", "new in head"), ("vanished", "base", "gone from base")):
+        rows = [r for r in seq(d.get(key)) if isinstance(r, Mapping)]
+        rows.sort(key=lambda r, s=side: -(num(mapping(r.get(s)).get("time_us")) or 0.0))
+        builders.append((key, lambda cap, rows=rows, side=side, what=what: fold(
+            f"{len(rows):,} op signatures {what}", [_lone_row(r, side) for r in rows], cap,
+            head=lone_head, more=more)))
+    blocks: dict[str, str] = {}
+    for i, (key, build) in enumerate(builders):
+        blocks[key] = build(budget // (len(builders) - i))
+        budget -= len(blocks[key]) + 2
+    parts = [b for b in (warn_block, blocks.get("new"), blocks.get("vanished"), blocks.get("matched")) if b]
+    return "\n\n".join(["## Details", *parts]) if parts else ""
+
+
+def render_diff_markdown(diff: Mapping[str, Any]) -> str:
+    """The diff as markdown, under MAX_CHARS characters."""
+    d = mapping(diff)
+    for top in (TOP_CHANGES, 10, 5, 3, 0):
+        core = "\n\n".join("\n".join(s) for s in _headline(d, top) if s)
+        if len(core) <= MAX_CHARS - 2000:
+            break
+    detail = _folded(d, MAX_CHARS - len(core) - 10)
+    out = core + (f"\n\n{detail}" if detail else "") + "\n"
+    if len(out) > MAX_CHARS:  # cannot happen with the caps above; a last guarantee
+        cut = out.rfind("\n\n", 0, MAX_CHARS - 40)
+        out = out[: max(cut, 0)] + "\n\n*(diff truncated)*\n"
+    return out
