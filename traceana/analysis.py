@@ -15,6 +15,7 @@ from traceana import __version__
 from traceana.cost import Cost, op_cost
 from traceana.devices import match_device
 from traceana.diagnose import explain_rows
+from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.run import diagnose
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
@@ -30,6 +31,7 @@ class Options:
     peak_tflops: dict[str, float] | None = None
     bandwidth_gbps: float | None = None
     explain_top: int = 8
+    hta: bool = False  # add Holistic Trace Analysis' timeline views (optional extra)
 
 
 def analyze(path: str, options: Options = Options()) -> dict:
@@ -77,6 +79,7 @@ def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
         "coverage": coverage,
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
+        **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top),
         "findings": diag["findings"],

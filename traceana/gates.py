@@ -93,30 +93,49 @@ def parse_all(specs: Iterable[str], diff: bool) -> list[Gate]:
 
 def evaluate(doc: Mapping[str, Any], gates: Iterable[Gate]) -> list[str]:
     """One message per tripped condition (empty: every gate passed)."""
+    return [m for g in gates for m in check(doc, g)]
+
+
+def check(doc: Mapping[str, Any], g: Gate) -> list[str]:
+    """The messages of one gate (empty: it passed); each is one line."""
+    return [m.translate(_CONTROL) for m in _check(doc, g)]
+
+
+#: Control characters in op names (a newline in a kernel name) must not split a message.
+_CONTROL = {c: " " for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
+def _check(doc: Mapping[str, Any], g: Gate) -> list[str]:
     doc = mapping(doc)
     is_diff = text(doc.get("schema")).startswith("traceana.diff/")
-    out: list[str] = []
+    if g.kind in DIFF_ONLY and not is_diff:
+        return [f"{g.spec}: needs a diff (traceana diff BASE HEAD)"]
+    if g.kind == "time-regression":
+        return _time_regression(doc, g)
+    if g.kind == "op-regression":
+        return _op_regression(doc, g)
+    if g.kind in ("coverage", "unmodelled"):
+        cov = mapping(mapping(doc.get("head")).get("coverage")) if is_diff else mapping(doc.get("coverage"))
+        return _share(cov, g)
+    return _roof(_head_ops(doc) if is_diff else seq(doc.get("ops")), g)
+
+
+def results(doc: Mapping[str, Any], gates: Iterable[Gate]) -> list[dict[str, Any]]:
+    """Every gate's outcome, for the report itself: [{spec, ok, messages}]."""
+    out = []
     for g in gates:
-        if g.kind in DIFF_ONLY and not is_diff:
-            out.append(f"{g.spec}: needs a diff (traceana diff BASE HEAD)")
-        elif g.kind == "time-regression":
-            out += _time_regression(doc, g)
-        elif g.kind == "op-regression":
-            out += _op_regression(doc, g)
-        elif g.kind in ("coverage", "unmodelled"):
-            cov = mapping(mapping(doc.get("head")).get("coverage")) if is_diff else mapping(doc.get("coverage"))
-            out += _share(cov, g)
-        else:
-            out += _roof(_head_ops(doc) if is_diff else seq(doc.get("ops")), g)
+        msgs = check(doc, g)
+        out.append({"spec": g.spec, "ok": not msgs, "messages": msgs})
     return out
 
 
 def enforce(doc: Mapping[str, Any], gates: Iterable[Gate]) -> None:
-    """Raise GateFailed listing every tripped condition, one per line."""
+    """Raise GateFailed naming every tripped condition (one line, '; '-separated).
+
+    The CLI prints one stderr line per condition instead (cli/ci.py enforce_gates)."""
     failures = evaluate(doc, gates)
     if failures:
-        # main() prefixes the first line with "traceana: "; prefix the others the same way
-        raise GateFailed("\ntraceana: ".join(f"--fail-on {f}" for f in failures))
+        raise GateFailed("; ".join(f"--fail-on {f}" for f in failures))
 
 
 def _grew(before: float, after: float) -> float | None:

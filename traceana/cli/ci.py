@@ -18,8 +18,8 @@ from typing import Any
 import click
 
 from traceana.cli.common import check_output
-from traceana.errors import BadInput
-from traceana.gates import Gate, enforce, parse_all
+from traceana.errors import BadInput, GateFailed
+from traceana.gates import Gate, evaluate, parse_all
 
 FAIL_ON_HELP = ("Exit 1 when a condition trips (repeatable): time-regression=5%, op-regression=10% "
                 "(diff only), coverage<95%, unmodelled>2%, roof<40%:aten::mm (globs allowed).")
@@ -83,7 +83,18 @@ class Extras:
                     write_bytes(self.png, png)
                     if not quiet:
                         click.echo(f"chart written to {self.png}")
-        enforce(analysis, self.gates)
+        enforce_gates(analysis, self.gates)
+
+
+def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
+    """One stderr line per tripped condition, then GateFailed (exit 1) carrying the last one
+    (main() prints it as the last line)."""
+    failures = evaluate(doc, gates)
+    if not failures:
+        return
+    for f in failures[:-1]:
+        click.echo(f"traceana: --fail-on {f}", err=True)
+    raise GateFailed(f"--fail-on {failures[-1]}")
 
 
 def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = ()) -> Extras:

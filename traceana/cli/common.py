@@ -49,17 +49,33 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
             raise BadInput(f"{out}: is the input trace; refusing to overwrite it")
     if os.path.isdir(out):
         raise BadInput(f"{out}: is a directory")
+    if os.path.exists(out) and not os.path.isfile(out):  # reading a FIFO blocks; replacing /dev/null breaks the system
+        raise BadInput(f"{out}: is not a regular file (a FIFO, device or socket); use -o - to write to stdout")
     if os.path.exists(out) and not force:
         try:
             with open(out, "rb") as fh:
                 head = fh.read(4096)
+                ours = not head.strip() or any(m in head for m in _OUR_MARKERS) or _json_report(fh, head)
         except OSError as exc:
             raise BadInput(f"{out}: cannot read existing file: {exc.strerror}") from None
-        if head.strip() and not any(m in head for m in _OUR_MARKERS):
+        if not ours:
             raise BadInput(f"{out}: exists and was not written by traceana; pass --force to overwrite it")
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise BadInput(f"{out}: directory {parent} does not exist")
+
+
+def _json_report(fh, head: bytes) -> bool:
+    """A JSON report has sorted keys: its `"schema": "traceana.analysis/..."` comes after the ops."""
+    if not head.lstrip().startswith(b"{"):
+        return False
+    marker = b'"schema": "traceana.'
+    tail = head
+    while chunk := fh.read(1 << 20):
+        tail = tail[-len(marker):] + chunk
+        if marker in tail:
+            return True
+    return False
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from traceana.cli.ci import fail_on_option
+from traceana.cli.ci import enforce_gates, fail_on_option
 from traceana.cli.common import check_output, write_text
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -120,7 +120,7 @@ def diff(base: str, head: str, output: str | None, fmt: str | None, roof_thresho
          fail_on: tuple[str, ...], force: bool, quiet: bool) -> None:
     """Compare HEAD against BASE (traces, saved analyses, or directories of them)."""
     from traceana.diff import diff_analyses
-    from traceana.gates import enforce, parse_all
+    from traceana.gates import parse_all, results
     from traceana.render import format_for_path
 
     gates = parse_all(fail_on, diff=True)
@@ -132,10 +132,12 @@ def diff(base: str, head: str, output: str | None, fmt: str | None, roof_thresho
     b, b_label = load_side(base)
     h, h_label = load_side(head)
     doc = diff_analyses(b, h, base_label=b_label, head_label=h_label, roof_threshold=roof_threshold)
+    if gates:
+        doc["gates"] = results(doc, gates)  # shown at the top of the diff
     write_text(out, render_diff(doc, fmt))
     if not quiet and out != "-":
         click.echo(summary(doc, out))
-    enforce(doc, gates)
+    enforce_gates(doc, gates)
 
 
 def summary(d: Mapping[str, Any], out: str) -> str:

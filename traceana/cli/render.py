@@ -11,7 +11,7 @@ import os
 
 import click
 
-from traceana.cli.ci import ci_options, prepare
+from traceana.cli.ci import ci_options, enforce_gates, prepare
 from traceana.cli.common import check_output, write_text
 
 
@@ -37,7 +37,7 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
     """Re-render SAVED (a `report -o x.json` analysis or a `diff -o x.json` diff) without the trace."""
     from traceana.cli.diff import render_diff
     from traceana.errors import BadInput
-    from traceana.gates import enforce, parse_all
+    from traceana.gates import parse_all, results
     from traceana.render import format_for_path
     from traceana.saved import DIFF_SCHEMA, load_document
 
@@ -51,10 +51,12 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
         if ci.get("svg") or ci.get("png") or ci.get("md_image"):
             raise BadInput(f"{saved}: is a saved diff; --svg, --png and --md-image need an analysis")
         gates = parse_all(ci.get("fail_on") or (), diff=True)  # type: ignore[arg-type]
+        if gates:
+            doc["gates"] = results(doc, gates)
         write_text(out, render_diff(doc, fmt))
         if not quiet and out != "-":
             click.echo(f"diff written to {out}")
-        enforce(doc, gates)
+        enforce_gates(doc, gates)
         return
     extras = prepare(ci, [saved], force, outputs=(out,))
     write_text(out, extras.render(doc, fmt))

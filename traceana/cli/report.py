@@ -34,9 +34,11 @@ def default_output(trace: str) -> str:
               help="How many of the slowest ops get a written explanation.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis' timeline views (needs: pip install 'traceana[hta]').")
 @ci_options
 def report(trace: str, output: str | None, fmt: str | None, device_key: str | None, peak_tflops: str | None,
-           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool, **ci: object) -> None:
+           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool, hta: bool = False,
+           **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report."""
     from traceana.analysis import Options, analyze
     from traceana.errors import BadInput
@@ -48,9 +50,14 @@ def report(trace: str, output: str | None, fmt: str | None, device_key: str | No
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     check_output(out, [trace], force)
+    if hta:
+        from traceana.diagnose.hta_views import available
+
+        if not available():
+            raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                   bandwidth_gbps=bandwidth_gbps, explain_top=top)
+                   bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta)
     analysis = analyze(trace, opts)
     write_text(out, extras.render(analysis, fmt))
     if not quiet and out != "-":

@@ -16,6 +16,7 @@ Findings are ranked by saving_us, so the first three are the three biggest wins.
 
 from __future__ import annotations
 
+import re
 from math import prod
 from statistics import median
 
@@ -26,6 +27,8 @@ from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
+SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
+HOST_LINK_GBPS = 25.0  # a pinned host<->device copy over PCIe 4.0 x16 reaches about this
 MAX_FINDINGS = 25
 _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
@@ -76,25 +79,62 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     return out[:MAX_FINDINGS]
 
 
+def _host_copy(row: dict) -> str | None:
+    """The kernel name when the op's time is a host<->device memcpy (PCIe, not DRAM, bound)."""
+    for k in row.get("kernels") or []:
+        if k["name"].startswith("Memcpy") and ("HtoD" in k["name"] or "DtoH" in k["name"]) \
+                and k["time_us"] >= 0.5 * row["device_time_us"]:
+            return k["name"]
+    return None
+
+
 def memory_finding(row: dict, device: dict) -> dict:
     bw = device.get("dram_gbps")
     n, mean, floor = row["count"], row["mean_time_us"], row["memory_time_us"]
+    copy = _host_copy(row)
+    if copy:
+        t = row["device_time_us"]
+        link = row["bytes"] / 2 * n / (HOST_LINK_GBPS * 1e3)  # bytes count the read and the write
+        pageable = "Pageable" in copy
+        return {
+            "kind": "host_copy",
+            "title": f"{row['name']} copies host<->device at {row['bytes'] / 2 / (mean * 1e3):.3g} GB/s ({copy})",
+            "text": (f"{_what(row)}: {_calls(n)}, {u.us(t)}, {u.nbytes(row['bytes'] / 2)} each way per call. It crosses "
+                     f"PCIe/NVLink, not DRAM, so the {bw:g} GB/s roof does not apply. "
+                     + ("Pageable host memory makes the copy synchronous and staged through a bounce buffer: pin the "
+                        "host tensor (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True so it can "
+                        "overlap with kernels. " if pageable else "Overlap it with compute (non_blocking=True on a "
+                                                                   "side stream) or keep the data on the GPU. ")
+                     + (f"At the {HOST_LINK_GBPS:g} GB/s a pinned copy reaches on PCIe 4.0 x16 it would take "
+                        f"{u.us(link)}. Saving shown: {u.us(t)} - {u.us(link)}." if link < t else
+                        f"It already runs faster than the {HOST_LINK_GBPS:g} GB/s of a pinned PCIe 4.0 x16 copy: only "
+                        "fewer or overlapped copies help (no saving estimated).")),
+            "ops": [row["id"]],
+            "saving_us": max(t - link, 0.0),
+        }
     fl_peak = row.get("peak_tflops")
     flop_us = row["flops"] / (fl_peak * 1e6) if fl_peak and row.get("flops") else None
-    flops = (f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
-             if flop_us is not None else "")
-    half = ""
-    if row.get("dtype") == "fp32":
-        half = f" In bf16/fp16 the bytes halve and so does the floor ({u.us(floor / 2)} per call)."
+    matrix = row.get("family") in ("gemm", "conv", "attention")
+    if matrix:
+        why = (f"Its FLOPs need {u.us(flop_us)} at {fl_peak:g} TFLOP/s, less than its bytes: the matrices are too "
+               "thin or small for the FLOPs to matter (arithmetic intensity "
+               f"{row.get('intensity') or 0:.3g} FLOP/B). More work per call (a larger batch, fewer and larger "
+               "matmuls) raises the intensity; a fused kernel that keeps its output on chip moves fewer bytes. "
+               if flop_us is not None else "")
+    else:
+        why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
+                if flop_us is not None else "")
+               + "Any element-wise op over the same tensors would take as long: only fewer bytes help: fuse it with "
+                 "its neighbours (see fusion findings) or use a narrower dtype.")
+        if row.get("dtype") == "fp32":
+            why += f" In bf16/fp16 the bytes halve and so does the floor ({u.us(floor / 2)} per call)."
     return {
         "kind": "memory_bound",
         "title": f"{row['name']} is memory-bound at {u.pct(row['roof_pct'])} of the {bw:g} GB/s roof",
         "text": (f"{_what(row)}: {_calls(n)}, {u.us(row['device_time_us'])}. Each call moves {u.nbytes(row['bytes'])}; "
                  f"at {bw:g} GB/s that takes at least {u.us(floor)} ({row['bytes']:,.0f} B / {bw:g} GB/s), "
                  f"measured {u.us(mean)} per call ({u.rate_gbps(row['achieved_gbps'])}, {u.pct(row['roof_pct'])} "
-                 f"of the roof). {flops}Any element-wise op over the same tensors would take as long: only "
-                 f"fewer bytes help: fuse it with its neighbours (see fusion findings) or use a narrower "
-                 f"dtype.{half} Saving shown: time above the floor, ({u.us(mean)} - {u.us(floor)}) x {n:,}."),
+                 f"of the roof). {why} Saving shown: time above the floor, ({u.us(mean)} - {u.us(floor)}) x {n:,}."),
         "ops": [row["id"]],
         "saving_us": _above_roof(row),
     }
@@ -164,18 +204,25 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
     }
 
 
+def _tc_frac(r: dict, pk: float | None, bw: float | None) -> float | None:
+    """Fraction of its roof (tensor-core compute or DRAM, whichever is slower) the GEMM reaches."""
+    if not pk or not r["device_time_us"]:
+        return None
+    floor = max(r["flops"] / (pk * 1e6), (r["bytes"] or 0) / (bw * 1e3) if bw else 0.0)
+    return r["count"] * floor / r["device_time_us"]
+
+
 def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:
     """gemm_shape findings: misaligned dims, tile and wave quantization of tensor-core GEMMs."""
-    peaks, sms = device.get("peak_tflops") or {}, device.get("sms")
+    peaks, sms, bw = device.get("peak_tflops") or {}, device.get("sms"), device.get("dram_gbps")
     facts = []
     for r in rows:
-        if r.get("family") != "gemm" or r.get("flops") is None or r["device_time_us"] < MIN_SHARE * total_us:
+        if r.get("family") != "gemm" or r.get("flops") is None or r["device_time_us"] < SHAPE_SHARE * total_us:
             continue
         a = gs.analyse(r, sms)
         if a:
             pk = peaks.get(_TC_KEY.get(a["dtype"], ""))
-            frac = r["count"] * r["flops"] / (pk * 1e6) / r["device_time_us"] if pk and r["device_time_us"] else None
-            facts.append((r, a, pk, frac))
+            facts.append((r, a, pk, _tc_frac(r, pk, bw)))
     ref: dict[str, float] = {}
     for dt in {a["dtype"] for _, a, _, _ in facts}:
         fr = [f for r, a, _, f in facts if a["dtype"] == dt and not a["misaligned"] and f]
@@ -186,37 +233,47 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
         q = a["quant"][0]
         loss = 1 - q["eff"]
         mis = a["misaligned"]
-        if not mis and not (r["bound"] == "compute" and loss >= 0.15):
+        quant = r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
+        if not mis and not quant:
             continue
         t = r["device_time_us"]
-        saving = t * loss if r["bound"] == "compute" else 0.0
+        saving = t * loss if quant else 0.0
         parts = [f"{_what(r)}: {_calls(r['count'])}, {u.us(t)}; as a GEMM B={a['B']:,}, M={a['M']:,}, "
                  f"N={a['N']:,}, K={a['K']:,} in {a['dtype']}."]
         if mis:
             dims = ", ".join(f"{k}={v:,}" for k, v in mis.items())
             ka = a["kernel_align"]
+            pads = {"K": a["better"]["K"], "N": a["better"]["pad_N"]}
             parts.append(f"{dims} {'is' if len(mis) == 1 else 'are'} not a multiple of {a['align']} elements "
-                         f"(16 bytes in {a['dtype']}), so tensor cores cannot use full-width loads"
-                         + (f": the kernel name shows align{ka} ({ka}-element accesses)." if ka and ka < a["align"]
+                         f"(16 bytes in {a['dtype']}): the contiguous rows of the operands are not 16-byte aligned, "
+                         "so tensor-core kernels cannot use full-width loads"
+                         + (f"; the kernel name shows align{ka} ({ka}-element accesses)." if ka and ka < a["align"]
                             else ".")
-                         + " Pad to " + ", ".join(f"{k}={a['better'][k]:,}" for k in mis) + ".")
-            if dt_ref := ref.get(a["dtype"]):
-                if frac is not None and frac < dt_ref:
-                    est = t * (1 - frac / dt_ref)
-                    parts.append(f"It reaches {frac * 100:.1f}% of the {pk:g} TFLOP/s {a['dtype']} roof; the aligned "
-                                 f"{a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% (median): at that rate "
-                                 f"it would take {u.us(t - est)}.")
-                    saving = max(saving, est)
+                         + " Pad to " + ", ".join(f"{k}={pads[k]:,}" for k in mis) + " (zeros).")
+            if frac is not None:
+                parts.append(f"It reaches {frac * 100:.1f}% of its roof ({pk:g} TFLOP/s {a['dtype']} or "
+                             f"{bw:g} GB/s, whichever is slower).")
+            dt_ref = ref.get(a["dtype"])
+            if dt_ref and frac is not None and frac < dt_ref:
+                est = t * (1 - frac / dt_ref)
+                parts.append(f"The aligned {a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% of theirs "
+                             f"(median): at that rate it would take {u.us(t - est)}.")
+                saving = max(saving, est)
         for qq in a["quant"]:
             parts.append(f"Tile {qq['tile']}{' (from the kernel name)' if a['tile_from_kernel'] else ' (assumed)'}: "
                          f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
-                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs = "
-                         f"{qq['waves'] or '?'} wave(s), wave efficiency {qq['wave_eff'] * 100:.1f}%.")
-        if r["bound"] == "compute" and loss >= 0.15:
-            parts.append(f"{loss * 100:.1f}% of the tensor-core work is padding: M={a['better']['M']:,} / "
-                         f"N={a['better']['N']:,} fill the tiles.")
-        parts.append(f"Saving shown: {u.us(saving)}" + (" (no estimate without an aligned reference)."
-                                                        if not saving else "."))
+                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
+                         f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
+                         f"{qq['wave_eff'] * 100:.1f}% (CTAs / (waves x SMs)).")
+        if quant:
+            parts.append(f"{loss * 100:.1f}% of the tensor-core time is padding (1 - tile x wave efficiency).")
+            if a["better"].get("wave_M"):
+                parts.append("Whole waves at M = " + " or ".join(f"{x:,}" for x in a["better"]["wave_M"])
+                             + " (e.g. by changing the batch or sequence length per call).")
+            elif q["tile_eff"] < 0.9:
+                parts.append(f"M={a['better']['M']:,} / N={a['better']['N']:,} fill the tiles.")
+        parts.append(f"Saving shown: {u.us(saving)}" + (" (no aligned GEMM of this dtype in the trace to compare "
+                                                        "with: no estimate)." if not saving else "."))
         out.append({"kind": "gemm_shape",
                     "title": f"{r['name']} shape wastes tensor cores: "
                              + (f"{', '.join(mis)} not a multiple of {a['align']}" if mis
@@ -226,30 +283,43 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
 
 
 def launch_findings(latency: list[dict], total_us: float, facts: dict | None) -> list[dict]:
-    """One launch_bound finding for all latency-bound signatures."""
-    if not latency:
-        return []
+    """One launch_bound finding: latency-bound ops (tiny kernels far under both roofs) and the
+    short idle gaps between kernels (the fixed cost of issuing kernels one at a time)."""
     t = sum(r["device_time_us"] for r in latency)
-    if total_us <= 0 or t / total_us < MIN_SHARE and not (facts and facts.get("host_wait_us", 0) > MIN_SHARE * total_us):
+    above = sum(_above_roof(r) for r in latency)
+    short = facts["short_us"] if facts else 0.0
+    saving = above + short
+    if total_us <= 0 or max(t, saving) < MIN_SHARE * total_us:
         return []
     n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
-    above = sum(_above_roof(r) for r in latency)
-    text = (f"{len(latency)} op signatures run far under both roofs with kernels of {u.us(t / max(n, 1))} on average: "
-            f"{n:,.0f} kernels, {u.us(t)} of GPU time ({t / total_us * 100:.1f}%), of which {u.us(above)} is above "
-            "their roofs (fixed per-kernel cost). ")
-    saving = above
-    if facts:
-        text += (f"CPU side: their {facts['launches']:,} launch calls took {u.us(facts['launch_us'])} "
-                 f"({u.us(facts['launch_us'] / max(facts['launches'], 1))} per launch vs {u.us(t / max(n, 1))} per "
-                 f"kernel){': launching costs more than running, so the CPU sets the pace' if facts['launch_us'] > t else ''}. "
-                 f"The GPU sat idle {u.us(facts['gap_us'])} right before these kernels, {u.us(facts['host_wait_us'])} "
-                 "of it waiting for the CPU to launch them (host-wait). ")
-        saving += facts["host_wait_us"]
-    text += LATENCY_FIX + " Saving shown: time above the roofs" + (" + the host-wait before them." if facts else ".")
-    return [{"kind": "launch_bound",
-             "title": f"{n:,.0f} tiny kernels are launch-bound: {u.us(t)} on the GPU"
-                      + (f" + {u.us(facts['host_wait_us'])} waiting for launches" if facts else ""),
-             "text": text,
+    parts = []
+    if facts and facts["short_gaps"]:
+        parts.append(f"{facts['kernels']:,} kernels ran one by one: {facts['short_gaps']:,} gaps of at most "
+                     f"{facts['short_limit_us']:g} µs between them add up to {u.us(short)} of GPU idle (median "
+                     f"{u.us(facts['short_median_us'])} per gap), the fixed cost of launching each kernel separately.")
+    if latency:
+        parts.append(f"{len(latency)} op signatures are latency-bound, far under both roofs: {n:,.0f} kernels of "
+                     f"{u.us(t / max(n, 1))} on average, {u.us(t)} ({t / total_us * 100:.1f}% of device time), "
+                     f"{u.us(above)} of it above their roofs (fixed per-kernel cost).")
+    if facts and facts["launches"]:
+        per_la = facts["launch_us"] / facts["launches"]
+        per_k = facts["kernel_us"] / max(facts["kernels"], 1)
+        parts.append(f"CPU side: {facts['launches']:,} launch calls took {u.us(facts['launch_us'])} "
+                     f"({u.us(per_la)} per launch, against {u.us(per_k)} per kernel on the GPU)"
+                     + ("; launching a kernel costs the CPU more than running it costs the GPU, so the CPU sets "
+                        "the pace." if per_la > per_k else "."))
+        if facts["lat_launches"]:
+            parts.append(f"The latency-bound kernels alone took {facts['lat_launches']:,} launches, "
+                         f"{u.us(facts['lat_launch_us'])} of CPU time.")
+    parts.append(LATENCY_FIX)
+    parts.append("Saving shown: " + " + ".join(x for x in (f"the short gaps ({u.us(short)})" if short else "",
+                                                           f"time above the roofs ({u.us(above)})" if above else "") if x)
+                 + ", an upper bound: graphs and fusion shrink but do not remove per-kernel costs.")
+    title = (f"{n:,.0f} tiny kernels are launch-bound" if latency and t >= short
+             else f"Launch overhead: {facts['short_gaps']:,} short gaps between kernels" if facts
+             else f"{n:,.0f} tiny kernels are launch-bound")
+    return [{"kind": "launch_bound", "title": f"{title}: {u.us(saving)} recoverable with CUDA graphs / fusion",
+             "text": " ".join(parts),
              "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
              "saving_us": saving}]
 
@@ -271,7 +341,8 @@ def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> lis
             else:
                 continue
             align1 += k["time_us"] if "align1" in nm or "align2" in nm else 0.0
-            names.add(k["name"][:70])
+            m = re.search(r"\w*gemm\w*", k["name"])
+            names.add(m.group(0) if m else k["name"][:70])
             if r["id"] not in ids:
                 ids.append(r["id"])
     t = tf32_t + cc_t
@@ -340,7 +411,7 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
         text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
                 f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
                 + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
-                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (written once, read once), "
+                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (the producer's write and the consumer's read; in place, the read only), "
                   f"{u.nbytes(g['saved_bytes'])} in all. The chain moves {u.nbytes(g['bytes'])} in {u.us(g['time_us'])} "
                   f"({u.rate_gbps(g['measured_gbps'])} measured); at that bandwidth the saved bytes take "
                   f"{u.us(g['saving_us'])}. Fix: {g['fix']}. (Assumes the intermediates are not needed elsewhere.)")

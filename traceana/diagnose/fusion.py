@@ -135,7 +135,7 @@ def fix_for(names: list[str]) -> str:
     if n & {"silu", "sigmoid", "gelu"} and n & {"mul"}:
         return ("fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
                 "(Liger, xformers, Transformer Engine)")
-    if "cat" in n and "neg" in n:
+    if "cat" in n and ("neg" in n or {"mul", "add"} <= n):
         return "fuse the rotary embedding: torch.compile, or a fused RoPE kernel (flash-attn apply_rotary_emb)"
     return "torch.compile fuses such element-wise chains into one Triton kernel"
 
@@ -147,6 +147,7 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     if n_rows == 0 or len(ops) == 0:
         return []
     cand = np.array([r.get("bound") in FUSABLE_BOUNDS and r.get("bytes") is not None and not r.get("opaque")
+                     and not any(k["name"].startswith(("Memcpy", "Memset")) for k in r.get("kernels") or [])
                      for r in rows], dtype=bool)
     op_row = np.full(len(ops), -1, dtype=np.int64)
     op_stream = np.full(len(ops), -1, dtype=np.int64)
@@ -198,6 +199,9 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         chain_bytes = sum(rows[k]["bytes"] for k in g["rows"]) * g["count"]
         bw = chain_bytes / (g["time_us"] * 1e3) if g["time_us"] > 0 else None  # GB/s
         saved_us = g["time_us"] * min(g["saved_bytes"] / chain_bytes, 1.0) if chain_bytes > 0 else 0.0
+        # the fused kernel still has to do the chain's FLOPs: never save below that floor
+        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in g["rows"]) * g["count"]
+        saved_us = max(min(saved_us, g["time_us"] - floor), 0.0)
         g.update({"bytes": chain_bytes, "measured_gbps": bw, "saving_us": saved_us,
                   "names": [rows[k]["name"] for k in g["rows"]], "ids": [rows[k]["id"] for k in g["rows"]]})
         g["fix"] = fix_for(g["names"])

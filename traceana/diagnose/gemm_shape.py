@@ -15,7 +15,7 @@ otherwise 128x128 is assumed and 256x128 shown beside it. Pure arithmetic on the
 from __future__ import annotations
 
 import re
-from math import ceil
+from math import ceil, gcd
 
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
 DEFAULT_TILES = ((128, 128), (256, 128))
@@ -119,12 +119,19 @@ def analyse(row: dict, sms: int | None) -> dict | None:
         return None
     b, m, n, k = dims
     align = ALIGN[tdt]
-    bad = {lab: v for lab, v in (("M", m), ("N", n), ("K", k)) if v % align}
+    # K and N are the contiguous dims of row-major A[M, K], B[K, N] and C[M, N] (K of a transposed
+    # weight too): they set the vector width. M only decides how many tiles there are.
+    bad = {lab: v for lab, v in (("N", n), ("K", k)) if v % align}
     tile = kernel_tile(row.get("kernels"))
     tiles = [tile] if tile else list(DEFAULT_TILES)
     q = [quantization(b, m, n, t, sms) for t in tiles]
     better = {"M": _better(m, align, tiles[0][0]), "N": _better(n, align, tiles[0][1]),
-              "K": ceil(k / align) * align}
+              "K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
+    qq = q[0]
+    if sms and qq["wave_eff"] < 0.95:
+        step = sms // gcd(sms, b * qq["tiles_n"])  # M tiles per whole number of waves
+        lo, hi = (qq["tiles_m"] // step) * step, -(-qq["tiles_m"] // step) * step
+        better["wave_M"] = [x * tiles[0][0] for x in (lo, hi) if x > 0]
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
             "kernel_align": kernel_align(row.get("kernels")), "tile_from_kernel": tile is not None,
             "quant": q, "better": better}

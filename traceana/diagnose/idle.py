@@ -26,6 +26,10 @@ from traceana.load.model import Trace
 
 CAUSES = ("host_wait", "kernel_wait", "other")
 TOP_GAPS = 5
+# Gaps up to this long are the fixed cost of issuing kernels one by one (launch latency and
+# per-op CPU dispatch): the launch_bound finding counts them. HTA's idle-time breakdown uses
+# the same 30 µs as its default `consecutive_kernel_delay`. Longer gaps are idle_gap's.
+LAUNCH_GAP_US = 30.0
 
 
 def _classify(trace: Trace, links: Links, ev: np.ndarray, gap_start: np.ndarray) -> np.ndarray:
@@ -81,14 +85,21 @@ def _stream_idle(trace: Trace, links: Links, dev: int) -> list[dict]:
 def idle_summary(trace: Trace, links: Links, dev: int | None, ev_row: np.ndarray, rows: list[dict]) -> dict:
     """Idle time of one device by cause, per stream, and its largest gaps."""
     if dev is None or len(trace.gpu) == 0:
-        return {"device": dev, "idle_us": 0.0, "by_cause": {c: 0.0 for c in CAUSES}, "gaps": 0,
+        zero = {c: 0.0 for c in CAUSES}
+        return {"device": dev, "idle_us": 0.0, "by_cause": zero, "gaps": 0, "short_limit_us": LAUNCH_GAP_US,
+                "short": {"gaps": 0, "idle_us": 0.0, "median_us": 0.0}, "long": dict(zero),
                 "largest": [], "streams": []}
     g = device_gaps(trace, links, dev)
     by_cause = {c: float(g["length"][g["cause"] == i].sum()) for i, c in enumerate(CAUSES)}
+    short = g["length"] <= LAUNCH_GAP_US
     top = np.argsort(-g["length"], kind="stable")[:TOP_GAPS]
     largest = [_describe_gap(trace, links, g, int(i), ev_row, rows) for i in top.tolist()]
     return {"device": dev, "idle_us": float(g["length"].sum()), "by_cause": by_cause,
-            "gaps": int(len(g["length"])), "largest": largest, "streams": _stream_idle(trace, links, dev)}
+            "gaps": int(len(g["length"])), "short_limit_us": LAUNCH_GAP_US,
+            "short": {"gaps": int(short.sum()), "idle_us": float(g["length"][short].sum()),
+                      "median_us": float(np.median(g["length"][short])) if short.any() else 0.0},
+            "long": {c: float(g["length"][~short & (g["cause"] == i)].sum()) for i, c in enumerate(CAUSES)},
+            "largest": largest, "streams": _stream_idle(trace, links, dev)}
 
 
 def _label(trace: Trace, ev: int, ev_row: np.ndarray, rows: list[dict]) -> str:
@@ -122,29 +133,15 @@ def _row_id(ev: int, ev_row: np.ndarray, rows: list[dict]) -> str | None:
     return rows[r]["id"] if r >= 0 else None
 
 
-def gaps_before(trace: Trace, links: Links, dev: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per GPU event: the device-level idle gap that ends at its start (0 when none), and its cause."""
-    n = len(trace.gpu)
-    length = np.zeros(n)
-    cause = np.full(n, -1, dtype=np.int8)
-    if dev is None or n == 0:
-        return length, cause
-    g = device_gaps(trace, links, dev)
-    length[g["event"]] = g["length"]
-    cause[g["event"]] = g["cause"]
-    return length, cause
-
-
-def idle_finding(summary: dict, span_us: float, claimed_us: float = 0.0) -> dict | None:
-    """The idle_gap finding: idle time by cause, largest gaps; saving = host + kernel wait not
-    already counted by the launch-bound finding (claimed_us)."""
-    idle = summary.get("idle_us") or 0.0
-    if span_us <= 0 or idle < 0.01 * span_us:
-        return None
+def idle_finding(summary: dict, span_us: float) -> dict | None:
+    """The idle_gap finding for gaps longer than LAUNCH_GAP_US (shorter ones are launch overhead,
+    counted by launch_bound). Saving = their host-wait part: the CPU had not issued the work."""
     from traceana import units as u
 
-    bc = summary["by_cause"]
-    saving = max(bc["host_wait"] + bc["kernel_wait"] - claimed_us, 0.0)
+    long = summary["long"]
+    idle = sum(long.values())
+    if span_us <= 0 or idle < 0.01 * span_us:
+        return None
     big = []
     for g in summary["largest"][:3]:
         s = (f"{u.us(g['length_us'])} at +{u.us(g['start_us'])} ({g['cause'].replace('_', '-')}, before "
@@ -152,17 +149,21 @@ def idle_finding(summary: dict, span_us: float, claimed_us: float = 0.0) -> dict
         if g.get("cpu_call"):
             s += f"; the CPU was in {g['cpu_call']}"
         big.append(s + ")")
-    text = (f"The GPU (device {summary['device']}) was idle {u.us(idle)} of its {u.us(span_us)} span "
-            f"({idle / span_us * 100:.1f}%) in {summary['gaps']:,} gaps. Host-wait {u.us(bc['host_wait'])}: the next "
-            "kernel was launched only after the GPU had gone idle, so the CPU (Python, dispatch, data loading, "
-            f"launch overhead) set the pace. Kernel-wait {u.us(bc['kernel_wait'])}: launched in time but started "
-            "late, queued behind a synchronisation (.item(), .cpu(), cudaStreamSynchronize), another stream or "
-            f"an event. Other {u.us(bc['other'])}: no launch recorded. Largest gaps: " + "; ".join(big) + ". "
-            "Fix host-wait with CUDA graphs / torch.compile(mode='reduce-overhead'), less Python per step, or "
-            "prefetching data (DataLoader workers, pin_memory, non_blocking copies); fix kernel-wait by removing "
-            "syncs from the step. Saving shown: host-wait + kernel-wait"
-            + (f" minus {u.us(claimed_us)} counted under launch_bound." if claimed_us > 0 else "."))
-    return {"kind": "idle_gap", "title": f"GPU idle {u.us(idle)} ({idle / span_us * 100:.1f}% of the span): "
-                                         f"host-wait {u.us(bc['host_wait'])}, kernel-wait {u.us(bc['kernel_wait'])}",
+    n_long = summary["gaps"] - summary["short"]["gaps"]
+    text = (f"The GPU (device {summary['device']}) was idle {u.us(summary['idle_us'])} of its {u.us(span_us)} span "
+            f"({summary['idle_us'] / span_us * 100:.1f}%); {u.us(idle)} of it in {n_long:,} gaps longer than "
+            f"{LAUNCH_GAP_US:g} µs (the shorter ones are launch overhead, see launch_bound). "
+            f"Host-wait {u.us(long['host_wait'])}: the next kernel was launched only after the GPU had gone idle, "
+            "so the CPU (Python, dispatch, data loading, post-processing) set the pace. "
+            f"Kernel-wait {u.us(long['kernel_wait'])}: launched in time but started late, queued behind a "
+            "synchronisation (.item(), .cpu(), cudaStreamSynchronize), another stream, an event or another rank. "
+            f"Other {u.us(long['other'])}: no launch recorded. Largest gaps: " + "; ".join(big) + ". "
+            "Fix host-wait by overlapping CPU work with GPU work: prefetch data (DataLoader workers, pin_memory, "
+            "non_blocking copies), move post-processing off the critical path, CUDA graphs / "
+            "torch.compile(mode='reduce-overhead'); kernel-wait by removing syncs from the step. Saving shown: "
+            "the host-wait (kernel-wait depends on what it waits for and is not counted).")
+    return {"kind": "idle_gap", "title": f"GPU idle {u.us(idle)} in gaps over {LAUNCH_GAP_US:g} µs "
+                                         f"({idle / span_us * 100:.1f}% of the span): host-wait "
+                                         f"{u.us(long['host_wait'])}, kernel-wait {u.us(long['kernel_wait'])}",
             "text": text, "ops": [g["next_row"] for g in summary["largest"] if g.get("next_row")][:10],
-            "saving_us": saving}
+            "saving_us": long["host_wait"]}

@@ -29,29 +29,32 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     timeline["idle"] = idle_sum
 
     latency = [r for r in rows if r["bound"] == "latency"]
-    facts = _launch_facts(trace, links, ev_row, rows, latency, primary)
+    facts = _launch_facts(trace, links, ev_row, rows, primary, idle_sum)
     extra = fd.launch_findings(latency, total_us, facts)
-    claimed = facts["host_wait_us"] if extra else 0.0
-    f = idle.idle_finding(idle_sum, span, claimed)
+    f = idle.idle_finding(idle_sum, span)
     if f:
         extra.append(f)
     extra.extend(fd.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
     return {"findings": fd.find(rows, device, total_us, extra), "timeline": timeline, "utilisation": util}
 
 
-def _launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], latency: list[dict],
-                  primary: int | None) -> dict:
-    """CPU launch cost and preceding GPU idle of the latency-bound ops' kernels."""
-    facts = {"launches": 0, "launch_us": 0.0, "gap_us": 0.0, "host_wait_us": 0.0}
-    if not latency or len(trace.gpu) == 0:
-        return facts
-    idx = np.array([i for i, r in enumerate(rows) if r["bound"] == "latency"], dtype=np.int64)
-    ev = np.flatnonzero(np.isin(ev_row, idx))
-    la = links.gpu_launch[ev]
-    la = np.unique(la[la >= 0])
-    facts["launches"] = int(len(la))
-    facts["launch_us"] = float((trace.launches.end[la] - trace.launches.ts[la]).sum())
-    gap, cause = idle.gaps_before(trace, links, primary)
-    facts["gap_us"] = float(gap[ev].sum())
-    facts["host_wait_us"] = float(gap[ev][cause[ev] == 0].sum())
-    return facts
+def _launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], primary: int | None,
+                  idle_sum: dict) -> dict:
+    """CPU launch cost of the kernels, of the latency-bound ops' kernels, and the short GPU gaps."""
+    gpu, la = trace.gpu, trace.launches
+    on = (gpu.kind == 0) & (gpu.device == primary) if primary is not None else gpu.kind == 0
+    lat_idx = np.array([i for i, r in enumerate(rows) if r["bound"] == "latency"], dtype=np.int64)
+    lat = on & np.isin(ev_row, lat_idx)
+
+    def launch_cost(mask: np.ndarray) -> tuple[int, float]:
+        ids = links.gpu_launch[mask]
+        ids = np.unique(ids[ids >= 0])
+        return int(len(ids)), float((la.end[ids] - la.ts[ids]).sum())
+
+    n_la, la_us = launch_cost(on)
+    n_lat, lat_us = launch_cost(lat)
+    short = idle_sum["short"]
+    return {"kernels": int(on.sum()), "kernel_us": float(gpu.dur[on].sum()), "launches": n_la, "launch_us": la_us,
+            "lat_launches": n_lat, "lat_launch_us": lat_us, "short_gaps": short["gaps"],
+            "short_us": short["idle_us"], "short_median_us": short["median_us"],
+            "short_limit_us": idle_sum["short_limit_us"]}

@@ -15,6 +15,7 @@ from traceana.render import fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, 
 from traceana.render.diff_markdown import (
     bound_rows,
     fmt_delta_pct,
+    gate_rows,
     fmt_delta_us,
     fmt_roof_change,
     headline_numbers,
@@ -104,4 +105,5 @@ def build_diff_view(diff: Mapping[str, Any]) -> dict[str, Any]:
         "new": _table(sort_lone("new", "head"), _lone, "head"),
         "vanished": _table(sort_lone("vanished", "base"), _lone, "base"),
         "warnings": [text(w, 2000) for w in seq(d.get("warnings")) if text(w)],
+        "gates": [{"ok": ok, "text": line} for ok, line in gate_rows(d)],
     }

@@ -93,6 +93,20 @@ def headline_numbers(d: Mapping[str, Any]) -> dict[str, str]:
             "delta": fmt_delta_us(tot.get("delta_us")), "pct": fmt_delta_pct(tot), "counts": counts}
 
 
+def gate_rows(d: Mapping[str, Any]) -> list[tuple[bool, str]]:
+    """(passed, plain-text line) per --fail-on gate recorded in the diff."""
+    out = []
+    for g in seq(d.get("gates")):
+        if not isinstance(g, Mapping):
+            continue
+        msgs = [text(m, 400) for m in seq(g.get("messages")) if text(m)]
+        if g.get("ok") is True or not msgs:
+            out.append((True, f"{text(g.get('spec'), 120)}: passed"))
+        else:
+            out += [(False, m) for m in msgs[:12]]
+    return out
+
+
 def fmt_int0(v: Any) -> str:
     n = num(v)
     return f"{round(n):,}" if n is not None else "0"
@@ -152,6 +166,12 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
              f"**Head:** {md_text(hl, 120)} on {md_text(hd, 200)}, {hs}", "",
              f"*{md_text(mapping(d.get('normalisation')).get('note'), 400)}* {md_text(n['counts'], 600)}."]
     sections = [head]
+    gates = gate_rows(d)
+    if gates:
+        specs = [g for g in seq(d.get("gates")) if isinstance(g, Mapping)]
+        failed = sum(1 for g in specs if g.get("ok") is not True and seq(g.get("messages")))
+        title = f"## Gates: {failed} of {len(specs)} tripped" if failed else "## Gates: all passed"
+        sections.append([title, "", *(f"- {'✅' if ok else '❌'} {md_text(line, 400)}" for ok, line in gates)])
     bounds = bound_rows(d)
     if bounds:
         lines = [f"## Time by bound ({n['per']})", "", table_row(["bound", "base", "head", "Δ", "Δ%"]),

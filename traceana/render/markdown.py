@@ -277,33 +277,35 @@ def _coverage_detail(a: Mapping[str, Any], budget: int) -> str:
                               fmt_time_us(v), fmt_pct(share(v, device))]))
     head = table_row(["kind", "cause or op", "time", "% of device"]) + "\n|---|---|--:|--:|"
     return fold("Opaque time by cause, unmodelled time by op", rows, budget, head=head,
-                    more=lambda n: f"*… {n:,} more rows in the HTML report.*")
+                    more=lambda n: f"*… and {n:,} more in the HTML report.*")
 
 
 def _folded(a: Mapping[str, Any], budget: int) -> tuple[str, str]:
-    """(more warnings block, detail section): explanations, full op table, coverage detail."""
+    """(more warnings block, detail section). Shares of the budget: explanations up to 40%,
+    coverage detail up to 10%, the warnings what they need up to 15%, the op table the rest;
+    the warnings then take whatever the table left."""
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     rest = _warning_items(a)[SHOWN_WARNINGS:]
     expl = _explanation_items(a)
-    parts: list[str] = []
-
-    def take(block: str) -> None:
-        nonlocal budget
-        if block:
-            parts.append(block)
-            budget -= len(block) + 2
-
     budget -= 20  # the "## Details" heading
-    take(fold(f"Why: the {len(expl)} op signatures with the most device time, explained",
-                  expl, budget, sep="\n\n"))
-    warn_block = fold(f"{len(rest):,} more warnings", rest, budget,
-                          more=lambda n: f"*… {n:,} more in the JSON report.*")
-    budget -= len(warn_block) + 2
-    cov = _coverage_detail(a, budget)  # small: sized before the table, shown after it
+    total = budget
+
+    def warnings_block(cap: int) -> str:
+        return fold(f"{len(rest):,} more warnings", rest, cap,
+                    more=lambda n: f"*… {n:,} more in the JSON report.*")
+
+    why = fold(f"Why: the {len(expl)} op signatures with the most device time, explained",
+               expl, int(total * 0.4), sep="\n\n")
+    budget -= len(why) + 2
+    cov = _coverage_detail(a, int(total * 0.1))
     budget -= len(cov) + 2
+    table = ""
     if len(ops) > TOP_OPS:
-        take(_full_table(ops, budget))
-    take(cov)
+        reserve = min(len(warnings_block(total)), int(total * 0.15)) + 2
+        table = _full_table(ops, budget - reserve)
+        budget -= len(table) + 2
+    warn_block = warnings_block(budget)
+    parts = [p for p in (why, table, cov) if p]
     detail = "\n\n".join(["## Details", *parts]) if parts else ""
     return warn_block, detail
 
