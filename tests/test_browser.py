@@ -67,8 +67,13 @@ class Chromium:
         self._buf = b""
         self._id = 0
         self.events: list[dict] = []
-        target = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
-        self.session = self.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)["sessionId"]
+        try:
+            target = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+            self.session = self.call("Target.attachToTarget", targetId=target["targetId"],
+                                     flatten=True)["sessionId"]
+        except BaseException:
+            self.close()
+            raise
 
     def _read(self, deadline: float) -> dict:
         while b"\0" not in self._buf:
@@ -140,7 +145,10 @@ class Chromium:
 @pytest.fixture(scope="module")
 def browser():
     with tempfile.TemporaryDirectory(prefix="traceana-chromium-") as profile:
-        b = Chromium(Path(profile))
+        try:
+            b = Chromium(Path(profile))
+        except (OSError, RuntimeError, TimeoutError) as exc:  # installed but cannot start here
+            pytest.skip(f"{CHROMIUM} did not start: {exc}")
         try:
             for domain in ("Page", "Runtime", "Log", "Network"):
                 b.page(f"{domain}.enable")

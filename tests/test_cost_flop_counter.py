@@ -123,7 +123,8 @@ def conv_case(draw):
     opad = [draw(st.integers(0, max(s, d) - 1)) if transposed else 0 for s, d in zip(stride, dil)]
     size = [draw(st.integers(max(1, d * (kk - 1) + 1 - 2 * p), 7)) for kk, d, p in zip(k, dil, pad)]
     if transposed:  # the output must not be empty: (size-1)*s - 2p + d(k-1) + opad + 1 >= 1
-        pad = [min(p, ((sz - 1) * s + d * (kk - 1) + op) // 2) for p, sz, s, d, kk, op in zip(pad, size, stride, dil, k, opad)]
+        pad = [min(p, ((sz - 1) * s + d * (kk - 1) + op) // 2)
+               for p, sz, s, d, kk, op in zip(pad, size, stride, dil, k, opad)]
     n = draw(st.integers(1, 2))
     x = (n, cin, *size)
     w = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
@@ -205,9 +206,11 @@ def test_sdpa_forward(case, causal):
     eff = cost("aten::_scaled_dot_product_efficient_attention", [q, k, v, (), (), (), (), ()],
                [BF] * 3 + ["", "Scalar", "Scalar", "Scalar", "Scalar"], ["", "", "", "", "True", "0.", str(causal), ""])
     assert eff.flops == flop_registry[aten._scaled_dot_product_efficient_attention](q, k, v, None, True, out_val=None)
-    cud = cost("aten::_scaled_dot_product_cudnn_attention", [q, k, v] + [()] * 6, [BF] * 3 + ["", "Scalar"] + ["Scalar"] * 4)
+    cud = cost("aten::_scaled_dot_product_cudnn_attention", [q, k, v] + [()] * 6,
+               [BF] * 3 + ["", "Scalar"] + ["Scalar"] * 4)
     assert cud.flops == ref
-    pub = cost("aten::scaled_dot_product_attention", [q, k, v] + [()] * 5, [BF] * 3 + ["", "Scalar", "Scalar", "", "Scalar"])
+    pub = cost("aten::scaled_dot_product_attention", [q, k, v] + [()] * 5,
+               [BF] * 3 + ["", "Scalar", "Scalar", "", "Scalar"])
     assert pub.flops == ref
     # _flash/_efficient_attention_forward take (batch, seq, heads, dim): equal to sdpa_flop_count on (B,H,S,D)
     raw = cost("aten::_flash_attention_forward", [bshd(q), bshd(k), bshd(v)] + [()] * 12,

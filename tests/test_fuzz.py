@@ -14,6 +14,7 @@ Every failing input is also saved under $TRACEANA_FUZZ_FAILURES (default
 
 from __future__ import annotations
 
+import copy
 import functools
 import gzip
 import hashlib
@@ -78,12 +79,23 @@ LEAF = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.sampled_fr
         | st.sampled_from([DEEP, HUGE_INT, HUGE_FLOAT, LONE]))
 JSON_VALUE = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=4)
                           | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
+# Edge values a hostile trace puts where an id, a time or a size belongs.
+EDGE = st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -(10**30), -1, 0, 1.5, -0.0, float("nan"),
+                        float("inf"), float("-inf"), 1e308, "", "12", "abc", [], {}, [1], [[1]], True, None,
+                        HUGE_INT, HUGE_FLOAT, DEEP, LONE]).map(copy.deepcopy)  # never share a mutable list
+VALUE = EDGE | JSON_VALUE
 # Shape-like values: lists of ints, some impossible.
 DIMS = st.lists(st.lists(st.integers(-4, 2**64) | st.sampled_from([0, 1, 64, 4096]), max_size=4)
                 | JSON_VALUE, max_size=5)
+CONCRETE = st.lists(st.sampled_from(["", "0", "1", "-1", "2", "nan", "inf", "-inf", "1e400", "[1, 1]", "[]",
+                                      "[-1]", "True", "False", "abc", "99999999999999999999", "6", "15"]),
+                    max_size=8)
+PROP_KEYS = ("id", "name", "numSms", "totalGlobalMem", "computeMajor", "computeMinor", "warpSize")
 ARG_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "External id", "external id",
             "correlation", "device", "stream", "bytes", "kernel_flop", "kernel_num_gb", "grid", "block")
 EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
+HOT_CATS = {"cpu_op", "Operator", "cuda_runtime", "cuda_driver", "Runtime", "kernel", "Kernel", "gpu_memcpy",
+            "gpu_memset", "Memcpy", "Memset", "user_annotation"}
 TOP_KEYS = ("traceEvents", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "record_shapes",
             "schemaVersion")
 
@@ -99,12 +111,20 @@ def mutate_doc(draw, doc) -> object:
     if events and draw(st.booleans()):  # a window of the trace (also keeps cases fast)
         start = draw(st.integers(0, len(events) - 1))
         events = doc["traceEvents"] = events[start:start + draw(st.integers(1, 600))]
-    for _ in range(draw(st.integers(0, 12))):
+    # most mutations hit the events traceana reads (ops, launches, kernels, annotations)
+    hot = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in HOT_CATS]
+    for _ in range(draw(st.integers(0, 16))):
         kind = draw(st.sampled_from(["drop", "dup", "swap", "reverse", "field", "arg", "dims", "delete",
-                                     "event", "top", "time"]))
+                                     "event", "top", "time", "perturb", "concrete", "props"]))
         n = len(events)
+        if kind == "props":
+            props = doc.get("deviceProperties")
+            dicts = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+            if dicts:
+                dicts[draw(st.integers(0, len(dicts) - 1))][draw(st.sampled_from(PROP_KEYS))] = draw(VALUE)
+            continue
         if kind == "top":
-            doc[draw(st.sampled_from(TOP_KEYS))] = draw(JSON_VALUE)
+            doc[draw(st.sampled_from(TOP_KEYS))] = draw(VALUE)
             events = doc.get("traceEvents")
             if not isinstance(events, list):
                 return doc
@@ -115,6 +135,8 @@ def mutate_doc(draw, doc) -> object:
         if n == 0:
             continue
         i = draw(st.integers(0, n - 1))
+        if hot and draw(st.integers(0, 4)):
+            i = min(hot[draw(st.integers(0, len(hot) - 1))], n - 1)
         ev = events[i]
         if kind == "drop":
             del events[i]
@@ -128,18 +150,27 @@ def mutate_doc(draw, doc) -> object:
         elif not isinstance(ev, dict):
             continue
         elif kind == "field":
-            ev[draw(st.sampled_from(EVENT_KEYS))] = draw(JSON_VALUE)
+            ev[draw(st.sampled_from(EVENT_KEYS))] = draw(VALUE)
         elif kind == "delete":
             ev.pop(draw(st.sampled_from(EVENT_KEYS)), None)
         elif kind == "time":
             ev[draw(st.sampled_from(("ts", "dur")))] = draw(
                 st.sampled_from([-1, -1e9, 0, 1e17, 1e30, HUGE_INT, HUGE_FLOAT]) | st.floats())
+        elif kind == "perturb":  # one number of a recorded shape, keeping the structure
+            dims = ev.get("args", {}).get("Input Dims") if isinstance(ev.get("args"), dict) else None
+            slots = [(a, j) for a in (dims if isinstance(dims, list) else []) if isinstance(a, list)
+                     for j, x in enumerate(a) if isinstance(x, int)]
+            if slots:
+                a, j = slots[draw(st.integers(0, len(slots) - 1))]
+                a[j] = draw(st.sampled_from([0, 1, 3, -1, 2**31, 2**40, 2**62]))
         else:
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = ev["args"] = {}
-            key = draw(st.sampled_from(ARG_KEYS))
-            args[key] = draw(DIMS if kind == "dims" else JSON_VALUE)
+            if kind == "concrete":
+                args["Concrete Inputs"] = draw(CONCRETE)
+            else:
+                args[draw(st.sampled_from(ARG_KEYS))] = draw(DIMS if kind == "dims" else VALUE)
     return doc
 
 
@@ -199,9 +230,15 @@ def check_pipeline(data: bytes, workdir: Path) -> str:
             return "bad-input: " + msg.split(": ", 2)[1].split(" (")[0][:40]
         assert ANALYSIS_KEYS <= set(analysis), sorted(analysis)
         assert isinstance(analysis["ops"], list) and isinstance(analysis["warnings"], list)
-        for op in analysis["ops"]:
-            for key in ("device_time_us", "mean_time_us"):
-                assert op[key] is None or math.isfinite(op[key]), (key, op)
+        for op in analysis["ops"]:  # numbers are finite or None: never a NaN hidden as null later
+            for key, v in op.items():
+                if isinstance(v, float):
+                    assert math.isfinite(v), (key, op)
+            assert op["device_time_us"] >= 0
+        # nothing dropped silently: every µs of device time is in exactly one row
+        total = analysis["coverage"]["device_time_us"]
+        rows = sum(op["device_time_us"] for op in analysis["ops"])
+        assert math.isclose(rows, total, rel_tol=1e-9, abs_tol=1e-6), (rows, total)
         page = render(analysis, "html")
         assert page.rstrip().endswith("</html>") and page.count("<script") == 2
         md = render(analysis, "md")

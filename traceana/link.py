@@ -175,8 +175,9 @@ def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndar
         cause[has_op[compiled]] = CAUSE_KEYS.index("compiled")
         cause[has_op[shapeless & ~compiled]] = CAUSE_KEYS.index("no_shapes")
         checked: dict[tuple[bytes, bytes], bool] = {}
-        bad = np.array([not _shapes_ok(ops.dims[i], ops.types[i], checked) for i in op_idx.tolist()], dtype=bool)
-        cause[has_op[bad & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
+        uniq, inv = np.unique(op_idx, return_inverse=True)
+        bad_op = np.array([not _shapes_ok(ops.dims[i], ops.types[i], checked) for i in uniq.tolist()], dtype=bool)
+        cause[has_op[bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
     return cause
 
 

@@ -17,7 +17,9 @@ LATENCY_ROOF_PCT = 30.0
 LATENCY_KERNEL_US = 10.0
 
 _MATRIX_KEY = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc", "uint8": "int8_tc"}
-_TF32_HINTS = ("tf32", "xf32")
+# Kernel-name fragments that mean an fp32-input GEMM ran on TF32 tensor cores (cuBLAS/CUTLASS
+# "s1688"/"s16816" tensor-op kernels, "tf32" in sm80+ xmma names, "xf32" on ROCm).
+TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s")
 PEAK_LABEL = {
     "fp64": "fp64", "fp64_tc": "fp64 tensor cores", "fp32": "fp32 (CUDA cores / vector)",
     "tf32_tc": "tf32 tensor cores", "bf16_tc": "bf16 tensor cores", "fp16_tc": "fp16 tensor cores",
@@ -39,7 +41,7 @@ def choose_peak(peaks: dict[str, float], cost: Cost, kernel_names: tuple[str, ..
     if cost.matrix:
         if dt == "fp32":
             joined = " ".join(kernel_names).lower()
-            if any(h in joined for h in _TF32_HINTS):
+            if any(h in joined for h in TF32_HINTS):
                 if "tf32_tc" in peaks:
                     return Peak("tf32_tc", peaks["tf32_tc"], "fp32 matrix op whose kernel name shows TF32 tensor cores")
             if "tf32_tc" not in peaks:

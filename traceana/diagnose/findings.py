@@ -17,8 +17,6 @@ Findings are ranked by saving_us, so the first three are the three biggest wins.
 from __future__ import annotations
 
 import re
-from math import prod
-from statistics import median
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
@@ -27,10 +25,8 @@ from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
-SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
 HOST_LINK_GBPS = 25.0  # a pinned host<->device copy over PCIe 4.0 x16 reaches about this
 MAX_FINDINGS = 25
-_TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
@@ -69,7 +65,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
             out.append(memory_finding(row, device))
         elif bound == "compute":
             out.append(compute_finding(row, device))
-    out.extend(shape_findings(rows, device, total_us))
+    out.extend(gs.shape_findings(rows, device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None))
     out.extend(extra or [])
@@ -150,6 +146,14 @@ def compute_finding(row: dict, device: dict) -> dict:
         if f:
             return f
     total_floor = row["count"] * row["compute_time_us"]
+    note = ""
+    if key == "fp32" and tdt == "tf32" and peaks.get("tf32_tc"):
+        # the kernel name shows TF32 tensor cores (e.g. cutlass s1688 / xmma): hold it to that roof
+        used, key = peaks["tf32_tc"], "tf32_tc"
+        total_floor = row["count"] * row["flops"] / (used * 1e6)
+        note = (f" Its kernels ({', '.join(k['name'][:50] for k in row.get('kernels') or [])}) run on TF32 tensor "
+                f"cores, so the {used:g} TFLOP/s TF32 roof applies: {total_floor / row['device_time_us'] * 100:.1f}% "
+                "of it.")
     faster = ""
     for k in _FASTER.get(key or "", ()):
         if peaks.get(k, 0) > used:
@@ -159,13 +163,15 @@ def compute_finding(row: dict, device: dict) -> dict:
             break
     return {
         "kind": "compute_bound",
-        "title": f"{row['name']} is compute-bound at {u.pct(row['roof_pct'])} of {used:g} TFLOP/s ({key})",
+        "title": f"{row['name']} is compute-bound at {u.pct(total_floor / row['device_time_us'] * 100)} of "
+                 f"{used:g} TFLOP/s ({key})",
         "text": (f"{_what(row)}: {_calls(row['count'])}, {u.count(row['flops'])} FLOPs each ({row.get('flops_expr')}). "
-                 f"At {used:g} TFLOP/s ({row.get('peak_why')}) they need at least {u.us(total_floor)}; measured "
+                 f"At {used:g} TFLOP/s ({row.get('peak_why') if not note else 'TF32 tensor cores'}) they need at "
+                 f"least {u.us(total_floor)}; measured "
                  f"{u.us(row['device_time_us'])} ({u.rate_tflops(row['achieved_tflops'])}). FLOPs set its time: "
-                 f"bytes do not.{faster} Saving shown: time above the floor."),
+                 f"bytes do not.{note}{faster} Saving shown: time above the floor."),
         "ops": [row["id"]],
-        "saving_us": _above_roof(row),
+        "saving_us": max(row["device_time_us"] - total_floor, 0.0),
     }
 
 
@@ -204,84 +210,6 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
     }
 
 
-def _tc_frac(r: dict, pk: float | None, bw: float | None) -> float | None:
-    """Fraction of its roof (tensor-core compute or DRAM, whichever is slower) the GEMM reaches."""
-    if not pk or not r["device_time_us"]:
-        return None
-    floor = max(r["flops"] / (pk * 1e6), (r["bytes"] or 0) / (bw * 1e3) if bw else 0.0)
-    return r["count"] * floor / r["device_time_us"]
-
-
-def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:
-    """gemm_shape findings: misaligned dims, tile and wave quantization of tensor-core GEMMs."""
-    peaks, sms, bw = device.get("peak_tflops") or {}, device.get("sms"), device.get("dram_gbps")
-    facts = []
-    for r in rows:
-        if r.get("family") != "gemm" or r.get("flops") is None or r["device_time_us"] < SHAPE_SHARE * total_us:
-            continue
-        a = gs.analyse(r, sms)
-        if a:
-            pk = peaks.get(_TC_KEY.get(a["dtype"], ""))
-            facts.append((r, a, pk, _tc_frac(r, pk, bw)))
-    ref: dict[str, float] = {}
-    for dt in {a["dtype"] for _, a, _, _ in facts}:
-        fr = [f for r, a, _, f in facts if a["dtype"] == dt and not a["misaligned"] and f]
-        if fr:
-            ref[dt] = median(fr)
-    out = []
-    for r, a, pk, frac in facts:
-        q = a["quant"][0]
-        loss = 1 - q["eff"]
-        mis = a["misaligned"]
-        quant = r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
-        if not mis and not quant:
-            continue
-        t = r["device_time_us"]
-        saving = t * loss if quant else 0.0
-        parts = [f"{_what(r)}: {_calls(r['count'])}, {u.us(t)}; as a GEMM B={a['B']:,}, M={a['M']:,}, "
-                 f"N={a['N']:,}, K={a['K']:,} in {a['dtype']}."]
-        if mis:
-            dims = ", ".join(f"{k}={v:,}" for k, v in mis.items())
-            ka = a["kernel_align"]
-            pads = {"K": a["better"]["K"], "N": a["better"]["pad_N"]}
-            parts.append(f"{dims} {'is' if len(mis) == 1 else 'are'} not a multiple of {a['align']} elements "
-                         f"(16 bytes in {a['dtype']}): the contiguous rows of the operands are not 16-byte aligned, "
-                         "so tensor-core kernels cannot use full-width loads"
-                         + (f"; the kernel name shows align{ka} ({ka}-element accesses)." if ka and ka < a["align"]
-                            else ".")
-                         + " Pad to " + ", ".join(f"{k}={pads[k]:,}" for k in mis) + " (zeros).")
-            if frac is not None:
-                parts.append(f"It reaches {frac * 100:.1f}% of its roof ({pk:g} TFLOP/s {a['dtype']} or "
-                             f"{bw:g} GB/s, whichever is slower).")
-            dt_ref = ref.get(a["dtype"])
-            if dt_ref and frac is not None and frac < dt_ref:
-                est = t * (1 - frac / dt_ref)
-                parts.append(f"The aligned {a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% of theirs "
-                             f"(median): at that rate it would take {u.us(t - est)}.")
-                saving = max(saving, est)
-        for qq in a["quant"]:
-            parts.append(f"Tile {qq['tile']}{' (from the kernel name)' if a['tile_from_kernel'] else ' (assumed)'}: "
-                         f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
-                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
-                         f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
-                         f"{qq['wave_eff'] * 100:.1f}% (CTAs / (waves x SMs)).")
-        if quant:
-            parts.append(f"{loss * 100:.1f}% of the tensor-core time is padding (1 - tile x wave efficiency).")
-            if a["better"].get("wave_M"):
-                parts.append("Whole waves at M = " + " or ".join(f"{x:,}" for x in a["better"]["wave_M"])
-                             + " (e.g. by changing the batch or sequence length per call).")
-            elif q["tile_eff"] < 0.9:
-                parts.append(f"M={a['better']['M']:,} / N={a['better']['N']:,} fill the tiles.")
-        parts.append(f"Saving shown: {u.us(saving)}" + (" (no aligned GEMM of this dtype in the trace to compare "
-                                                        "with: no estimate)." if not saving else "."))
-        out.append({"kind": "gemm_shape",
-                    "title": f"{r['name']} shape wastes tensor cores: "
-                             + (f"{', '.join(mis)} not a multiple of {a['align']}" if mis
-                                else f"{loss * 100:.0f}% tile/wave padding"),
-                    "text": " ".join(parts), "ops": [r["id"]], "saving_us": saving})
-    return out
-
-
 def launch_findings(latency: list[dict], total_us: float, facts: dict | None) -> list[dict]:
     """One launch_bound finding: latency-bound ops (tiny kernels far under both roofs) and the
     short idle gaps between kernels (the fixed cost of issuing kernels one at a time)."""
@@ -294,7 +222,8 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None) ->
     n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
     parts = []
     if facts and facts["short_gaps"]:
-        parts.append(f"{facts['kernels']:,} kernels ran one by one: {facts['short_gaps']:,} gaps of at most "
+        parts.append(f"{facts.get('events', facts['kernels']):,} GPU events (kernels, copies, memsets) ran one by one: "
+                     f"{facts['short_gaps']:,} gaps of at most "
                      f"{facts['short_limit_us']:g} µs between them add up to {u.us(short)} of GPU idle (median "
                      f"{u.us(facts['short_median_us'])} per gap), the fixed cost of launching each kernel separately.")
     if latency:
@@ -393,28 +322,4 @@ def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
             "ops": [r["id"] for r in unmodelled[:50]],
             "saving_us": 0.0,
         })
-    return out
-
-
-def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
-    out = []
-    for g in groups[:limit]:
-        if total_us <= 0 or g["saving_us"] < 0.001 * total_us:
-            continue
-        chain = " → ".join(n.split("::", 1)[-1] for n in g["names"])
-        inter = []
-        for (shape, isz), a in zip(g["links"], g["names"][:-1]):
-            b = prod(shape) * isz
-            inter.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(b)}) from {a.split('::', 1)[-1]}"
-                         + (" (in place: read back only)" if a.endswith("_") else ""))
-        per = g["saved_per_rep"]
-        text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
-                f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
-                + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
-                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (the producer's write and the consumer's read; in place, the read only), "
-                  f"{u.nbytes(g['saved_bytes'])} in all. The chain moves {u.nbytes(g['bytes'])} in {u.us(g['time_us'])} "
-                  f"({u.rate_gbps(g['measured_gbps'])} measured); at that bandwidth the saved bytes take "
-                  f"{u.us(g['saving_us'])}. Fix: {g['fix']}. (Assumes the intermediates are not needed elsewhere.)")
-        out.append({"kind": "fusion", "title": f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic",
-                    "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
     return out

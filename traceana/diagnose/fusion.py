@@ -21,6 +21,8 @@ from math import prod
 
 import numpy as np
 
+from traceana import units as u
+
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.shapes import broadcast
 from traceana.link import Links
@@ -207,4 +209,28 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         g["fix"] = fix_for(g["names"])
         out.append(g)
     out.sort(key=lambda g: -g["saving_us"])
+    return out
+
+
+def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
+    out = []
+    for g in groups[:limit]:
+        if total_us <= 0 or g["saving_us"] < 0.001 * total_us:
+            continue
+        chain = " → ".join(n.split("::", 1)[-1] for n in g["names"])
+        inter = []
+        for (shape, isz), a in zip(g["links"], g["names"][:-1]):
+            b = prod(shape) * isz
+            inter.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(b)}) from {a.split('::', 1)[-1]}"
+                         + (" (in place: read back only)" if a.endswith("_") else ""))
+        per = g["saved_per_rep"]
+        text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
+                f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
+                + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
+                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (the producer's write and the consumer's read; in place, the read only), "
+                  f"{u.nbytes(g['saved_bytes'])} in all. The chain moves {u.nbytes(g['bytes'])} in {u.us(g['time_us'])} "
+                  f"({u.rate_gbps(g['measured_gbps'])} measured); at that bandwidth the saved bytes take "
+                  f"{u.us(g['saving_us'])}. Fix: {g['fix']}. (Assumes the intermediates are not needed elsewhere.)")
+        out.append({"kind": "fusion", "title": f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic",
+                    "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
     return out

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import re
 from math import ceil, gcd
+from statistics import median
 
+from traceana import units as u
+from traceana.roofline import TF32_HINTS
+
+MIN_SHARE = 0.005  # tile/wave findings from 0.5% of device time
+SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
+_TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
 DEFAULT_TILES = ((128, 128), (256, 128))
 _TILE_RE = re.compile(r"(?:tilesize|_)(\d{2,3})x(\d{2,3})(?:x\d+)?(?:_|$)")
 _ALIGN_RE = re.compile(r"align(\d+)")
-TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s", "xmma")
 CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")
 
 
@@ -135,3 +141,89 @@ def analyse(row: dict, sms: int | None) -> dict | None:
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
             "kernel_align": kernel_align(row.get("kernels")), "tile_from_kernel": tile is not None,
             "quant": q, "better": better}
+
+
+def _what(row: dict) -> str:
+    return f"{row['name']} [{u.dims(row.get('input_dims'))}] {row.get('dtype') or ''}".strip()
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call{'s' if n != 1 else ''}"
+
+
+def _tc_frac(r: dict, pk: float | None, bw: float | None) -> float | None:
+    """Fraction of its roof (tensor-core compute or DRAM, whichever is slower) the GEMM reaches."""
+    if not pk or not r["device_time_us"]:
+        return None
+    floor = max(r["flops"] / (pk * 1e6), (r["bytes"] or 0) / (bw * 1e3) if bw else 0.0)
+    return r["count"] * floor / r["device_time_us"]
+
+
+def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:
+    """gemm_shape findings: misaligned dims, tile and wave quantization of tensor-core GEMMs."""
+    peaks, sms, bw = device.get("peak_tflops") or {}, device.get("sms"), device.get("dram_gbps")
+    facts = []
+    for r in rows:
+        if r.get("family") != "gemm" or r.get("flops") is None or r["device_time_us"] < SHAPE_SHARE * total_us:
+            continue
+        a = analyse(r, sms)
+        if a:
+            pk = peaks.get(_TC_KEY.get(a["dtype"], ""))
+            facts.append((r, a, pk, _tc_frac(r, pk, bw)))
+    ref: dict[str, float] = {}
+    for dt in {a["dtype"] for _, a, _, _ in facts}:
+        fr = [f for r, a, _, f in facts if a["dtype"] == dt and not a["misaligned"] and f]
+        if fr:
+            ref[dt] = median(fr)
+    out = []
+    for r, a, pk, frac in facts:
+        q = a["quant"][0]
+        loss = 1 - q["eff"]
+        mis = a["misaligned"]
+        quant = r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
+        if not mis and not quant:
+            continue
+        t = r["device_time_us"]
+        saving = t * loss if quant else 0.0
+        parts = [f"{_what(r)}: {_calls(r['count'])}, {u.us(t)}; as a GEMM B={a['B']:,}, M={a['M']:,}, "
+                 f"N={a['N']:,}, K={a['K']:,} in {a['dtype']}."]
+        if mis:
+            dims = ", ".join(f"{k}={v:,}" for k, v in mis.items())
+            ka = a["kernel_align"]
+            pads = {"K": a["better"]["K"], "N": a["better"]["pad_N"]}
+            parts.append(f"{dims} {'is' if len(mis) == 1 else 'are'} not a multiple of {a['align']} elements "
+                         f"(16 bytes in {a['dtype']}): the contiguous rows of the operands are not 16-byte aligned, "
+                         "so tensor-core kernels cannot use full-width loads"
+                         + (f"; the kernel name shows align{ka} ({ka}-element accesses)." if ka and ka < a["align"]
+                            else ".")
+                         + " Pad to " + ", ".join(f"{k}={pads[k]:,}" for k in mis) + " (zeros).")
+            if frac is not None:
+                parts.append(f"It reaches {frac * 100:.1f}% of its roof ({pk:g} TFLOP/s {a['dtype']} or "
+                             f"{bw:g} GB/s, whichever is slower).")
+            dt_ref = ref.get(a["dtype"])
+            if dt_ref and frac is not None and frac < dt_ref:
+                est = t * (1 - frac / dt_ref)
+                parts.append(f"The aligned {a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% of theirs "
+                             f"(median): at that rate it would take {u.us(t - est)}.")
+                saving = max(saving, est)
+        for qq in a["quant"]:
+            parts.append(f"Tile {qq['tile']}{' (from the kernel name)' if a['tile_from_kernel'] else ' (assumed)'}: "
+                         f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
+                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
+                         f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
+                         f"{qq['wave_eff'] * 100:.1f}% (CTAs / (waves x SMs)).")
+        if quant:
+            parts.append(f"{loss * 100:.1f}% of the tensor-core time is padding (1 - tile x wave efficiency).")
+            if a["better"].get("wave_M"):
+                parts.append("Whole waves at M = " + " or ".join(f"{x:,}" for x in a["better"]["wave_M"])
+                             + " (e.g. by changing the batch or sequence length per call).")
+            elif q["tile_eff"] < 0.9:
+                parts.append(f"M={a['better']['M']:,} / N={a['better']['N']:,} fill the tiles.")
+        parts.append(f"Saving shown: {u.us(saving)}" + (" (no aligned GEMM of this dtype in the trace to compare "
+                                                        "with: no estimate)." if not saving else "."))
+        out.append({"kind": "gemm_shape",
+                    "title": f"{r['name']} shape wastes tensor cores: "
+                             + (f"{', '.join(mis)} not a multiple of {a['align']}" if mis
+                                else f"{loss * 100:.0f}% tile/wave padding"),
+                    "text": " ".join(parts), "ops": [r["id"]], "saving_us": saving})
+    return out

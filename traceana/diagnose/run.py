@@ -34,7 +34,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     f = idle.idle_finding(idle_sum, span)
     if f:
         extra.append(f)
-    extra.extend(fd.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
+    extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
     return {"findings": fd.find(rows, device, total_us, extra), "timeline": timeline, "utilisation": util}
 
 
@@ -54,7 +54,8 @@ def _launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dic
     n_la, la_us = launch_cost(on)
     n_lat, lat_us = launch_cost(lat)
     short = idle_sum["short"]
-    return {"kernels": int(on.sum()), "kernel_us": float(gpu.dur[on].sum()), "launches": n_la, "launch_us": la_us,
+    dev_events = int((gpu.device == primary).sum()) if primary is not None else len(gpu)
+    return {"events": dev_events, "kernels": int(on.sum()), "kernel_us": float(gpu.dur[on].sum()), "launches": n_la, "launch_us": la_us,
             "lat_launches": n_lat, "lat_launch_us": lat_us, "short_gaps": short["gaps"],
             "short_us": short["idle_us"], "short_median_us": short["median_us"],
             "short_limit_us": idle_sum["short_limit_us"]}

@@ -10,7 +10,8 @@ import os
 import re
 import stat
 import zlib
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -60,8 +61,8 @@ def read_bytes(path: str) -> bytes:
 def _directory_message(path: str) -> str:
     try:
         names = os.listdir(path)
-    except OSError:
-        names = []
+    except OSError as exc:
+        return f"{path}: is a directory (cannot list it: {exc.strerror or exc}); give a trace file"
     traces = [n for n in names if n.endswith((".json", ".json.gz"))]
     if not traces:
         return f"{path}: is a directory with no trace files (*.json, *.json.gz); give a trace file"
@@ -276,20 +277,68 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def load_trace(path: str) -> Trace:
-    """Parse the file once and split its events into columns by role."""
+def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
+    """Parse the file once and split its events into columns by role. `stage(name)` is told
+    when each stage starts (read, decode, columns): the progress bar, never per event."""
+    if stage:
+        stage("read")
     data = read_bytes(path)
+    if stage:
+        stage("decode")
     # The decode makes two objects per event and none of them is in a reference cycle: the
     # cyclic collector would only walk them over and over (~1/3 of the decode's time).
     enabled = gc.isenabled()
     gc.disable()
     try:
+        trace = _load_chunked(path, data, stage)
+        if trace is not None:
+            return trace
         doc, warnings = _decode(path, data)
         del data
+        if stage:
+            stage("columns")
         return build_trace(path, doc, warnings)
     finally:
         if enabled:
             gc.enable()
+
+
+class _RawDoc(TraceDoc):
+    """The document with each event left as raw JSON (a zero-copy view into the text)."""
+
+    traceEvents: Union[list[msgspec.Raw], None] = None  # noqa: N815 (the trace's own key)
+
+
+_RAW_DOC_DECODER = msgspec.json.Decoder(_RawDoc)
+#: Events decoded at a time: the decoded structs (~650 B/event) then live only one chunk long.
+CHUNK_EVENTS = 50_000
+
+
+def _load_chunked(path: str, data: bytes, stage: Callable[[str], None] | None) -> Trace | None:
+    """The lean path: split the event list into raw events (cheap: no objects but a view per
+    event), then decode and column them CHUNK_EVENTS at a time, so the typed events never all
+    exist at once (a 1.1 GB trace: peak 3.4 GB -> about 1.6). None when the file is anything
+    but a well-formed, well-typed {"traceEvents": [...]} document: the caller then takes the
+    one-shot path, whose error handling and lenient fallbacks decide what the file says."""
+    try:
+        doc = _RAW_DOC_DECODER.decode(data)
+    except (*_READ_ERRORS, msgspec.ValidationError):
+        return None
+    raws = doc.traceEvents
+    if raws is None:
+        return None
+
+    def chunks():
+        for i in range(0, len(raws), CHUNK_EVENTS):
+            part = raws[i:i + CHUNK_EVENTS]
+            yield LIST_DECODER.decode(b"[" + b",".join(part) + b"]")
+
+    if stage:
+        stage("columns")
+    try:
+        return build_trace(path, doc, [], chunks())
+    except _READ_ERRORS:
+        return None
 
 
 # Event roles by `cat`: 0 GPU event (kernel / memcpy / memset), 1 cpu op, 2 launch, 3 annotation.
@@ -298,11 +347,12 @@ _ROLE = {**{c: 1 for c in OP_CATS}, **{c: 2 for c in LAUNCH_CATS}, **{c: 3 for c
 _NAN = math.nan
 
 
-def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
+def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[list[Event]] | None = None) -> Trace:
     """Split the decoded events into columns by role. The loop is the hot path of a load (one
     pass over every event): it does only what must be done per event (role, time checks, name
     and thread codes) and appends raw id / number fields, which `_ints` / `_floats` convert
-    column-wise afterwards, exactly as `_as_int` / `_finite` would one by one."""
+    column-wise afterwards, exactly as `_as_int` / `_finite` would one by one. `chunks`: the
+    events as successive lists, instead of doc.traceEvents (the chunked decode)."""
     names: dict[str, int] = {}
     threads: dict[tuple, int] = {}
     op = {k: [] for k in ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
@@ -326,110 +376,113 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
     finite = _finite
     empty = b""
 
-    for ev in doc.traceEvents:
-        if ev.ph != "X":
-            no_ph += not ev.ph
-            continue
-        cat = ev.cat
-        role = role_of(cat)  # None for a missing or uninteresting category
-        if role is None:
-            continue
-        ts = ev.ts
-        if type(ts) is not float:
-            ts = finite(ts)
-        dur = ev.dur
-        if type(dur) is not float:
-            dur = finite(dur)
-        # NaN fails every comparison (ts != ts); +-inf fails the magnitude checks
-        if ts is None or dur is None or ts != ts or dur != dur or dur < 0 or abs(ts) > 1e17 or dur > 1e13:
-            bad_time += 1
-            continue
-        if cat in legacy_cats:
-            legacy += 1
-        name = ev.name
-        if type(name) is not str:
-            name = name if isinstance(name, str) else ""
-        code = names_get(name)
-        if code is None:
-            code = names[name] = len(names)
-        end = ts + dur
-        if ts < t_min:
-            t_min = ts
-        if end > t_max:
-            t_max = end
-        a = ev.args
-        if role == 0:
-            g_name(code)
-            g_kind(kind_of(cat))
-            g_ts(ts)
-            g_dur(dur)
-            g_pid(ev.pid)
-            if a is None:
-                g_dev(None)
-                g_stream(ev.tid)
-                g_corr(None)
-                g_ext(None)
-                g_bytes(None)
+    n_events = 0
+    for events in (chunks if chunks is not None else (doc.traceEvents,)):
+        n_events += len(events)
+        for ev in events:
+            if ev.ph != "X":
+                no_ph += not ev.ph
+                continue
+            cat = ev.cat
+            role = role_of(cat)  # None for a missing or uninteresting category
+            if role is None:
+                continue
+            ts = ev.ts
+            if type(ts) is not float:
+                ts = finite(ts)
+            dur = ev.dur
+            if type(dur) is not float:
+                dur = finite(dur)
+            # NaN fails every comparison (ts != ts); +-inf fails the magnitude checks
+            if ts is None or dur is None or ts != ts or dur != dur or dur < 0 or abs(ts) > 1e17 or dur > 1e13:
+                bad_time += 1
+                continue
+            if cat in legacy_cats:
+                legacy += 1
+            name = ev.name
+            if type(name) is not str:
+                name = name if isinstance(name, str) else ""
+            code = names_get(name)
+            if code is None:
+                code = names[name] = len(names)
+            end = ts + dur
+            if ts < t_min:
+                t_min = ts
+            if end > t_max:
+                t_max = end
+            a = ev.args
+            if role == 0:
+                g_name(code)
+                g_kind(kind_of(cat))
+                g_ts(ts)
+                g_dur(dur)
+                g_pid(ev.pid)
+                if a is None:
+                    g_dev(None)
+                    g_stream(ev.tid)
+                    g_corr(None)
+                    g_ext(None)
+                    g_bytes(None)
+                else:
+                    g_dev(a.device)
+                    s = a.stream
+                    g_stream(s if s is not None else ev.tid)
+                    g_corr(a.correlation)
+                    x = a.external_id
+                    g_ext(x if x is not None else a.external_id_2021)
+                    g_bytes(a.bytes)
+                continue
+            tkey = (ev.pid, ev.tid)
+            thread = threads_get(tkey)
+            if thread is None:
+                thread = threads[tkey] = len(threads)
+            if role == 1:
+                if name.startswith("ProfilerStep#"):
+                    a_name(code)
+                    a_thread(thread)
+                    a_ts(ts)
+                    a_end(end)
+                    continue
+                o_name(code)
+                o_thread(thread)
+                o_ts(ts)
+                o_end(end)
+                if a is None:
+                    o_ext(None)
+                    o_dims(empty)
+                    o_types(empty)
+                    o_strides(empty)
+                    o_conc(empty)
+                    o_kflop(None)
+                    o_kgb(None)
+                else:
+                    x = a.external_id
+                    o_ext(x if x is not None else a.external_id_2021)
+                    o_dims(bytes(a.input_dims))
+                    o_types(bytes(a.input_types))
+                    o_strides(bytes(a.input_strides))
+                    o_conc(bytes(a.concrete))
+                    o_kflop(a.kernel_flop)
+                    o_kgb(a.kernel_num_gb)
+            elif role == 2:
+                l_name(code)
+                l_thread(thread)
+                l_ts(ts)
+                l_end(end)
+                if a is None:
+                    l_corr(None)
+                    l_ext(None)
+                else:
+                    l_corr(a.correlation)
+                    x = a.external_id
+                    l_ext(x if x is not None else a.external_id_2021)
             else:
-                g_dev(a.device)
-                s = a.stream
-                g_stream(s if s is not None else ev.tid)
-                g_corr(a.correlation)
-                x = a.external_id
-                g_ext(x if x is not None else a.external_id_2021)
-                g_bytes(a.bytes)
-            continue
-        tkey = (ev.pid, ev.tid)
-        thread = threads_get(tkey)
-        if thread is None:
-            thread = threads[tkey] = len(threads)
-        if role == 1:
-            if name.startswith("ProfilerStep#"):
                 a_name(code)
                 a_thread(thread)
                 a_ts(ts)
                 a_end(end)
-                continue
-            o_name(code)
-            o_thread(thread)
-            o_ts(ts)
-            o_end(end)
-            if a is None:
-                o_ext(None)
-                o_dims(empty)
-                o_types(empty)
-                o_strides(empty)
-                o_conc(empty)
-                o_kflop(None)
-                o_kgb(None)
-            else:
-                x = a.external_id
-                o_ext(x if x is not None else a.external_id_2021)
-                o_dims(bytes(a.input_dims))
-                o_types(bytes(a.input_types))
-                o_strides(bytes(a.input_strides))
-                o_conc(bytes(a.concrete))
-                o_kflop(a.kernel_flop)
-                o_kgb(a.kernel_num_gb)
-        elif role == 2:
-            l_name(code)
-            l_thread(thread)
-            l_ts(ts)
-            l_end(end)
-            if a is None:
-                l_corr(None)
-                l_ext(None)
-            else:
-                l_corr(a.correlation)
-                x = a.external_id
-                l_ext(x if x is not None else a.external_id_2021)
-        else:
-            a_name(code)
-            a_thread(thread)
-            a_ts(ts)
-            a_end(end)
 
-    if doc.traceEvents and no_ph == len(doc.traceEvents):
+    if n_events and no_ph == n_events:
         raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
     if bad_time:
         warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
@@ -454,10 +507,11 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str]) -> Trace:
     record_shapes = bool(doc.record_shapes) or any(op["dims"][i] for i in range(min(len(op["dims"]), 2000)))
     span = (t_max - t_min) if t_max > t_min else 0.0
     fmt = "kineto-2021" if legacy else "kineto"
-    return Trace(path=path, format=fmt, names=name_list, threads=[f"{p}/{t}" for p, t in threads],
+    # Trace.path is only displayed (the report's file name): no control or bidi characters.
+    return Trace(path=clean_text(path), format=fmt, names=name_list, threads=[f"{p}/{t}" for p, t in threads],
                  ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
                  distributed=distributed,
-                 record_shapes=record_shapes, n_events=len(doc.traceEvents), span_us=span,
+                 record_shapes=record_shapes, n_events=n_events, span_us=span,
                  warnings=warnings)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from traceana.cost.shapes import Traffic, parse_float, valid_shape
-from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
+from traceana.cost.types import Cost, OpCall, Unmodelled
 
 # Bytes per element of each canonical dtype name (the outputs we derive are named canonically).
 ITEMSIZE: dict[str, float] = {
@@ -142,6 +142,11 @@ def itemsize_from_kernels(call: OpCall) -> tuple[float, str, str] | None:
     return None
 
 
+def type_at(call: OpCall, i: int) -> str:
+    """The recorded type string of argument i ('' when absent)."""
+    return call.types[i] if 0 <= i < len(call.types) else ""
+
+
 def shape_problem(call: OpCall) -> str | None:
     """Why the recorded shapes are unusable (negative or non-int dims), else None."""
     for i, d in enumerate(call.dims):
@@ -171,7 +176,8 @@ def need(call: OpCall, *positions: int, max_args: int | None = None) -> tuple[li
         t = call.tensor(p)
         if t is None:
             got = call.types[p] if p < len(call.types) else "nothing"
-            return [None] * len(positions), Unmodelled(f"{call.name}: argument {p} is not a tensor of known dtype (got {got!r})")
+            why = f"{call.name}: argument {p} is not a tensor of known dtype (got {got!r})"
+            return [None] * len(positions), Unmodelled(why)
         out.append(t)
     return out, None
 

@@ -29,7 +29,7 @@ CAUSAL_NOTE = ("is_causal: FLOPs counted in full as torch.utils.flop_counter doe
 # name -> (first of q/k/v, layout, backward, causal position, causal is a mask type,
 #          logsumexp written: True/False/position of compute_log_sumexp, varlen (cum_q, max_q, max_k))
 _SPEC = {
-    "scaled_dot_product_attention": (0, "bhsd", False, 5, False, False, None),
+    "scaled_dot_product_attention": (0, "bhsd3", False, 5, False, False, None),
     "_scaled_dot_product_flash_attention": (0, "bhsd", False, 4, False, True, None),
     "_scaled_dot_product_flash_attention_for_cpu": (0, "bhsd", False, 4, False, True, None),
     "_scaled_dot_product_efficient_attention": (0, "bhsd", False, 6, False, 4, None),
@@ -46,12 +46,13 @@ _SPEC = {
 
 
 def _bhsd(t: TensorArg, layout: str) -> tuple[int, int, int, int] | None:
+    """(B, H, S, D); 'bhsd3' also accepts the public op's 3-D (B, S, D) inputs."""
     s = t.shape
     if layout == "bshd":
         return (s[0], s[2], s[1], s[3]) if len(s) == 4 else None
     if len(s) == 4:
         return s
-    return (s[0], 1, s[1], s[2]) if len(s) == 3 else None
+    return (s[0], 1, s[1], s[2]) if len(s) == 3 and layout == "bhsd3" else None
 
 
 def _varlen(call: OpCall, q: TensorArg, k: TensorArg, v: TensorArg, pos, notes: list[str]):
@@ -89,7 +90,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
     if dims is None:
         dims = _bhsd(q, layout), _bhsd(k, layout), _bhsd(v, layout)
         if None in dims:
-            return Unmodelled(f"attention q/k/v {q.shape} {k.shape} {v.shape} are not 4-D ({layout})")
+            return Unmodelled(f"attention q/k/v {q.shape} {k.shape} {v.shape} are not 4-D ({layout[:4]})")
     (b, hq, sq, dq), (bk, hk, skv, dk), (bv, hv, sv, dv) = dims
     if not (b == bk == bv and hk == hv and dq == dk and skv == sv) or hk == 0 or hq % hk:
         return Unmodelled(f"attention q/k/v shapes do not match: {q.shape} {k.shape} {v.shape}")
@@ -117,7 +118,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
             tr.write(label, t.shape, t.itemsize)
     else:
         tr.write("out", q.shape[:-1] + (dv,), q.itemsize)
-        if lse is True or (lse is not True and lse is not False and parse_bool(call.scalar(lse))):
+        if lse is True or (not isinstance(lse, bool) and parse_bool(call.scalar(lse))):
             tr.write("logsumexp(fp32)", (b, hq, int(sq)), 4)
     expr = f"{what} = {nums} = {fmt_flops(flops)}"
     return make(flops, tr, "attention", q.dtype, expr, estimated=estimated, notes=notes)

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from math import prod
 
-from traceana.cost.families._common import make, need
+from traceana.cost.families._common import make, need, type_at
 from traceana.cost.registry import formula
 from traceana.cost.shapes import (
     Traffic,
     conv_out_size,
     conv_transpose_out_size,
     expand_param,
+    fmt_flops,
     parse_bool,
     parse_bools,
     parse_int,
     parse_ints,
-    fmt_flops,
     product_expr,
 )
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
@@ -53,6 +53,7 @@ _FWD = {
 }
 
 _SPATIAL = {1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}
+_TF32_POS = {"_convolution": 12, "cudnn_convolution": 8, "cudnn_convolution_transpose": 9}
 ASSUMED = "stride/padding/dilation not recorded: assumed stride 1, dilation 1, 'same' padding"
 ASSUMED_SAME = "padding given as a string (not recorded): assumed 'same'"
 
@@ -60,10 +61,11 @@ ASSUMED_SAME = "padding given as a string (not recorded): assumed 'same'"
 class _Geom:
     """Everything a conv formula needs, resolved from the recorded arguments."""
 
-    __slots__ = ("x", "w", "n", "groups", "transposed", "stride", "pad", "dil", "opad", "notes")
+    __slots__ = ("x", "w", "n", "groups", "transposed", "stride", "pad", "dil", "opad", "same", "notes")
 
     def __init__(self) -> None:
         self.notes: list[str] = []
+        self.same = False  # 'same' padding assumed: output spatial size = input's
 
 
 _STRING_PADDING = frozenset({"conv1d", "conv2d", "conv3d", "_convolution_mode"})
@@ -75,7 +77,7 @@ def _param(call: OpCall, pos, nsp: int, default: int) -> list[int] | None:
         return [default] * nsp
     raw = call.scalar(pos)
     if raw is None:
-        recorded = call.concrete is not None and call.types[pos] in ("", "None")
+        recorded = call.concrete is not None and type_at(call, pos) in ("", "None")
         return [default] * nsp if recorded else None  # "" = None argument: the default
     vals = parse_ints(raw)
     return expand_param(vals, nsp, default) if vals is not None else None
@@ -110,7 +112,7 @@ def geometry(call: OpCall, layout: tuple, x: TensorArg, w: TensorArg) -> _Geom |
     g.stride, g.dil = _param(call, p_stride, nsp, 1), _param(call, p_dil, nsp, 1)
     g.pad, g.opad = _param(call, p_pad, nsp, 0), _param(call, p_opad, nsp, 0)
     string_pad = call.name.split("::")[-1] in _STRING_PADDING and call.concrete is not None \
-        and p_pad < len(call.types) and call.types[p_pad] in ("", "String") and call.scalar(p_pad) is None
+        and type_at(call, p_pad) in ("", "String") and call.scalar(p_pad) is None
     if string_pad:  # padding="same"/"valid": the string is not recorded
         g.pad = None
     if g.stride is None or g.dil is None or g.opad is None:
@@ -120,7 +122,7 @@ def geometry(call: OpCall, layout: tuple, x: TensorArg, w: TensorArg) -> _Geom |
         if max(g.stride) > 1:
             g.pad = [0] * nsp  # padding="same" is not allowed with stride > 1: it was "valid"
         else:
-            g.pad = [g.dil[i] * (k - 1) // 2 for i, k in enumerate(w.shape[2:])]
+            g.pad, g.same = [g.dil[i] * (k - 1) // 2 for i, k in enumerate(w.shape[2:])], True
             if ASSUMED not in g.notes:
                 g.notes.append(ASSUMED_SAME)
     if min(g.stride) <= 0 or min(g.dil) <= 0:
@@ -138,6 +140,8 @@ def out_shape(g: _Geom) -> tuple[int, ...]:
         o = [conv_transpose_out_size(s, k, st, p, d, op)
              for s, k, st, p, d, op in zip(sp, ks, g.stride, g.pad, g.dil, g.opad)]
         cout = g.w.shape[1] * g.groups
+    elif g.same:
+        o, cout = list(sp), g.w.shape[0]
     else:
         o = [conv_out_size(s, k, st, p, d) for s, k, st, p, d in zip(sp, ks, g.stride, g.pad, g.dil)]
         cout = g.w.shape[0]
@@ -173,6 +177,9 @@ def _fwd(call: OpCall) -> Cost | Unmodelled:
         tr.read("bias", bias)
         notes.append("bias add not counted in FLOPs, as torch.utils.flop_counter")
     tr.write("output", out, x.itemsize)
+    tf32 = _TF32_POS.get(call.name.split("::", 1)[1])
+    if x.dtype == "fp32" and tf32 is not None and parse_bool(call.scalar(tf32)):
+        notes.append("allow_tf32=True: cuDNN may run this fp32 convolution on TF32 tensor cores")
     return make(flops, tr, "conv", x.dtype, product_expr(factors, flops),
                 estimated=_estimated(g), notes=notes)
 
@@ -254,7 +261,7 @@ def cudnn_convolution_backward_input(call: OpCall) -> Cost | Unmodelled:
     (go, w), err = need(call, 1, 2)
     if err:
         return err
-    if len(go.shape) != len(w.shape) or go.shape[1] != w.shape[0]:
+    if len(go.shape) != len(w.shape) or len(w.shape) - 2 not in _SPATIAL or go.shape[1] != w.shape[0]:
         return Unmodelled(f"grad_out {go.shape} does not match weight {w.shape}")
     size = parse_ints(call.scalar(0))
     notes = []
@@ -275,8 +282,11 @@ def cudnn_convolution_backward_weight(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     size = parse_ints(call.scalar(0))
-    if size is None or len(size) != len(x.shape) or len(go.shape) != len(x.shape):
+    if size is None:
         return Unmodelled("weight size not recorded (the trace predates Concrete Inputs)")
+    if len(size) != len(x.shape) or len(go.shape) != len(x.shape) or len(size) - 2 not in _SPATIAL \
+            or min(size) < 0 or go.shape[0] != x.shape[0]:
+        return Unmodelled(f"weight size {size} does not match input {x.shape} / grad_out {go.shape}")
     w = TensorArg(tuple(size), x.type_str)
     g = _Geom()
     groups = x.shape[1] // size[1] if size[1] and x.shape[1] % size[1] == 0 else 1

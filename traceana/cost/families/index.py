@@ -225,7 +225,7 @@ def index_put(call: OpCall) -> Cost | Unmodelled:
     return _cost(tr, x.dtype, prod(written) if acc else 0, written, notes, estimated=bool(notes))
 
 
-@formula("slice_backward", "select_backward", "diagonal_backward", "as_strided_backward")
+@formula("slice_backward", "select_backward", "diagonal_backward")
 def slice_backward(call: OpCall) -> Cost | Unmodelled:
     """(grad_output, input_sizes, ...): a zero tensor of input_sizes with the grad copied in."""
     (g,), err = need(call, 0)

@@ -8,9 +8,17 @@ allocations cost nothing (no kernel runs).
 
 from __future__ import annotations
 
-from math import prod
+from math import isfinite, prod
 
-from traceana.cost.families._common import ITEMSIZE, dtype_from_enum, itemsize_from_kernels, make, need
+from traceana.cost.families._common import (
+    ITEMSIZE,
+    dtype_from_enum,
+    itemsize_from_kernels,
+    make,
+    need,
+    shape_problem,
+    type_at,
+)
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, broadcast, parse_ints
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
@@ -106,6 +114,9 @@ _FACTORIES = {
 @formula(*_FACTORIES)
 def factory(call: OpCall) -> Cost | Unmodelled:
     size_pos, dtype_pos = _FACTORIES[call.name.split("::", 1)[1]]
+    bad = shape_problem(call)
+    if bad:
+        return Unmodelled(bad)
     if call.name.endswith("scalar_tensor"):
         r = ((), dtype_from_enum(call.scalar(1)) or "fp32", [])
     else:
@@ -127,11 +138,10 @@ def copy_(call: OpCall) -> Cost | Unmodelled:
     (dst, src), err = need(call, 0, 1)
     if err:
         return err
-    notes = ["host<->device copies move the same bytes over PCIe/NVLink, not DRAM-to-DRAM"]
     if broadcast(dst.shape, src.shape) != dst.shape:
         return Unmodelled(f"copy_: src {src.shape} does not broadcast to dst {dst.shape}")
     tr = Traffic().read("src", src).add("write", "dst", dst.stored_shape, dst.itemsize)
-    return make(0, tr, "memory", dst.dtype, "copy: 0 FLOPs", notes=notes)
+    return make(0, tr, "memory", dst.dtype, "copy: 0 FLOPs")
 
 
 def _cast_target(call: OpCall, pos: int, src: TensorArg, notes: list[str]) -> str:
@@ -139,12 +149,12 @@ def _cast_target(call: OpCall, pos: int, src: TensorArg, notes: list[str]) -> st
     d = dtype_from_enum(raw)
     if d is not None:
         return d
-    if call.concrete is None and call.types[pos:pos + 1] not in (("",), ()):
+    if call.concrete is None and type_at(call, pos) != "":
         notes.append(f"target dtype not recorded: assumed unchanged ({src.dtype})")
     return src.dtype
 
 
-@formula("_to_copy", "to", "type_as", "_to_dense")
+@formula("_to_copy", "to", "type_as")
 def to_copy(call: OpCall) -> Cost | Unmodelled:
     """Cast / device move: read the input, write it in the target dtype.
 
@@ -167,15 +177,15 @@ def to_copy(call: OpCall) -> Cost | Unmodelled:
     return _copy_cost(src, src.shape, dtype, notes, estimated=guessed)
 
 
-@formula("clone", "contiguous", "_contiguous", "flip", "roll", "triu", "tril", "_conj_physical",
-         "conj_physical", "lift", "positive", "detach_copy", "alias_copy")
+@formula("clone", "contiguous", "flip", "roll", "triu", "tril", "_conj_physical",
+         "conj_physical", "detach_copy", "alias_copy")
 def clone(call: OpCall) -> Cost | Unmodelled:
     """Read the input once, write a same-size copy. contiguous() of a contiguous input is free."""
     (src,), err = need(call, 0)
     if err:
         return err
     short = call.name.split("::", 1)[1]
-    if short in ("contiguous", "_contiguous") and src.strides is not None and _is_contiguous(src):
+    if short == "contiguous" and src.strides is not None and _is_contiguous(src):
         return _zero(call, "contiguous() of a contiguous tensor")
     notes = [COMPOSITE] if short in ("clone", "contiguous") else []
     return _copy_cost(src, src.shape, src.dtype, notes)
@@ -223,7 +233,7 @@ def arange(call: OpCall) -> Cost | Unmodelled:
     """arange(end, dtype, ...) / .start(start, end, dtype, ...) / .start_step(start, end, step,
     dtype, ...) / .start_out(start, end, step, out): ceil((end - start) / step) elements written."""
     n = len(call.dims)
-    out_t = call.tensor(n - 1)
+    out_t = call.tensor(n - 1) if n else None
     lead = {5: 1, 6: 2, 7: 3, 4: 3}.get(n)
     if lead is None:
         return Unmodelled(f"arange: unexpected argument count {n}")
@@ -233,8 +243,8 @@ def arange(call: OpCall) -> Cost | Unmodelled:
     except (TypeError, ValueError):
         return Unmodelled("arange: start / end / step not recorded")
     start, end, step = (0.0, vals[0], 1.0) if lead == 1 else (vals[0], vals[1], vals[2] if lead == 3 else 1.0)
-    if step == 0:
-        return Unmodelled("arange: step 0")
+    if step == 0 or not all(isfinite(v) for v in (start, end, step)):
+        return Unmodelled(f"arange: unusable start / end / step {raw}")
     count = max(0, -int(-(end - start) // step))
     if out_t is not None:
         dtype = out_t.dtype
@@ -298,6 +308,9 @@ def list_itemsize(call: OpCall, notes: list[str]) -> tuple[float, str, bool]:
 def foreach_list(call: OpCall, weight: float, read_self: bool) -> Cost | Unmodelled:
     """A _foreach_ op: every TensorList argument read (self only if read_self), plus any single
     tensor operand; the result list (self when in-place) written. Lists share self's shapes."""
+    bad = shape_problem(call)
+    if bad:
+        return Unmodelled(bad)
     items = list_shapes(call, 0)
     if items is None:
         return Unmodelled("TensorList shapes not recorded")
@@ -321,6 +334,9 @@ def foreach_list(call: OpCall, weight: float, read_self: bool) -> Cost | Unmodel
 @formula("cat", "_cat", "stack", "concat", "concatenate", "hstack", "vstack", "flatten_dense_tensors")
 def cat(call: OpCall) -> Cost | Unmodelled:
     """Read every input once, write their concatenation (sum of numels)."""
+    bad = shape_problem(call)
+    if bad:
+        return Unmodelled(bad)
     pos = next((i for i, t in enumerate(call.types) if t in ("TensorList", "GenericList")), 0)
     items = list_shapes(call, pos)
     if items is None:

@@ -240,7 +240,9 @@ def group_norm(call: OpCall) -> Cost | Unmodelled:
     if groups is None:
         groups = 1
         notes.append("num_groups not recorded: assumed 1 (statistics size only)")
-    n = x.shape[0] if x.shape else 1
+    if len(x.shape) < 2 or groups <= 0 or x.shape[1] % groups:
+        return Unmodelled(f"group norm input {x.shape} cannot be split into {groups} groups")
+    n = x.shape[0]
     tr = Traffic()
     _read_all(call, tr, {0: "input", 1 if native else 2: "weight", 2 if native else 3: "bias"})
     tr.write("out", x.shape, x.itemsize)

@@ -45,6 +45,11 @@ TRANSCENDENTAL: dict[str, int] = {
 
 # op -> (operand positions, FLOPs per output element, output dtype rule, has an in-place form)
 # rules: P promote, F promote then float, B bool, S dtype of self, W promote(args 1, 2).
+# Weights other than 1 count basic operations: relu6 / hardtanh / clamp(min, max) 2 compares;
+# leaky_relu compare + mul; rsqrt sqrt + div; floor_divide div + floor; remainder div, floor,
+# mul-sub; lerp / addcmul / addcdiv 3 (sub or mul, mul, add); hardsigmoid 4 and hardswish 5
+# (add, scale, clamp, [mul]); sigmoid/tanh_backward 3 (g*(1-y)*y, g*(1-y*y)); the other
+# activation backwards: compare/select plus 1-3 mul/add.
 _U, _B, _T = (0,), (0, 1), (0, 1, 2)
 OPS: dict[str, tuple[tuple[int, ...], float, str, bool]] = {
     **{n: (_U, 1, "P", True) for n in ("neg", "abs", "sign", "sgn", "floor", "ceil", "round",

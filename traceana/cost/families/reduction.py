@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from traceana.cost.families._common import ITEMSIZE, acc_dtype, dtype_from_enum, make, need
+from traceana.cost.families._common import (
+    ITEMSIZE,
+    acc_dtype,
+    dtype_from_enum,
+    make,
+    need,
+    shape_problem,
+    type_at,
+)
+from traceana.cost.families.memory import list_itemsize, list_shapes
 from traceana.cost.families.pointwise import pointwise
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, parse_bool, parse_int, parse_ints, per_element_expr, reduce_shape
@@ -43,7 +52,7 @@ def _dims(call: OpCall, pos: int, all_arity: int) -> tuple[list[int] | None, boo
         return None, True
     raw = call.scalar(pos)
     if raw is None:
-        recorded = call.concrete is not None or call.types[pos] in ("", "None")
+        recorded = call.concrete is not None or type_at(call, pos) in ("", "None")
         return None, recorded
     vals = parse_ints(raw)
     return vals, vals is not None
@@ -168,8 +177,8 @@ def nll_loss_backward(call: OpCall) -> Cost | Unmodelled:
 @formula("_foreach_norm")
 def foreach_norm(call: OpCall) -> Cost | Unmodelled:
     """(tensors, ord, dtype): every tensor read once, one scalar per tensor written; 2 FLOPs/elem."""
-    from traceana.cost.families.memory import list_itemsize, list_shapes
-
+    if shape_problem(call):
+        return Unmodelled(shape_problem(call))
     items = list_shapes(call, 0)
     if items is None:
         return Unmodelled("TensorList shapes not recorded")

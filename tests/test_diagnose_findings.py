@@ -1,0 +1,88 @@
+"""Findings on the seed trace (published T4 times): the story and its arithmetic, ranked by saving."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SAMPLES
+from traceana.analysis import analyze
+from traceana.diagnose.findings import memory_finding
+
+
+@pytest.fixture(scope="module")
+def t4():
+    return analyze(str(SAMPLES / "t4_seed_pow_mul.json"))
+
+
+def _find(a, kind, name=None):
+    return next(f for f in a["findings"] if f["kind"] == kind and (name is None or name in f["title"]))
+
+
+def test_ranked_by_saving_and_top_is_the_seed_story(t4):
+    s = [f["saving_us"] for f in t4["findings"]]
+    assert s == sorted(s, reverse=True)
+    top = [(f["kind"], f["title"].split()[0]) for f in t4["findings"][:4]]
+    assert top[0] == ("tensor_core_dtype", "aten::mm")
+    assert ("memory_bound", "aten::mul_") in top and ("memory_bound", "aten::pow") in top
+    assert ("fusion", "Fuse") in top
+
+
+def test_mm_dtype_finding_states_the_t4_limits(t4):
+    f = _find(t4, "tensor_core_dtype")
+    t = f["text"]
+    assert "no TF32 tensor cores" in t and "8.1 TFLOP/s" in t and "65 TFLOP/s" in t
+    assert "135.74 ms" in t  # 1,099,511,627,776 FLOP / 8.1e12 FLOP/s = 135.74 ms
+    assert "230.21 ms" in t and "59.0%" in t  # 135.74 / 230.208 ms
+    assert "16.92 ms" in t  # 1,099,511,627,776 / 65e12 = 16.92 ms, best case on fp16 tensor cores
+    assert "torch.float16" in t  # T4 has no bf16 tensor cores
+    # at the same 58.97% of the 65 TFLOP/s roof: 16,915.6 / 0.58965 = 28,687.5 µs;
+    # saving 230,208 - 28,687.5 = 201,520.5 µs
+    assert f["saving_us"] == pytest.approx(201_520.5, abs=1.0)
+
+
+def test_pow_is_memory_bound_and_its_flops_do_not_matter(t4):
+    f = _find(t4, "memory_bound", "aten::pow")
+    t = f["text"]
+    assert "536,870,912 B" in t  # read 8192*8192*4 + write 8192*8192*4
+    assert "1.678 ms" in t and "320 GB/s" in t  # 536,870,912 B / 320 GB/s = 1,677.7 µs
+    assert "2.167 ms" in t and "77.4%" in t  # 1,677.7 / 2,167 µs
+    assert "irrelevant" in t
+    assert f["saving_us"] == pytest.approx(2167 - 1677.72, abs=0.01)  # = 489.28 µs above the floor
+    g = _find(t4, "memory_bound", "aten::mul_")
+    assert "1.678 ms" in g["text"] and "76.8%" in g["text"]  # 1,677.7 / 2,184 µs
+    assert g["saving_us"] == pytest.approx(2184 - 1677.72, abs=0.05)
+
+
+def test_findings_link_to_ops(t4):
+    ids = {r["id"] for r in t4["ops"]}
+    for f in t4["findings"]:
+        assert set(f["ops"]) <= ids
+        assert f["text"] and f["title"]
+
+
+def test_host_copy_is_judged_against_the_link_not_dram():
+    row = {"id": "op1", "name": "aten::copy_", "input_dims": [[1, 5184, 768], [1, 5184, 768], []],
+           "input_types": ["c10::BFloat16", "c10::BFloat16", "Scalar"], "dtype": "bf16", "count": 5,
+           "mean_time_us": 1626.8, "device_time_us": 8134.0, "bytes": 2 * 7_962_624, "flops": 0,
+           "memory_time_us": 4.75, "roof_pct": 0.3, "achieved_gbps": 9.8, "peak_tflops": 133.8,
+           "kernels": [{"name": "Memcpy DtoH (Device -> Pageable)", "time_us": 8134.0, "count": 5}]}
+    f = memory_finding(row, {"dram_gbps": 3350.0})
+    assert f["kind"] == "host_copy" and "pin_memory" in f["text"]
+    # 5 x 7,962,624 B at 25 GB/s = 1,592.5 µs; saving 8,134 - 1,592.5 = 6,541.5 µs
+    assert f["saving_us"] == pytest.approx(6541.5, abs=0.1)
+
+
+def test_fp32_gemm_on_tf32_kernels_is_held_to_the_tf32_roof():
+    from traceana.diagnose.findings import compute_finding
+
+    flops = 2 * 64 * 4096 * 2798  # = 1,466,957,824
+    row = {"id": "op1", "name": "aten::mm", "input_dims": [[64, 4096], [4096, 2798]], "dtype": "fp32",
+           "family": "gemm", "count": 5, "flops": flops, "device_time_us": 685.0,
+           "compute_time_us": flops / 19.5e6, "peak_tflops": 19.5, "peak_dtype": "fp32", "roof_pct": 54.9,
+           "achieved_tflops": 0.0107, "flops_expr": "2*M*N*K", "peak_why": "fp32 CUDA-core roof",
+           "kernels": [{"name": "cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align1", "time_us": 685.0, "count": 5}]}
+    f = compute_finding(row, {"peak_tflops": {"fp32": 19.5, "tf32_tc": 156.0, "bf16_tc": 312.0}})
+    # 5 x 1,466,957,824 FLOP / 156 TFLOP/s = 47.02 µs: 6.9% of the measured 685 µs
+    assert "6.9% of 156 TFLOP/s (tf32_tc)" in f["title"]
+    assert f["saving_us"] == pytest.approx(685.0 - 5 * flops / 156e6)  # = 637.98 µs
+    assert "312 TFLOP/s (2.0x)" in f["text"]  # bf16 tensor cores

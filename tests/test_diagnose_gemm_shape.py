@@ -1,0 +1,76 @@
+"""GEMM shapes: dims from the recorded inputs, alignment, tile and wave quantization."""
+
+from __future__ import annotations
+
+import pytest
+
+from traceana.diagnose import gemm_shape as gs
+
+XMMA = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+S1688 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align1>(Params)"
+
+
+def _row(name, dims, dtype="bf16", kernel=XMMA, **kw):
+    r = {"id": "op1", "name": name, "input_dims": dims, "input_types": ["c10::BFloat16"] * len(dims),
+         "dtype": dtype, "kernels": [{"name": kernel, "time_us": 1.0, "count": 1}], "family": "gemm",
+         "peak_dtype": "bf16_tc", "count": 1}
+    r.update(kw)
+    return r
+
+
+def test_gemm_dims():
+    assert gs.gemm_dims(_row("aten::mm", [[64, 4096], [4096, 2798]])) == (1, 64, 2798, 4096)
+    assert gs.gemm_dims(_row("aten::addmm", [[1024], [5185, 1024], [1024, 1024], [], []])) == (1, 5185, 1024, 1024)
+    assert gs.gemm_dims(_row("aten::bmm", [[16, 5185, 64], [16, 64, 5185]])) == (16, 5185, 5185, 64)
+    assert gs.gemm_dims(_row("aten::linear", [[8, 128, 512], [256, 512], [256]])) == (1, 1024, 256, 512)
+    assert gs.gemm_dims(_row("aten::mm", [[64, 32], [16, 8]])) is None  # K does not match
+
+
+def test_kernel_names():
+    assert gs.kernel_tile([{"name": XMMA}]) == (128, 128)
+    assert gs.kernel_tile([{"name": S1688}]) == (256, 64)
+    assert gs.kernel_align([{"name": S1688}]) == 1
+    assert gs.tensor_dtype(_row("aten::mm", [], dtype="fp32", kernel=S1688, peak_dtype="fp32")) == "tf32"
+    assert gs.tensor_dtype(_row("aten::mm", [], dtype="fp32", kernel="volta_sgemm_128x64_nn",
+                                peak_dtype="fp32")) is None  # CUDA cores: no alignment rule
+
+
+def test_tile_and_wave_quantization():
+    q = gs.quantization(1, 5185, 1024, (128, 128), 132)
+    # ceil(5185/128) = 41 x ceil(1024/128) = 8 tiles = 328 CTAs; ceil(328/132) = 3 waves
+    assert (q["tiles_m"], q["tiles_n"], q["ctas"], q["waves"]) == (41, 8, 328, 3)
+    assert q["tile_eff"] == pytest.approx(5185 / 5248)  # 5185*1024 / (41*128 * 8*128) = 98.8%
+    assert q["wave_eff"] == pytest.approx(328 / 396)  # 328 CTAs / (3 waves x 132 SMs) = 82.8%
+
+
+def test_analyse_alignment_and_better_shapes():
+    a = gs.analyse(_row("aten::mm", [[64, 4096], [4096, 2798]], dtype="fp32", kernel=S1688, peak_dtype="fp32"), 108)
+    assert a["dtype"] == "tf32" and a["align"] == 4  # 16 bytes of tf32
+    assert a["misaligned"] == {"N": 2798}  # 2798 = 4 x 699.5; K = 4096 is fine; M does not matter
+    assert a["better"]["pad_N"] == 2800
+    assert a["kernel_align"] == 1
+    b = gs.analyse(_row("aten::addmm", [[1024], [5185, 1024], [1024, 1024], [], []]), 132)
+    assert b["misaligned"] == {}
+    # whole waves need a multiple of 132 / gcd(132, 8 N-tiles) = 33 M-tiles: 33 or 66 x 128
+    assert b["better"]["wave_M"] == [4224, 8448]
+
+
+def test_misaligned_gemm_finding_uses_the_aligned_reference():
+    device = {"peak_tflops": {"bf16_tc": 989.4}, "dram_gbps": 3350.0, "sms": 132}
+    # aligned: 2*5185*1024*1024 = 10,873,733,120 FLOP / 989.4 TFLOP/s = 10.99 µs; at 60% = 18.32 µs
+    ok = _row("aten::addmm", [[1024], [5185, 1024], [1024, 1024], [], []], flops=10_873_733_120,
+              bytes=2 * (5185 * 1024 * 2 + 1024 * 1024 + 1024), device_time_us=10_873_733_120 / 989.4e6 / 0.6,
+              bound="compute", id="op2")
+    # misaligned bmm, memory-bound: bytes 2*(16*5185*64*2 + 16*5185*5185) = 881,532,160 B / 3350 GB/s
+    # = 263.14 µs floor; measured 1,083.5 µs: 24.3% of its roof
+    bad = _row("aten::bmm", [[16, 5185, 64], [16, 64, 5185]], kernel="cutlass_75_tensorop_bf16_s1688gemm_bf16_"
+               "256x128_tn_align1", flops=2 * 16 * 5185 * 5185 * 64, bytes=881_532_160, device_time_us=1083.5,
+               bound="memory", id="op1")
+    fs = gs.shape_findings([bad, ok], device, total_us=2000.0)
+    (f,) = [f for f in fs if f["ops"] == ["op1"]]
+    assert f["kind"] == "gemm_shape"
+    assert "N=5,185 is not a multiple of 8" in f["text"] and "align1" in f["text"] and "N=5,192" in f["text"]
+    frac = 881_532_160 / 3350e3 / 1083.5  # 0.2429
+    # at the aligned GEMMs' 60% it would take 1083.5 x 0.2429 / 0.6 = 438.6 µs: saving 644.9 µs
+    assert f["saving_us"] == pytest.approx(1083.5 * (1 - frac / 0.6))
+    assert f["saving_us"] == pytest.approx(644.9, abs=0.1)
