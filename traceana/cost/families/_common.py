@@ -32,8 +32,14 @@ _RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 3, 
 # The dtype a Python number of each category becomes (torch default dtypes).
 _DEFAULT = {0: "bool", 1: "int64", 2: "fp32", 3: "complex64"}
 # 0-dim tensors of these types are how the profiler records a Python scalar operand
-# ("wrapped numbers"): they promote like a Scalar, not like a 0-dim tensor.
+# ("wrapped numbers"): they promote like a Scalar, not like a 0-dim tensor, and are passed
+# to the kernel by value (no DRAM read).
 _WRAPPED = frozenset({"double", "long int", "long", "c10::complex<double>"})
+
+
+def is_python_scalar(t) -> bool:
+    """A 0-dim CPU double / int64 operand: a Python number the kernel gets by value (no DRAM read)."""
+    return not t.shape and t.type_str in _WRAPPED
 
 
 def dtype_from_enum(s: str | None) -> str | None:

@@ -12,14 +12,23 @@ CUDA libdevice fp32 implementation executes on its common path. These are approx
 that an exp is not priced like an add. Even at these weights every op here stays far below the
 ridge point of current GPUs: they are memory-bound, and the note on each Cost says so.
 
-Bytes: each tensor operand read once at its stored size (stride-0 broadcast dims count once;
-a 0-dim CPU scalar counts its itemsize), the output written once. In-place (name_): self is
-read and written once.
+Bytes: each tensor operand read once at its stored size (stride-0 broadcast dims count once),
+the output written once. In-place (name_): self is read and written once. A Python number
+operand (`x * 0.5`), which the profiler records as a 0-dim `double` / `long int` tensor, is
+passed to the kernel by value and costs 0 bytes; any other 0-dim tensor counts its itemsize.
 """
 
 from __future__ import annotations
 
-from traceana.cost.families._common import ITEMSIZE, make, need, promote, shape_problem, to_float
+from traceana.cost.families._common import (
+    ITEMSIZE,
+    is_python_scalar,
+    make,
+    need,
+    promote,
+    shape_problem,
+    to_float,
+)
 from traceana.cost.families.memory import foreach_list
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, broadcast, parse_float, per_element_expr
@@ -151,6 +160,8 @@ def pointwise(call: OpCall) -> Cost | Unmodelled:
         weight = _pow_weight(call, notes)
     tr = Traffic()
     for i, t in ops:
+        if i and is_python_scalar(t):
+            continue  # a Python number: passed to the kernel by value
         name = ("self", "other")[i] if i < 2 else f"arg{i}"
         tr.read(name if t.shape else f"0-dim {name}", t)
     if inplace:
