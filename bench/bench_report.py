@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""Time `traceana report` against the JSON-parse floor, as whole processes, alternately.
+"""Time `traceana report` against the JSON-parse floor and against HTA's trace load, as whole
+processes, alternately.
 
 floor  = a Python process that gunzips the trace and orjson.loads it (nothing else);
-report = `traceana report TRACE -o out.html` (load, link, cost, roofline, render).
-Each pair runs --runs times, alternating so that machine noise hits both; the medians, their
-ratio and each process's peak RSS (from wait4) are printed. Needs orjson (pip install orjson).
+report = `traceana report TRACE -o out.html` (load, link, cost, roofline, diagnose, render);
+hta    = a Python process that imports Holistic Trace Analysis and constructs
+         `TraceAnalysis(trace_dir=DIR)` on a directory holding only this trace (HTA's load
+         alone: parse + its dataframes; no analysis). Its own construction time is printed too.
+Each round runs floor, report, hta once (alternating, so machine noise hits all three); the
+medians, the ratios and each process's peak RSS (wait4: the process and its reaped children)
+are printed, with the goals checked:
+    report time <= 2.5 x floor;  HTA load >= 5 x report time;  report peak RSS <= floor's.
 
-    python bench/bench_report.py [TRACE ...] [--runs 5]
+Set up the benchmark's own venv first (orjson, holistictraceanalysis, traceana editable):
+
+    bash bench/setup_bench_env.sh
+    bench/.venv/bin/python bench/bench_report.py [TRACE ...] [--runs 5] [--no-hta]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -20,61 +30,116 @@ import tempfile
 import time
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
 DEFAULT = [SHARED / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
            SHARED / "hta/df_index_resolver.json.gz"]
+GOAL_FLOOR = 2.5  # report time <= 2.5 x floor
+GOAL_HTA = 5.0  # HTA load time >= 5 x report time
 
 FLOOR = ("import gzip, sys, orjson\n"
          "data = open(sys.argv[1], 'rb').read()\n"
          "data = gzip.decompress(data) if data[:2] == b'\\x1f\\x8b' else data\n"
          "orjson.loads(data)\n")
 
+HTA = ("import sys, time, logging\n"
+       "logging.disable(logging.CRITICAL)\n"
+       "from hta.trace_analysis import TraceAnalysis\n"
+       "t0 = time.perf_counter()\n"
+       "TraceAnalysis(trace_dir=sys.argv[1])\n"
+       "open(sys.argv[2], 'w').write(repr(time.perf_counter() - t0))\n")
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process."""
+
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one child process (and
+    its reaped children). CPU time is what other load on the machine disturbs least."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[:500]}")
-    return wall, usage.ru_maxrss / 1024
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-800:]}")
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def bench(trace: Path, runs: int) -> None:
-    out = Path(tempfile.mkdtemp()) / "report.html"
-    floor_cmd = [sys.executable, "-c", FLOOR, str(trace)]
-    report_cmd = [sys.executable, "-m", "traceana", "report", str(trace), "-o", str(out), "-q", "--force"]
-    run(floor_cmd)  # warm the page cache
-    f_t, f_m, r_t, r_m = [], [], [], []
+def have(module: str) -> bool:
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def bench(trace: Path, runs: int, with_hta: bool) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="traceana-bench-"))
+    out = tmp / "report.html"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmds = {
+        "floor": ([sys.executable, "-c", FLOOR, str(trace)], None),
+        "report": ([sys.executable, "-m", "traceana", "report", str(trace), "-o", str(out), "-q", "--force"], env),
+    }
+    hta_dir = tmp / "hta"
+    if with_hta:
+        hta_dir.mkdir()
+        os.symlink(trace.resolve(), hta_dir / trace.name)
+        cmds["hta"] = ([sys.executable, "-c", HTA, str(hta_dir), str(tmp / "hta_load_s")], None)
+    run(cmds["floor"][0])  # warm the page cache
+    t: dict[str, list[float]] = {k: [] for k in cmds}
+    m: dict[str, list[float]] = {k: [] for k in cmds}
+    construct: list[float] = []
     for _ in range(runs):
-        t, m = run(floor_cmd)
-        f_t.append(t)
-        f_m.append(m)
-        t, m = run(report_cmd)
-        r_t.append(t)
-        r_m.append(m)
-    ft, rt = statistics.median(f_t), statistics.median(r_t)
-    fm, rm = max(f_m), max(r_m)
+        for k, (cmd, e) in cmds.items():
+            w, r, _ = run(cmd, e)
+            t[k].append(w)
+            m[k].append(r)
+            if k == "hta":
+                construct.append(float((tmp / "hta_load_s").read_text()))
+    shutil.rmtree(tmp, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in t.items()}
+    rss = {k: max(v) for k, v in m.items()}
     size = trace.stat().st_size / 1e6
-    print(f"{trace.name} ({size:.1f} MB on disk), {runs} alternating runs, {os.cpu_count()} cores")
-    print(f"  floor  (gunzip + orjson.loads): median {ft:6.2f} s   peak RSS {fm:7.0f} MB")
-    print(f"  traceana report -> html       : median {rt:6.2f} s   peak RSS {rm:7.0f} MB")
-    print(f"  ratio report/floor: time {rt / ft:.2f}x   RSS {rm / fm:.2f}x")
+    from traceana.parallel import uncompressed_size
+
+    print(f"{trace.name} ({size:.1f} MB gzip, {uncompressed_size(str(trace)) / 1e6:.1f} MB JSON), "
+          f"{runs} alternating runs, {os.cpu_count()} cores")
+    print(f"  floor  (gunzip + orjson.loads)   : median {med['floor']:6.2f} s   peak RSS {rss['floor']:7.0f} MB")
+    print(f"  traceana report -> html          : median {med['report']:6.2f} s   peak RSS {rss['report']:7.0f} MB")
+    res = {"trace": trace.name, "floor_s": med["floor"], "report_s": med["report"], "floor_mb": rss["floor"],
+           "report_mb": rss["report"]}
+    if with_hta:
+        c = statistics.median(construct)
+        print(f"  HTA TraceAnalysis load (process) : median {med['hta']:6.2f} s   peak RSS {rss['hta']:7.0f} MB"
+              f"   (construction alone {c:.2f} s)")
+        res.update(hta_s=med["hta"], hta_mb=rss["hta"], hta_construct_s=c)
+    r_floor = med["report"] / med["floor"]
+    r_rss = rss["report"] / rss["floor"]
+    print(f"  report / floor: time {r_floor:.2f}x {'OK' if r_floor <= GOAL_FLOOR else 'MISSED'} (goal <= {GOAL_FLOOR}x)"
+          f"   peak RSS {r_rss:.2f}x {'OK' if r_rss <= 1 else 'MISSED'} (goal <= 1x)")
+    if with_hta:
+        r_hta = med["hta"] / med["report"]
+        r_c = res["hta_construct_s"] / med["report"]
+        print(f"  HTA load / report: {r_hta:.1f}x as whole processes {'OK' if r_hta >= GOAL_HTA else 'MISSED'} "
+              f"(goal >= {GOAL_HTA}x); {r_c:.1f}x counting only HTA's TraceAnalysis construction (its "
+              f"imports excluded, traceana's not); HTA RSS / report RSS {rss['hta'] / rss['report']:.1f}x")
+    return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-hta", action="store_true", help="skip HTA (it takes ~10 s a run)")
     args = ap.parse_args()
     traces = args.traces or [p for p in DEFAULT if p.exists()]
     if not traces:
         sys.exit("no trace given and ../shared/traces is absent")
+    if not have("orjson"):
+        sys.exit("the floor needs orjson: bash bench/setup_bench_env.sh, then run this with bench/.venv/bin/python")
+    with_hta = not args.no_hta
+    if with_hta and not have("hta.trace_analysis"):
+        print("HTA is not installed in this Python (bash bench/setup_bench_env.sh); timing without it\n")
+        with_hta = False
+    sys.path.insert(0, str(REPO))
     for t in traces:
-        bench(t, args.runs)
+        bench(t, args.runs, with_hta)
 
 
 if __name__ == "__main__":

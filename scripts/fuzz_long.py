@@ -33,8 +33,9 @@ def main() -> int:
     args = ap.parse_args()
 
     per_round = max(1, args.examples // max(1, args.rounds))
+    # hypothesis' own files (example patches, caches) go next to the failures, not into the repo
     env = dict(os.environ, TRACEANA_FUZZ_EXAMPLES=str(per_round), TRACEANA_FUZZ_FAILURES=args.failures,
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=str(REPO), HYPOTHESIS_STORAGE_DIRECTORY=str(Path(args.failures) / ".hypothesis"))
     total = passed = 0
     failed_rounds = []
     start = time.time()

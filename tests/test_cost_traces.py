@@ -18,6 +18,10 @@ TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 # The profiler never records the index tensors of aten::index (a Tensor?[] argument): its output
 # size is unknown, so it stays Unmodelled.
 NEVER_RECORDED = {"aten::index"}
+# Costed from the event's other args (record_param_comms' "Collective name", "Group size", ...) or its
+# kernel names, which this module's own parse of the traces does not carry: test_cost_comm_custom.py
+# and the coverage table cover them.
+NEEDS_EVENT_ARGS = {"record_param_comms"}
 
 
 class _Event(msgspec.Struct):
@@ -83,8 +87,8 @@ def test_no_formula_raises(signatures):
         if isinstance(r, Cost):
             assert r.flops >= 0 and r.bytes >= 0, call
             assert r.family in {"gemm", "conv", "attention", "pointwise", "reduction", "norm", "memory",
-                                "index", "other"}
-            assert r.matrix == (r.family in ("gemm", "conv", "attention"))
+                                "index", "comm", "compiled", "other"}
+            assert r.matrix == (r.family in ("gemm", "conv", "attention")) or r.family == "compiled"
             assert r.flops_expr and r.bytes_expr.endswith(" B")
         assert isinstance(op_cost(call), (Cost, Unmodelled))
 
@@ -105,7 +109,7 @@ def test_common_ops_are_modelled_in_modern_traces(signatures):
     signatures (old traces lack TensorList shapes, sizes and strides, and some of their records
     are corrupt; even new ones can leave a TensorList's shapes out, as one aten::cat here)."""
     total, modelled, calls = _shares(signatures, modern_only=True)
-    common = [name for name, n in calls.most_common() if n >= 10 and name not in NEVER_RECORDED]
+    common = [name for name, n in calls.most_common() if n >= 10 and name not in NEVER_RECORDED | NEEDS_EVENT_ARGS]
     assert len(common) > 40
     low = {name: f"{modelled[name]}/{total[name]}" for name in common if modelled[name] < 0.85 * total[name]}
     assert not low, f"ops modelled for under 85% of their signatures: {low}"

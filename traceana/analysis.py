@@ -7,20 +7,26 @@ docs/analysis-schema.md) that every renderer reads and that `traceana render` re
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from traceana import __version__
 from traceana.cost import Cost, op_cost
+from traceana.cost.families.comm import comm_rates
+from traceana.cost.meta import SOURCE as META_SOURCE
+from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
 from traceana.diagnose import explain_rows
+from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.run import diagnose
+from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
 from traceana.roofline import judge
-from traceana.signatures import Group, group_ops
+from traceana.signatures import Group, calls_named, group_ops
 
 SCHEMA = "traceana.analysis/1"
 
@@ -32,13 +38,19 @@ class Options:
     bandwidth_gbps: float | None = None
     explain_top: int = 8
     hta: bool = False  # add Holistic Trace Analysis' timeline views (optional extra)
+    # run ops with no formula on meta tensors for their bytes (imports torch: ~2.6 s). The CLI
+    # turns it on with --meta, or when torch is already imported; the API default is off.
+    meta: bool = False
 
 
-def analyze(path: str, options: Options = Options()) -> dict:
-    return analyze_trace(load_trace(path), options)
+def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
+    return analyze_trace(load_trace(path, stage), options, stage)
 
 
-def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
+def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
+    """`stage(name)` is told when link, cost and diagnose start (the progress bar)."""
+    if stage:
+        stage("link")
     links = link(trace)
     groups = group_ops(trace, links)
     warnings = list(trace.warnings)
@@ -51,15 +63,22 @@ def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
         "vendor": device.vendor, "arch": device.arch, "notes": list(device.notes), "id": dev_id,
     }
     warnings.extend(device.notes)
-    rows = [_row(g, device_dict) for g in groups]
+    if stage:
+        stage("cost")
+    recovered = recover([g.call for g in groups], [g.count for g in groups], calls_named(trace, CONTEXT_OPS))
+    rows = [_row(g, device_dict, recovered.get(i), options.meta) for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
         r["id"] = f"op{i}"
     total = float(trace.gpu.dur.sum())
+    if stage:
+        stage("diagnose")
     diag = diagnose(trace, links, [group_of[id(r)] for r in rows], rows, device_dict, total)
     coverage = _coverage(trace, links, rows, total)
-    warnings.extend(_coverage_warnings(trace, coverage))
+    coverage["meta"] = _meta_note(options.meta, rows)
+    classes = kernel_classes(trace, [group_of[id(r)] for r in rows], rows)
+    warnings.extend(_coverage_warnings(trace, coverage, classes))
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "unknown", "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
@@ -77,6 +96,7 @@ def analyze_trace(trace: Trace, options: Options = Options()) -> dict:
         },
         "device": device_dict,
         "coverage": coverage,
+        "kernel_classes": classes,
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         **({"hta": hta_views(trace, links)} if options.hta else {}),
@@ -118,7 +138,7 @@ def _distributed(trace: Trace) -> dict | None:
     return {k: d.get(k) for k in ("rank", "world_size", "backend") if isinstance(d.get(k), (int, str))}
 
 
-def _row(g: Group, device: dict) -> dict:
+def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False) -> dict:
     mean = g.device_us / g.count if g.count else g.device_us
     kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
     row = {
@@ -142,7 +162,7 @@ def _row(g: Group, device: dict) -> dict:
         row["bound"] = "opaque"
         row["reason"] = CAUSES[g.cause]
         return row
-    cost = op_cost(g.call)
+    cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):
         row["bound"] = "unmodelled"
         row["reason"] = cost.reason
@@ -158,6 +178,11 @@ def _row(g: Group, device: dict) -> dict:
         "flops_expr": cost.flops_expr, "bytes_expr": cost.bytes_expr, "estimated": cost.estimated,
         "notes": list(cost.notes), "dtype": cost.dtype,
     })
+    comm = comm_rates(cost, mean)
+    if comm:
+        row["comm"] = comm
+    if META_SOURCE in cost.detail:
+        row["meta"] = True
     return row
 
 
@@ -166,6 +191,7 @@ def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dic
     attributed = float(dur[links.gpu_op >= 0].sum())
     opaque = float(dur[links.gpu_cause >= 0].sum())
     modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
+    estimated = sum(r["device_time_us"] for r in rows if r["flops"] is not None and r["estimated"])
     unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")
     by_cause: dict[str, float] = {}
     for r in rows:
@@ -180,14 +206,29 @@ def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dic
         "attributed_time_us": attributed,
         "unattributed_time_us": float(dur[links.gpu_op < 0].sum()),
         "modeled_time_us": modeled,
+        "estimated_time_us": estimated,  # the part of modeled_time_us whose cost is an estimate
         "opaque_time_us": opaque,
         "unmodeled_time_us": unmodeled,
         "opaque_by_cause": dict(sorted(by_cause.items(), key=lambda kv: -kv[1])),
+        "opaque_advice": {c: OPAQUE_ADVICE[c] for c in by_cause if c in OPAQUE_ADVICE},
         "unmodeled_by_op": dict(sorted(unmodeled_by_op.items(), key=lambda kv: -kv[1])),
     }
 
 
-def _coverage_warnings(trace: Trace, cov: dict) -> list[str]:
+def _meta_note(enabled: bool, rows: list[dict]) -> dict:
+    """coverage["meta"]: was the meta-tensor fallback on, how many signatures it costed, and a note."""
+    used = sum(1 for r in rows if r.get("meta"))
+    no_formula = sum(1 for r in rows if r["bound"] == "unmodelled" and str(r.get("reason")).startswith("no formula"))
+    if enabled:
+        note = (f"ops with no formula were run on meta tensors (--meta): {used} signature(s) costed that way "
+                "(bytes only, FLOPs 0, marked estimated)")
+    else:
+        note = ("ops with no formula were not run on meta tensors (off by default: it imports torch, ~2.6 s; "
+                "pass --meta, or it is on when torch is already imported)")
+    return {"enabled": enabled, "signatures": used, "no_formula_signatures": no_formula, "note": note}
+
+
+def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> list[str]:
     out = []
     total = cov["device_time_us"]
     if len(trace.gpu) == 0:
@@ -200,5 +241,9 @@ def _coverage_warnings(trace: Trace, cov: dict) -> list[str]:
         parts = ", ".join(f"{k.replace('_', ' ')} {v / total * 100:.1f}%" for k, v in cov["opaque_by_cause"].items())
         out.append(f"{cov['opaque_time_us'] / total * 100:.1f}% of device time has no recorded shapes ({parts})")
     if not trace.record_shapes and len(trace.ops):
-        out.append("the trace was recorded without record_shapes=True: no FLOPs or bytes can be computed")
+        by = (classes or {}).get("by_class") or {}
+        parts = ", ".join(f"{k} {v / total * 100:.1f}%" for k, v in list(by.items())[:6]) if total > 0 else ""
+        out.append("the trace was recorded without record_shapes=True: no FLOPs or bytes can be computed"
+                   + (f" (kernel time by class, from kernel names: {parts})" if parts else "")
+                   + "; record with torch.profiler.profile(record_shapes=True) to cost each op")
     return out

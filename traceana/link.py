@@ -27,6 +27,8 @@ CAUSES = {
     "no_shapes": "the enclosing op recorded no input shapes (record_shapes was off)",
     "bad_shapes": "the op's recorded input dims or dtypes are malformed or impossible (not lists of "
                   "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
+    "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
+                           "before torch 2.x, and some long TensorLists in newer ones)",
 }
 
 
@@ -175,13 +177,35 @@ def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndar
         cause[has_op[compiled]] = CAUSE_KEYS.index("compiled")
         cause[has_op[shapeless & ~compiled]] = CAUSE_KEYS.index("no_shapes")
         checked: dict[tuple[bytes, bytes], bool] = {}
+        checked_sizes: dict[tuple[bytes, bytes], bool] = {}
         uniq, inv = np.unique(op_idx, return_inverse=True)
         bad_op = np.array([not _shapes_ok(ops.dims[i], ops.types[i], checked) for i in uniq.tolist()], dtype=bool)
         cause[has_op[bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
+        unsized = np.array([_sizes_missing(ops.dims[i], ops.types[i], checked_sizes) for i in uniq.tolist()],
+                           dtype=bool)
+        cause[has_op[unsized[inv] & ~bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("shapes_not_recorded")
     return cause
 
 
 _INT64_MAX = 2**63 - 1
+
+
+def _sizes_missing(dims: bytes, types: bytes, cache: dict[tuple[bytes, bytes], bool]) -> bool:
+    """Every argument was recorded without a size and one of them is a TensorList (`[[], []]` with
+    `["TensorList", "Scalar"]`: old profilers wrote no sizes for TensorLists), so no shape exists."""
+    key = (dims, types)
+    hit = cache.get(key)
+    if hit is None:
+        hit = False
+        if b"TensorList" in types:
+            try:
+                d, t = msgspec.json.decode(dims), msgspec.json.decode(types)
+            except (msgspec.DecodeError, RecursionError):
+                d = t = None
+            hit = (isinstance(d, list) and isinstance(t, list) and all(x == [] for x in d)
+                   and "TensorList" in t)
+        cache[key] = hit
+    return hit
 
 
 def _shapes_ok(dims: bytes, types: bytes, cache: dict[tuple[bytes, bytes], bool]) -> bool:

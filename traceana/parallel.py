@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import threading
 import time
@@ -113,7 +114,10 @@ def uncompressed_size(path: str) -> int:
     """The file's JSON size: gzip's ISIZE trailer (size mod 2^32, lifted to at least the
     compressed size), or the file size for plain JSON."""
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block
+            return 0
+        size = st.st_size
         with open(path, "rb") as fh:
             magic = fh.read(2)
             if magic != b"\x1f\x8b" or size < 18:
@@ -219,7 +223,7 @@ def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "loc
         except ImportError:
             raise BadInput("--executor dask://...: Dask is not installed (pip install 'traceana[dask]')") from None
         try:
-            client = Client(addr, timeout="20s")
+            client = Client(addr, timeout=os.environ.get("TRACEANA_DASK_TIMEOUT", "20s"))
         except (OSError, TimeoutError) as exc:
             raise BadInput(f"--executor {executor}: cannot reach the Dask scheduler at {addr} ({exc})") from None
         try:

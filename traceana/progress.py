@@ -71,8 +71,7 @@ def progress(total: int, desc: str, *, quiet: bool, unit: str = "stage", delay: 
 
         tqdm.tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked
         bar = tqdm.tqdm(total=total, desc=desc, unit=unit, delay=delay, leave=False, file=sys.stderr,
-                        dynamic_ncols=True, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} {unit} "
-                        "[{elapsed}] {postfix}")
+                        dynamic_ncols=True, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} {unit}s [{elapsed}]{postfix}")
     except Exception:  # tqdm missing or broken: no bar, never a failure
         return Progress()
     return Progress(bar, delay)

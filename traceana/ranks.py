@@ -39,8 +39,13 @@ _KIND_RE = [(k, re.compile(p, re.IGNORECASE)) for k, p in _KINDS]
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 #: Classes the straggler's extra time is split into (the bounds, then collectives).
-CLASSES = ("compute", "memory", "latency", "unmodelled", "opaque", "collective")
+CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
 TOP_OPS = 5
+_CLASS_WORDS = {"compute": "compute-bound device time", "memory": "memory-bound device time",
+                "latency": "latency-bound device time (short kernels, launch overhead)",
+                "unknown": "device time of ops with no peak for their dtype",
+                "unmodelled": "device time of ops traceana has no cost model for",
+                "opaque": "device time of opaque kernels (no shapes)"}
 
 
 def collective_kind(name: str) -> str:
@@ -119,15 +124,26 @@ def _is_collective_row(op: Mapping[str, Any]) -> bool:
     return bool(COLLECTIVE.search(str(top.get("name") or "")))
 
 
-def _sig(op: Mapping[str, Any]) -> str:
-    """A readable, stable key for an op signature: name (dims; dtypes)."""
-    dims = ", ".join("×".join(str(x) for x in d) if isinstance(d, list) else str(d)
-                     for d in _list(op.get("input_dims")))
-    types = ", ".join(str(t) for t in _list(op.get("input_types")) if t)
+def _norm(v: Any) -> Any:
+    """Lists and tuples alike (an in-memory Analysis has tuples, a reloaded one lists)."""
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    return v
+
+
+def _sig(op: Mapping[str, Any]) -> tuple[str, str]:
+    """(key, display) of an op signature: the key is exact (name, dims, dtypes, opaque cause),
+    the display readable and cut: `aten::mm (8192×8192, 8192×8192; float, float)`."""
+    from traceana.render import fmt_dims, fmt_types
+
     name = str(op.get("name") or "(unnamed)")
-    if op.get("opaque"):
-        return f"{name} [opaque: {op.get('cause') or 'unknown'}]"
-    return f"{name} ({dims}; {types})" if dims or types else name
+    dims, types = _norm(op.get("input_dims") or []), _norm(op.get("input_types") or [])
+    cause = op.get("cause") if op.get("opaque") else None
+    key = repr((name, dims, types, cause))
+    if cause:
+        return key, f"{name[:100]} [opaque: {cause}]"
+    d, t = fmt_dims(dims, 80), fmt_types(types, 40)
+    return key, (f"{name[:100]} ({d}; {t})" if d or t else name[:100])
 
 
 def _rank_label(a: Mapping[str, Any], facts: Mapping[str, Any], index: int) -> tuple[int, str]:
@@ -154,8 +170,8 @@ def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
         t = _num(o.get("device_time_us")) or 0.0
         cls = "collective" if _is_collective_row(o) else str(o.get("bound") or "unmodelled")
         by_class[cls if cls in by_class else "unmodelled"] += t
-        key = _sig(o)
-        s = sigs.setdefault(key, {"sig": key, "name": str(o.get("name") or ""), "class": cls, "us": 0.0})
+        key, shown = _sig(o)
+        s = sigs.setdefault(key, {"sig": shown, "name": str(o.get("name") or ""), "class": cls, "us": 0.0})
         s["us"] += t
     coverage = _map(a.get("coverage"))
     device_us = _num(coverage.get("device_time_us"))
@@ -211,7 +227,7 @@ def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[s
             "collective_by_kind_us": {k: v * r["scale"] for k, v in r["collective_by_kind"].items()},
             "device": r["device"], "device_key": r["device_key"],
             "verdict": verdict(a), "warnings": r["warnings"],
-            "top_ops": [{"id": o.get("id"), "name": o.get("name"), "sig": _sig(o), "bound": o.get("bound"),
+            "top_ops": [{"id": o.get("id"), "name": o.get("name"), "sig": _sig(o)[1], "bound": o.get("bound"),
                          "device_time_us": (_num(o.get("device_time_us")) or 0.0) * r["scale"],
                          "roof_pct": _num(o.get("roof_pct"))} for o in top],
         })
@@ -261,9 +277,9 @@ def _straggler(rows: list[dict[str, Any]], per_step: bool) -> dict[str, Any]:
         med = _median(vals)
         mine = slow["sigs"][k]["us"] * slow["scale"] if k in slow["sigs"] else 0.0
         info = slow["sigs"].get(k) or next(r["sigs"][k] for r in rows if k in r["sigs"])
-        ops.append({"sig": k, "name": info["name"], "class": info["class"], "rank_us": mine, "median_us": med,
+        ops.append({"sig": info["sig"], "key": k, "name": info["name"], "class": info["class"], "rank_us": mine, "median_us": med,
                     "delta_us": mine - med, "delta_pct": (mine / med - 1) * 100 if med > 0 else None})
-    ops.sort(key=lambda o: (-o["delta_us"], o["sig"]))
+    ops.sort(key=lambda o: (-o["delta_us"], o["key"]))
     work = [c for c in classes if c["class"] != "collective"]
     device_delta = sum(c["delta_us"] for c in work)
     unexplained = extra - device_delta
@@ -280,8 +296,9 @@ def _straggler(rows: list[dict[str, Any]], per_step: bool) -> dict[str, Any]:
         if lead["delta_us"] > 0:
             pos = [o for o in ops if o["delta_us"] > 0 and o["class"] != "collective"][:3]
             lead_ops = "; ".join(f"{o['sig']} +{_ms(o['delta_us'])}" for o in pos)
-            text.append(f"Most of it is {lead['class']}-bound device time: {_ms(lead['rank_us'])} {unit} against the "
-                        f"median rank's {_ms(lead['median_us'])} (+{_ms(lead['delta_us'])})"
+            text.append(f"The largest difference is in {_CLASS_WORDS.get(lead['class'], lead['class'])}: "
+                        f"{_ms(lead['rank_us'])} {unit} against the median rank's {_ms(lead['median_us'])} "
+                        f"(+{_ms(lead['delta_us'])})"
                         + (f", led by {lead_ops}." if lead_ops else "."))
         if others_wait and max(others_wait) > 0.01 * med_own and slow["wait_us"] <= _median(others_wait):
             text.append(f"The other ranks waited for it: their collectives took up to {_ms(max(others_wait))} "

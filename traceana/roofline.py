@@ -82,6 +82,10 @@ def _have(peaks: dict[str, float], key: str, why: str) -> Peak:
                 "(pass --peak-tflops)")
 
 
+COMM_WHY = ("collective: no DRAM or compute roof applies; achieved GB/s is its bus bandwidth (bytes each "
+            "rank sends / time), to compare with the interconnect's")
+
+
 @dataclass(frozen=True)
 class Verdict:
     mean_us: float
@@ -92,13 +96,17 @@ class Verdict:
     intensity: float | None
     achieved_tflops: float | None
     achieved_gbps: float | None
-    bound: str  # compute | memory | latency | unknown
+    bound: str  # compute | memory | latency | unknown | communication
     peak: Peak
 
 
 def judge(cost: Cost, mean_us: float, kernel_us: float, peaks: dict[str, float],
           dram_gbps: float | None, kernel_names: tuple[str, ...] = ()) -> Verdict:
     """Roofline verdict for one signature: mean_us per call, kernel_us mean per GPU event."""
+    if cost.family == "comm":  # a collective: no DRAM or compute roof; judged by its bus bandwidth
+        gbps = cost.bytes / (mean_us * 1e3) if mean_us > 0 else None
+        return Verdict(mean_us, None, None, None, None, None, None, gbps, "communication",
+                       Peak(None, None, COMM_WHY))
     peak = choose_peak(peaks, cost, kernel_names)
     compute_us = cost.flops / (peak.tflops * 1e6) if peak.tflops else None
     memory_us = cost.bytes / (dram_gbps * 1e3) if dram_gbps else None

@@ -48,7 +48,7 @@ def _decode(raw: bytes):
 
 
 def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: bytes,
-              kernels: tuple[str, ...], cleaned: list[str] | None = None) -> OpCall:
+              kernels: tuple[str, ...], cleaned: list[str] | None = None, extra: tuple = ()) -> OpCall:
     """The op call; trace strings in types/concrete lose bidi controls (noted in `cleaned`)."""
     d = _decode(dims)
     t = _decode(types)
@@ -67,7 +67,28 @@ def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: by
         strides=s if isinstance(s, tuple) else None,
         concrete=co2,
         kernel_names=kernels,
+        extra=extra,
     )
+
+
+def _is_comm(name: str) -> bool:
+    return name == "record_param_comms" or name.startswith(("c10d::", "nccl:", "c10d_functional::",
+                                                            "_c10d_functional::"))
+
+
+def _extra(trace: Trace, i: int, name: str, kflop: float | None, kgb: float | None) -> tuple:
+    """OpCall.extra of op i: its recorded extra args, the world size for collectives, and
+    torch.compile's kernel_flop / kernel_num_gb."""
+    out = dict(trace.ops.extra.get(i, ()))
+    if _is_comm(name):
+        ws = (trace.distributed or {}).get("world_size")
+        if type(ws) is int and ws > 0:
+            out["world_size"] = ws
+    if kflop is not None:
+        out["kernel_flop"] = kflop
+    if kgb is not None:
+        out["kernel_num_gb"] = kgb
+    return tuple(sorted(out.items()))
 
 
 def group_ops(trace: Trace, links: Links) -> list[Group]:
@@ -85,8 +106,9 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
     busy = np.unique(links.gpu_op[with_shapes])
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
+    op_extra = ops.extra
     for i in busy.tolist():
-        key = (name_codes[i], dims[i], types[i], conc[i])
+        key = (name_codes[i], dims[i], types[i], conc[i], op_extra.get(i))
         g = keys.get(key)
         if g is None:
             g = keys[key] = len(first)
@@ -143,16 +165,31 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
         kflop = kgb = None
         if cause is None:
             knames = tuple(k[0] for k in kernels[g])
-            call = make_call(nm, dims[i], types[i], ops.strides[i], conc[i], knames, cleaned)
             kf, kg = ops.kernel_flop[i], ops.kernel_num_gb[i]
             kflop = float(kf) if np.isfinite(kf) else None
             kgb = float(kg) if np.isfinite(kg) else None
+            call = make_call(nm, dims[i], types[i], ops.strides[i], conc[i], knames, cleaned,
+                             _extra(trace, i, nm, kflop, kgb))
         out.append(Group(nm, call, int(calls[g]), float(dev_us[g]), int(n_ev[g]), kernels[g], cause, kflop, kgb,
                          by_group[cuts[g]:cuts[g + 1]]))
     if cleaned and BIDI_WARNING not in trace.warnings:
         trace.warnings.append(BIDI_WARNING)
     _warn_unknown_dtypes(trace, out)
     return out
+
+
+def calls_named(trace: Trace, wanted: tuple[str, ...]) -> list[tuple[OpCall, int]]:
+    """(signature, calls) of every op instance with one of these names, whether or not it
+    launched kernels itself (cost.recover reads parents such as cudnn_convolution_backward)."""
+    codes = [i for i, n in enumerate(trace.names) if n in wanted]
+    if not codes or not len(trace.ops):
+        return []
+    ops = trace.ops
+    counts: dict[tuple, int] = {}
+    for i in np.flatnonzero(np.isin(ops.name, codes)).tolist():
+        key = (int(ops.name[i]), ops.dims[i], ops.types[i], ops.concrete[i])
+        counts[key] = counts.get(key, 0) + 1
+    return [(make_call(trace.names[c], d, t, b"", k, ()), n) for (c, d, t, k), n in counts.items()]
 
 
 # `Input type` strings that mark non-tensor arguments in real traces (besides cost.dtypes.NON_TENSOR).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -19,7 +20,8 @@ def default_output(trace: str) -> str:
 
 
 @click.command()
-@click.argument("trace", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE... | DIR",
+                type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", default=None,
               help="Report file; the format follows the extension: .html, .md or .json "
                    "(default: TRACE-NAME.report.html in the current directory; '-' for stdout).")
@@ -34,18 +36,42 @@ def default_output(trace: str) -> str:
               help="How many of the slowest ops get a written explanation.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--meta/--no-meta", "meta", default=None,
+              help="Cost ops that have no formula by running them on meta tensors (bytes only, marked "
+                   "estimated; imports torch, ~2.6 s). Default: on only when torch is already imported.")
 @click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis' timeline views (needs: pip install 'traceana[hta]').")
+@click.option("--executor", default="local", show_default=True, metavar="local|dask://HOST:PORT",
+              help="Several rank files: where to analyse them (local worker processes, or a Dask cluster).")
+@click.option("--jobs", "jobs", type=click.IntRange(1, None), default=None, metavar="N",
+              help="Several rank files: at most N local worker processes (default: cores, capped by memory).")
 @ci_options
-def report(trace: str, output: str | None, fmt: str | None, device_key: str | None, peak_tflops: str | None,
-           bandwidth_gbps: float | None, top: int, force: bool, quiet: bool, hta: bool = False,
+def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
+           peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
+           hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            **ci: object) -> None:
-    """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report."""
+    """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
+
+    Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
+    analysed in parallel, step times compared, the straggler explained."""
+    if len(traces) == 1:  # read + gunzip on another core while numpy & co. import
+        from traceana import prefetch
+
+        prefetch.start(traces[0])
     from traceana.analysis import Options, analyze
     from traceana.errors import BadInput
     from traceana.render import format_for_path
 
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise BadInput("--bandwidth-gbps must be a positive number")
+    if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
+        meta = "torch" in sys.modules
+    if len(traces) > 1 or os.path.isdir(traces[0]):
+        from traceana.cli.ranks import report_ranks
+
+        return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
+                            Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
+                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta)
+    trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
@@ -57,12 +83,25 @@ def report(trace: str, output: str | None, fmt: str | None, device_key: str | No
             raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                   bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta)
-    analysis = analyze(trace, opts)
-    write_text(out, extras.render(analysis, fmt))
+                   bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta)
+    from traceana.progress import STAGES, enabled, progress
+
+    delay = _bar_delay(trace) if enabled(quiet) else 1.0
+    with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
+        analysis = analyze(trace, opts, bar.stage)
+        bar.stage("render")
+        text = extras.render(analysis, fmt)
+    write_text(out, text)
     if not quiet and out != "-":
         click.echo(summary(analysis, out))
     extras.finish(analysis, quiet or out == "-")
+
+
+def _bar_delay(trace: str) -> float:
+    """Show the bar at once for a large trace (> 200 MB of JSON), else after a second."""
+    from traceana.parallel import uncompressed_size
+
+    return 0.0 if uncompressed_size(trace) > 200e6 else 1.0
 
 
 def summary(a: dict, out: str) -> str:

@@ -15,12 +15,13 @@ Formula = Callable[[OpCall], "Cost | Unmodelled"]
 _TABLE: dict[str, Formula] = {}
 
 
-def formula(*names: str) -> Callable[[Formula], Formula]:
-    """Register fn for each op name (with or without the 'aten::' prefix)."""
+def formula(*names: str, exact: bool = False) -> Callable[[Formula], Formula]:
+    """Register fn for each op name (with or without the 'aten::' prefix; exact=True: the names
+    as given, for ops with no namespace such as record_param_comms)."""
 
     def register(fn: Formula) -> Formula:
         for name in names:
-            key = name if "::" in name else f"aten::{name}"
+            key = name if "::" in name or exact else f"aten::{name}"
             if key in _TABLE:
                 raise RuntimeError(f"formula for {key} registered twice")
             _TABLE[key] = fn

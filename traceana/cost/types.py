@@ -61,6 +61,17 @@ class OpCall:
     strides: tuple | None = None
     concrete: tuple[str, ...] | None = None
     kernel_names: tuple[str, ...] = ()
+    # other recorded facts as sorted (key, value) pairs, only for the ops that have them:
+    # a collective's args (collective, in_nelems, out_nelems, group_size, dtype, world_size),
+    # torch.compile's kernel_flop / kernel_num_gb, values recovered by cost.recover
+    extra: tuple = ()
+
+    def get(self, key: str, default=None):
+        """The value of `key` in extra, or default."""
+        for k, v in self.extra:
+            if k == key:
+                return v
+        return default
 
     def tensor(self, i: int) -> TensorArg | None:
         """Argument i as a tensor, or None when it is not a (single) tensor."""
@@ -124,13 +135,16 @@ class Cost:
 
     flops: float
     bytes: float
-    family: str  # gemm | conv | attention | pointwise | reduction | norm | memory | index | comm | other
+    family: str  # gemm | conv | attention | pointwise | reduction | norm | memory | index | comm | compiled | other
     dtype: str  # canonical dtype whose peak is the compute roof (fp32, bf16, fp16, fp8, ...)
     matrix: bool  # the work is matrix multiply (tensor cores / matrix units apply)
     flops_expr: str  # e.g. "2*M*N*K = 2*8192*8192*8192"
     bytes_expr: str  # e.g. "(M*K + K*N + M*N)*4 B"
     estimated: bool = False
     notes: tuple[str, ...] = field(default=())
+    # family-specific facts as (key, value) pairs, e.g. a collective's (("collective",
+    # "all_reduce"), ("group_size", 8), ("msg_bytes", S), ("bus_factor", 1.75))
+    detail: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

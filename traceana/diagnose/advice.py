@@ -14,6 +14,12 @@ OPAQUE_ADVICE = {
                 "and kernel_num_gb) or profile the eager model once for per-op costs.",
     "no_shapes": "Record with torch.profiler.profile(record_shapes=True) so each op's input shapes "
                  "and dtypes are in the trace.",
+    "shapes_not_recorded": "Profile with a recent torch (record_shapes=True): older profilers wrote no sizes "
+                           "for TensorList arguments (cat, stack, collectives' tensor lists), and newer ones "
+                           "still drop them for long lists (e.g. a foreach optimizer step over every "
+                           "parameter), so these ops cannot be costed from this trace.",
+    "bad_shapes": "The recorded shapes of these ops are corrupt: record the trace again (a newer torch, "
+                  "record_shapes=True) to cost them.",
 }
 
 MEMORY_FIX = ("Only moving fewer bytes helps: fuse it with its neighbours (torch.compile, or a fused "

@@ -31,6 +31,8 @@ def _title(row: dict) -> str:
         return f"{head}: no shapes in the trace"
     if bound == "unknown":
         return f"{head}: no roof for this device"
+    if bound == "communication":
+        return f"{head}: collective at {u.rate_gbps(row.get('achieved_gbps'))} bus bandwidth"
     return f"{head}: no cost model"
 
 
@@ -53,6 +55,8 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
         if advice:
             lines.append(advice)
         return lines
+    if bound == "communication":
+        return lines + _communication(row)
     if row.get("flops") is None:
         lines.append(f"No FLOP/byte model: {row.get('reason') or 'no formula'}. Its time is listed as "
                      "unmodelled.")
@@ -82,6 +86,10 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
                      f"floor: {u.pct(pct)} of the bandwidth roof ({u.rate_gbps(row['achieved_gbps'])} achieved).")
         lines.append("Verdict: memory-bound. Its FLOP count is irrelevant — any element-wise op over the "
                      "same tensors (sin, log, a multiply) would take about as long. " + MEMORY_FIX)
+        if any("libdevice" in n for n in row.get("notes") or ()):
+            lines.append("Its transcendental functions are counted at their approximate instruction cost "
+                         "(docs/cost-model.md), and even so it runs at the memory roof: the special-function "
+                         "math is hidden behind the DRAM traffic, so a cheaper formula would not speed it up.")
         if pct is not None and pct > 100:
             lines.append("Above 100% of the roof: part of the data stayed in the L2 cache, or the op reads "
                          "less than the byte model assumes.")
@@ -98,6 +106,20 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
     elif bound == "unknown":
         lines.append("No roof: the device table has no peak for this dtype or no bandwidth; pass "
                      "--peak-tflops / --bandwidth-gbps to judge it.")
+    return lines
+
+
+def _communication(row: dict) -> list[str]:
+    c = row.get("comm") or {}
+    n = c.get("group_size")
+    lines = [f"Data per call: {row.get('bytes_expr')}."]
+    lines.append(f"Achieved: {u.rate_gbps(c.get('busbw_gbps'))} bus bandwidth (bytes each rank sends / time), "
+                 f"{u.rate_gbps(c.get('algbw_gbps'))} algorithm bandwidth (message / time)"
+                 + (f", {c.get('algorithm')} over {n} ranks." if n else "."))
+    lines.append("Verdict: communication. A collective has no DRAM or compute roof here: compare its bus "
+                 "bandwidth with the interconnect's (NVLink / xGMI within a node, the network across nodes). "
+                 "Overlap it with compute (it then costs nothing), bucket small collectives into fewer large "
+                 "ones, or send less (lower-precision gradients, sharding).")
     return lines
 
 

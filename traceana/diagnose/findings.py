@@ -315,10 +315,15 @@ def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
     t = sum(r["device_time_us"] for r in unmodelled)
     if unmodelled and total_us > 0 and t / total_us >= 0.01:
         names = sorted({r["name"] for r in unmodelled})
+        why: dict[str, str] = {}
+        for r in unmodelled:  # rows are sorted by time: the first reason per name is its biggest
+            why.setdefault(r["name"], r.get("reason") or "no formula")
+        top = sorted(why, key=lambda n: -sum(r["device_time_us"] for r in unmodelled if r["name"] == n))[:5]
         out.append({
             "kind": "unmodelled",
             "title": f"{u.us(t)} ({t / total_us * 100:.1f}%) of device time is in ops with no cost formula",
-            "text": "No FLOP/byte formula yet for: " + ", ".join(names[:20]) + (" …" if len(names) > 20 else "") + ".",
+            "text": "No FLOP/byte model for: " + ", ".join(names[:20]) + (" …" if len(names) > 20 else "")
+                    + ". Why, for the largest: " + "; ".join(f"{n}: {why[n]}" for n in top) + ".",
             "ops": [r["id"] for r in unmodelled[:50]],
             "saving_us": 0.0,
         })

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import math
 import os
 import re
 import stat
 import zlib
+from array import array
+from bisect import bisect_right
+from itertools import accumulate
 from collections.abc import Callable, Iterable
 from typing import Any, Union
 
@@ -17,8 +19,10 @@ import msgspec
 import numpy as np
 
 from traceana.errors import BadInput
+from traceana import prefetch
+from traceana.prefetch import gunzip as _gunzip
 from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, Trace
-from traceana.load.schema import DOC_DECODER, EVENT_DECODER, LIST_DECODER, Event, TraceDoc
+from traceana.load.schema import COMM_EVENT_DECODER, DOC_DECODER, EVENT_DECODER, LIST_DECODER, Event, TraceDoc
 
 OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
@@ -39,58 +43,25 @@ def read_bytes(path: str) -> bytes:
         raise BadInput(_directory_message(path))
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block forever, /dev/zero never ends
         raise BadInput(f"{path}: is not a regular file (a FIFO, device or socket); save the trace to a file first")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
+    data = prefetch.take(path, st)  # read and gunzipped meanwhile by `traceana report`, if it could
+    if data is None:
         try:
-            data = _gunzip(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            raise BadInput(f"{path}: no such file") from None
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if data[:2] == b"\x1f\x8b":
+            try:
+                data = _gunzip(data)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
     if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors): not JSON, harmless
         data = data[3:]
     if not data or data.isspace():  # (not data.strip(): that copies a 1 GB text to test it)
         raise BadInput(f"{path}: file is empty")
     return data
-
-
-_GZ_PIECE = 1 << 20
-
-
-def _gunzip(data: bytes) -> bytes | bytearray:
-    """gzip.decompress without its transient second copy: the text is inflated straight into
-    a buffer of the size the gzip trailer gives (peak = compressed + text, not + 2x text).
-    Anything unusual (several members, trailing bytes, a wrong size, an error) goes to
-    gzip.decompress, so what a file reads as, and its errors, are gzip's own."""
-    size = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    while 0 < size < len(data) // 1032:  # ISIZE is the size mod 2^32; deflate shrinks < 1032x
-        size += 1 << 32
-    if size < 1 << 24:  # small: nothing to save
-        return gzip.decompress(data)
-    try:
-        buf = bytearray(size)
-        d = zlib.decompressobj(31)
-        view = memoryview(data)
-        pos = 0
-        for i in range(0, len(data), _GZ_PIECE):
-            out = d.decompress(view[i:i + _GZ_PIECE])
-            n = len(out)
-            if pos + n > size:
-                break
-            buf[pos:pos + n] = out
-            pos += n
-            if d.eof:
-                break
-        ok = d.eof and not d.unused_data and pos == size and i + _GZ_PIECE >= len(data)
-    except (zlib.error, MemoryError):
-        ok = False
-    if not ok:
-        return gzip.decompress(data)
-    return buf
 
 
 def _directory_message(path: str) -> str:
@@ -287,6 +258,20 @@ def _clean_strings(names: list[str], props: list[dict], distributed: dict | None
             _clean_values(distributed) if distributed else distributed, True)
 
 
+def _sane_props(props: list[dict], warnings: list[str]) -> list[dict]:
+    """deviceProperties without numbers no GPU has (an int beyond int64: e.g. numSms = 1e400
+    written as an integer); such fields are dropped, and said so."""
+    out = []
+    for p in props:
+        bad = [k for k, v in p.items() if type(v) is int and not -2**63 <= v < 2**63]
+        if bad:
+            warnings.append(f"deviceProperties entry {_as_int(p.get('id'))}: {', '.join(map(str, bad[:5]))} "
+                            "out of range; ignored")
+            p = {k: v for k, v in p.items() if k not in bad}
+        out.append(p)
+    return out
+
+
 def _short(exc: Exception) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:200]
@@ -363,23 +348,36 @@ def _load_chunked(path: str, data: bytes, stage: Callable[[str], None] | None) -
     if raws is None:
         return None
 
+    comm: list[tuple] = []
+
     def chunks():
         for i in range(0, len(raws), CHUNK_EVENTS):
             part = raws[i:i + CHUNK_EVENTS]
-            yield LIST_DECODER.decode(b"[" + b",".join(part) + b"]")
+            # one copy of the chunk's text: the brackets ride on its first and last events
+            part[0] = b"[" + bytes(part[0])
+            part[-1] = (bytes(part[-1]) if len(part) > 1 else part[-1]) + b"]"
+            text = b",".join(part)
+            # a search or two per chunk; only collectives with args to read are decoded again
+            if _COMM_MARK in text and (b'"Collective name"' in text or b'"In msg nelems"' in text):
+                comm.extend(comm_events(part, text))
+            yield LIST_DECODER.decode(text)
 
     if stage:
         stage("columns")
     try:
-        return build_trace(path, doc, [], chunks())
+        trace = build_trace(path, doc, [], chunks())
     except _READ_ERRORS:
         return None
+    if comm:
+        attach_comm(trace, comm)
+    return trace
 
 
 # Event roles by `cat`: 0 GPU event (kernel / memcpy / memset), 1 cpu op, 2 launch, 3 annotation.
 _ROLE = {**{c: 1 for c in OP_CATS}, **{c: 2 for c in LAUNCH_CATS}, **{c: 3 for c in ANNOTATION_CATS},
          **{c: 0 for c in GPU_KIND}}
 _NAN = math.nan
+_BIG = 1 << 1000  # ints below this convert to float without OverflowError
 
 
 def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[list[Event]] | None = None) -> Trace:
@@ -390,10 +388,16 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     events as successive lists, instead of doc.traceEvents (the chunked decode)."""
     names: dict[str, int] = {}
     threads: dict[tuple, int] = {}
-    op = {k: [] for k in ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
-    la = {k: [] for k in ("name", "thread", "ts", "end", "corr", "ext")}
-    gp = {k: [] for k in ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes")}
-    an = {k: [] for k in ("name", "thread", "ts", "end")}
+    # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
+    op = {k: array("d") if k in ("ts", "end") else [] for k in
+          ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
+    la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext")}
+    gp = {k: array("d") if k in ("ts", "dur") else [] for k in
+          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes")}
+    an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
+    # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
+    shapes: dict[bytes, bytes] = {}
+    same = shapes.setdefault
     legacy = 0
     bad_time = 0
     no_ph = 0
@@ -423,11 +427,11 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             if role is None:
                 continue
             ts = ev.ts
-            if type(ts) is not float:
-                ts = finite(ts)
+            if type(ts) is not float:  # ints (older traces) convert exactly as _finite would
+                ts = float(ts) if type(ts) is int and -_BIG < ts < _BIG else finite(ts)
             dur = ev.dur
             if type(dur) is not float:
-                dur = finite(dur)
+                dur = float(dur) if type(dur) is int and -_BIG < dur < _BIG else finite(dur)
             # NaN fails every comparison (ts != ts); +-inf fails the magnitude checks
             if ts is None or dur is None or ts != ts or dur != dur or dur < 0 or abs(ts) > 1e17 or dur > 1e13:
                 bad_time += 1
@@ -493,10 +497,14 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 else:
                     x = a.external_id
                     o_ext(x if x is not None else a.external_id_2021)
-                    o_dims(bytes(a.input_dims))
-                    o_types(bytes(a.input_types))
-                    o_strides(bytes(a.input_strides))
-                    o_conc(bytes(a.concrete))
+                    b = bytes(a.input_dims)
+                    o_dims(same(b, b))
+                    b = bytes(a.input_types)
+                    o_types(same(b, b))
+                    b = bytes(a.input_strides)
+                    o_strides(same(b, b))
+                    b = bytes(a.concrete)
+                    o_conc(same(b, b))
                     o_kflop(a.kernel_flop)
                     o_kgb(a.kernel_num_gb)
             elif role == 2:
@@ -540,6 +548,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     name_list, props, distributed, cleaned = _clean_strings(list(names), props, distributed)
     if cleaned:
         warnings.append(BIDI_WARNING)
+    props = _sane_props(props, warnings)
     record_shapes = bool(doc.record_shapes) or any(op["dims"][i] for i in range(min(len(op["dims"]), 2000)))
     span = (t_max - t_min) if t_max > t_min else 0.0
     fmt = "kineto-2021" if legacy else "kineto"
@@ -549,6 +558,78 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                  distributed=distributed,
                  record_shapes=record_shapes, n_events=n_events, span_us=span,
                  warnings=warnings)
+
+
+_COMM_MARK = b'"record_param_comms"'
+
+
+def comm_events(part: list, text: bytes) -> list[tuple]:
+    """(ts, External id, comm_extra) of the record_param_comms cpu ops among these raw events;
+    text is the events joined by commas (the mark is found there, then its event by offset)."""
+    out = []
+    ends = list(accumulate(len(r) + 1 for r in part))  # offset just past each event's comma
+    hits = []
+    pos = text.find(_COMM_MARK)
+    while pos >= 0:
+        j = bisect_right(ends, pos)
+        if j < len(part) and (not hits or hits[-1] != j):
+            hits.append(j)
+        pos = text.find(_COMM_MARK, pos + 1)
+    for j in hits:
+        b = bytes(part[j])
+        try:
+            ev = COMM_EVENT_DECODER.decode(b.lstrip(b"[").rstrip(b"]"))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if ev.name != "record_param_comms" or ev.cat not in OP_CATS or ev.args is None:
+            continue
+        ts = _finite(ev.ts)
+        ex = comm_extra(ev.args)
+        if ts is not None and ex:
+            out.append((ts, _as_int(ev.args.external_id), ex))
+    return out
+
+
+def attach_comm(trace: Trace, comm: list[tuple]) -> None:
+    """Put each collective's args on its op (matched by start time and External id): ops.extra."""
+    code = trace.names.index("record_param_comms") if "record_param_comms" in trace.names else -1
+    ops = trace.ops
+    where = {(float(ops.ts[i]), int(ops.ext[i])): i for i in np.flatnonzero(ops.name == code).tolist()}
+    for ts, ext, ex in comm:
+        i = where.get((ts, ext))
+        if i is not None:
+            ops.extra[i] = ex
+
+
+# record_param_comms args carried into OpCall.extra: (key, CommArgs attribute, type)
+_COMM_ARGS = (("collective", "collective_name", str), ("in_nelems", "in_msg_nelems", int),
+              ("out_nelems", "out_msg_nelems", int), ("group_size", "group_size", int),
+              ("dtype", "comm_dtype", str), ("group_ranks", "pg_ranks", str))
+
+
+def comm_extra(a: Any) -> tuple:
+    """The collective's recorded args as sorted (key, value) pairs; values of the wrong type, out
+    of range or overlong are dropped (a list of ranks is kept only as its length)."""
+    out = []
+    for key, attr, typ in _COMM_ARGS:
+        v = getattr(a, attr)
+        if key == "group_ranks" and isinstance(v, list):
+            out.append(("group_ranks_n", len(v)))
+            continue
+        if typ is int:
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            if type(v) is not int or not 0 <= v < 2**62:
+                continue
+        elif not isinstance(v, str) or not v or len(v) > 100_000:
+            continue
+        elif key == "group_ranks":
+            v = v.count(",") + 1 if v.strip("[] ") else 0
+            key = "group_ranks_n"
+        else:
+            v = clean_text(v[:80])
+        out.append((key, v))
+    return tuple(sorted(out))
 
 
 _INT_TYPES = frozenset({int})

@@ -33,6 +33,20 @@ class Args(Struct, forbid_unknown_fields=False):
     kernel_backend: Any = None
 
 
+class CommArgs(Struct, forbid_unknown_fields=False):
+    """record_param_comms' own args (torch >= 2.1): the collective, its sizes and group. Decoded
+    only for those few events (load.reader.comm_events), not as part of Args: six more fields
+    there would slow the decode of every event (each unknown arg key scans every field)."""
+
+    external_id: Id = field(name="External id", default=None)
+    in_msg_nelems: Union[int, float, str, None] = field(name="In msg nelems", default=None)
+    out_msg_nelems: Union[int, float, str, None] = field(name="Out msg nelems", default=None)
+    group_size: Union[int, float, str, None] = field(name="Group size", default=None)
+    comm_dtype: Union[str, None] = field(name="dtype", default=None)
+    collective_name: Union[str, None] = field(name="Collective name", default=None)
+    pg_ranks: Union[str, list, None] = field(name="Process Group Ranks", default=None)
+
+
 class Event(Struct, forbid_unknown_fields=False):
     ph: str = ""
     cat: Union[str, None] = None
@@ -42,6 +56,13 @@ class Event(Struct, forbid_unknown_fields=False):
     ts: Union[Num, None] = None
     dur: Union[Num, None] = None
     args: Union[Args, None] = None
+
+
+class CommEvent(Struct, forbid_unknown_fields=False):
+    name: Union[str, None] = ""
+    cat: Union[str, None] = None
+    ts: Union[Num, None] = None
+    args: Union[CommArgs, None] = None
 
 
 class TraceDoc(Struct, forbid_unknown_fields=False):
@@ -57,3 +78,4 @@ class TraceDoc(Struct, forbid_unknown_fields=False):
 DOC_DECODER = msgspec.json.Decoder(TraceDoc)
 LIST_DECODER = msgspec.json.Decoder(list[Event])
 EVENT_DECODER = msgspec.json.Decoder(Event)
+COMM_EVENT_DECODER = msgspec.json.Decoder(CommEvent)

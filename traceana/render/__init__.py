@@ -26,7 +26,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
 }
 
 #: The bounds an op can have, in the order reports list them.
-BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "unmodelled", "opaque")
+BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "communication", "unmodelled", "opaque")
 
 
 def render(analysis: Mapping[str, Any], fmt: str) -> str:
@@ -216,6 +216,7 @@ BOUND_WORDS: dict[str, str] = {
     "compute": "limited by compute throughput",
     "memory": "limited by DRAM bandwidth",
     "latency": "limited by launch overhead and latency",
+    "communication": "in collectives (judged by their bus bandwidth)",
     "unmodelled": "in ops traceana has no cost model for",
     "opaque": "in opaque ops (no shapes or no formula)",
 }

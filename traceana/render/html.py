@@ -265,7 +265,7 @@ def _hta(h: Any) -> dict[str, Any] | None:
             "overlap": fmt_pct(overlap) if num(overlap) is not None else (err(overlap) or "no collectives")}
 
 
-def _coverage(cov: Mapping[str, Any]) -> dict[str, Any]:
+def _coverage(cov: Mapping[str, Any], classes: Any = None) -> dict[str, Any]:
     device = num(cov.get("device_time_us"))
     rows = []
     for label, key in (("Device time", "device_time_us"),
@@ -286,8 +286,13 @@ def _coverage(cov: Mapping[str, Any]) -> dict[str, Any]:
             "more_time": fmt_time_us(sum(v or 0.0 for _, v in rest)),
         }
 
-    return {"rows": rows, "opaque": listing(cov.get("opaque_by_cause")),
-            "unmodelled": listing(cov.get("unmodeled_by_op"))}
+    advice = mapping(cov.get("opaque_advice"))
+    opaque = {(f"{k}: {text(advice.get(k), 300)}" if advice.get(k) else k): v
+              for k, v in mapping(cov.get("opaque_by_cause")).items()}
+    return {"rows": rows, "opaque": listing(opaque),
+            "unmodelled": listing(cov.get("unmodeled_by_op")),
+            "classes": listing(mapping(classes).get("by_class")),
+            "meta": text(mapping(cov.get("meta")).get("note"), 500)}
 
 
 def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -361,7 +366,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
                   "capped": len(plottable) - len(points)},
         "table": {"rows": [_row(ops[i], anchors[i]) for i in range(shown)],
                   "total": len(ops), "shown": shown},
-        "coverage": _coverage(mapping(a.get("coverage"))),
+        "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")),
         "data": to_json_safe({
             "points": points,
             "roofs": [{"dtype": k, "tflops": v} for k, v in roofs],

@@ -37,7 +37,7 @@ MAX_POINTS = 5000
 LABELLED = 5
 
 COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5",
-           "unmodelled": "#aab0b8", "opaque": "#5f6670"}
+           "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670"}
 
 
 def _esc(value: Any, limit: int = 300) -> str:

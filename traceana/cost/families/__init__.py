@@ -2,7 +2,9 @@
 
 from traceana.cost.families import (  # noqa: F401
     attention,
+    comm,
     conv,
+    custom,
     gemm,
     index,
     memory,

@@ -197,6 +197,7 @@ def make(
     *,
     estimated: bool = False,
     notes: tuple[str, ...] | list[str] = (),
+    detail: tuple = (),
 ) -> Cost:
     return Cost(
         flops=flops,
@@ -208,4 +209,5 @@ def make(
         bytes_expr=traffic.expr(),
         estimated=estimated,
         notes=tuple(notes),
+        detail=detail,
     )

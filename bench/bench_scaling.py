@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""How `traceana report` scales with trace size: time and peak RSS from ~55 MB to ~1.1 GB of JSON.
+
+The traces are a real one replicated N times (bench/make_large_trace.py: time-shifted copies
+with consistent ids, so linking stays correct), written gzipped to a temporary directory.
+Each size runs `traceana report BIG.json.gz -o out.html` as a whole process (--runs times,
+median wall time, max peak RSS from wait4); optionally the floor (gunzip + orjson.loads) at
+each size too (--floor; it needs ~5x the JSON size in RAM). Printed: time and RSS per size,
+the least-squares slope per MB of JSON (and intercept), R^2, and the linearity check: each
+size's time and RSS within 15% of the straight line through them (a superlinear stage,
+e.g. a quadratic join, would show as the largest size far above the line).
+
+    bench/.venv/bin/python bench/bench_scaling.py [--copies 1,4,11,22] [--runs 1] [--floor]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_report import FLOOR, REPO, SHARED, run  # noqa: E402
+sys.path.insert(0, str(REPO))
+from traceana.parallel import uncompressed_size  # noqa: E402
+
+SOURCE = SHARED / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+TOLERANCE = 0.15
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least squares y = a + b x: (a, b, R^2)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    a = my - b * mx
+    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return a, b, (1 - ss_res / ss_tot) if ss_tot else 1.0
+
+
+def linear(xs: list[float], ys: list[float], what: str, unit: str) -> bool:
+    a, b, r2 = fit(xs, ys)
+    worst = max(abs(y - (a + b * x)) / (a + b * x) for x, y in zip(xs, ys))
+    ok = worst <= TOLERANCE
+    print(f"  {what:5s}: {b * 1000:8.2f} {unit} per GB of JSON + {a:7.2f} {unit}   R^2 {r2:.4f}   "
+          f"largest deviation from the line {worst * 100:4.1f}% -> {'linear' if ok else 'NOT linear'}")
+    return ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path, default=SOURCE)
+    ap.add_argument("--copies", default="1,4,11,22", help="copies of the source per size (owlv2: ~50 MB each)")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--floor", action="store_true", help="also time the floor at each size")
+    ap.add_argument("--keep", type=Path, default=None, help="write/reuse the big traces in this directory")
+    args = ap.parse_args()
+    if not args.source.exists():
+        sys.exit(f"{args.source} is absent")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="traceana-scaling-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = work / "out.html"
+    rows = []
+    print(f"source {args.source.name}, {os.cpu_count()} cores, {args.runs} run(s) per size")
+    for n in (int(c) for c in args.copies.split(",")):
+        big = work / f"x{n}.json.gz"
+        size_file = work / f"x{n}.size"
+        if big.exists() and size_file.exists():
+            mb = float(size_file.read_text())
+        else:  # in a child: a child forked from a big parent would report the parent's RSS
+            subprocess.run([sys.executable, str(HERE / "make_large_trace.py"), str(args.source), "--copies", str(n),
+                            "-o", str(big)], check=True, stdout=subprocess.DEVNULL)
+            mb = uncompressed_size(str(big)) / 1e6
+            size_file.write_text(repr(mb))
+        cmd = [sys.executable, "-m", "traceana", "report", str(big), "-o", str(out), "-q", "--force"]
+        res = [run(cmd, env) for _ in range(args.runs)]
+        t, m = statistics.median(r[0] for r in res), max(r[1] for r in res)
+        c = statistics.median(r[2] for r in res)
+        line = (f"  {mb:7.0f} MB JSON ({n:2d} copies): report {t:6.2f} s wall {c:6.2f} s CPU  {m:6.0f} MB peak RSS "
+                f"({m / mb:4.2f}x JSON)")
+        row = {"mb": mb, "s": t, "cpu": c, "rss": m}
+        if args.floor:
+            ft, fm, _ = run([sys.executable, "-c", FLOOR, str(big)])
+            line += f"   floor {ft:6.2f} s {fm:6.0f} MB   report/floor {t / ft:.2f}x time {m / fm:.2f}x RSS"
+            row.update(floor_s=ft, floor_rss=fm)
+        print(line, flush=True)
+        rows.append(row)
+    xs = [r["mb"] for r in rows]
+    if len(rows) >= 3:
+        print("fit against MB of JSON:")
+        linear(xs, [r["s"] for r in rows], "wall", "s")
+        ok_t = linear(xs, [r["cpu"] for r in rows], "CPU", "s")
+        ok_m = linear(xs, [r["rss"] for r in rows], "RSS", "MB")
+        print(f"time per MB of JSON at the largest size: {rows[-1]['s'] / xs[-1] * 1000:.1f} ms wall, "
+              f"{rows[-1]['cpu'] / xs[-1] * 1000:.1f} ms CPU; linear in size (CPU time, which other load "
+              f"disturbs least): time {'yes' if ok_t else 'NO'}, memory {'yes' if ok_m else 'NO'}")
+    if not args.keep:
+        for p in work.iterdir():
+            p.unlink()
+        work.rmdir()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Rank-file discovery, worker sizing, the per-rank worker, local executors, the progress bar."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+
+import pytest
+
+from tests.conftest import REPO
+from tests.rank_traces import make_rank_dir
+from traceana.errors import BadInput
+from traceana.parallel import (
+    MEM_BASE,
+    MEM_FACTOR,
+    analyze_rank,
+    dask_address,
+    find_rank_files,
+    map_ranks,
+    plan_workers,
+    split,
+    uncompressed_size,
+)
+from traceana.progress import Progress, enabled, progress
+
+T4 = REPO / "sample_traces" / "t4_seed_pow_mul.json"
+
+
+def test_find_rank_files_takes_traces_only_in_natural_order(tmp_path):
+    for n in ("rank10.json.gz", "rank2.json", "rank1.pt.trace.json.gz", "notes.txt", ".hidden.json"):
+        (tmp_path / n).write_bytes(b"{}")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rank3.json").write_bytes(b"{}")  # not recursive
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.json")  # would block a reader: skipped
+    files, skipped = find_rank_files([str(tmp_path)])
+    assert [os.path.basename(f) for f in files] == ["rank1.pt.trace.json.gz", "rank2.json", "rank10.json.gz"]
+    assert {os.path.basename(s) for s in skipped} >= {"notes.txt", "sub", ".hidden.json"}
+    # files named directly, and the same file twice, count once
+    files, _ = find_rank_files([str(tmp_path / "rank2.json"), str(tmp_path / "rank2.json")])
+    assert len(files) == 1
+
+
+def test_find_rank_files_says_when_there_is_none(tmp_path):
+    (tmp_path / "a.csv").write_text("x")
+    with pytest.raises(BadInput, match=r"is a directory with no trace files \(\*\.json, \*\.json\.gz\)"):
+        find_rank_files([str(tmp_path)])
+    with pytest.raises(BadInput, match="no such file"):
+        find_rank_files([str(tmp_path / "missing.json")])
+
+
+def test_uncompressed_size_reads_the_gzip_trailer(tmp_path):
+    text = b"[" + b"1," * 50_000 + b"1]"  # 1 + 100,000 + 2 = 100,003 bytes
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(text))
+    assert uncompressed_size(str(gz)) == len(text) == 100_003
+    plain = tmp_path / "t.json"
+    plain.write_bytes(text)
+    assert uncompressed_size(str(plain)) == 100_003
+
+
+def test_plan_workers_by_cores_jobs_and_memory():
+    gb = 10**9
+    # 8 files of 1 GB JSON each: estimated peak 4 x 1 GB + 0.15 GB = 4.15 GB per worker
+    sizes = [gb] * 8
+    assert MEM_FACTOR * gb + MEM_BASE == pytest.approx(4.15 * gb)
+    # 24 GB free: 0.85 x 24 = 20.4 GB fits 4 workers (4 x 4.15 = 16.6; 5 x 4.15 = 20.75 > 20.4)
+    p = plan_workers(["f"] * 8, cores=16, available=24 * gb, sizes=sizes)
+    assert (p.workers, p.limited_by) == (4, "memory")
+    # 2 cores: 2 workers, whatever the memory
+    p = plan_workers(["f"] * 8, cores=2, available=240 * gb, sizes=sizes)
+    assert (p.workers, p.limited_by) == (2, "cores")
+    p = plan_workers(["f"] * 8, jobs=3, cores=16, available=240 * gb, sizes=sizes)
+    assert (p.workers, p.limited_by) == (3, "--jobs")
+    p = plan_workers(["f"] * 2, cores=16, available=240 * gb, sizes=sizes[:2])
+    assert (p.workers, p.limited_by) == (2, "files")
+    # one file larger than memory still gets one worker
+    p = plan_workers(["f"], cores=4, available=1 * gb, sizes=[10 * gb])
+    assert p.workers == 1
+    # the largest files count first: 10 GB -> 40.15 GB, 100 MB -> 0.4 + 0.15 = 0.55 GB each;
+    # 48 GB free, 0.85 x 48 = 40.8 usable: 40.15 + 0.55 = 40.7 fits, + 0.55 = 41.25 does not
+    p = plan_workers(["f"] * 3, cores=8, available=48 * gb, sizes=[10 * gb, 100 * 10**6, 100 * 10**6])
+    assert (p.workers, p.limited_by) == (2, "memory") and p.est_peak == pytest.approx(40.15 * gb)
+
+
+def test_analyze_rank_returns_errors_instead_of_raising(tmp_path):
+    bad = tmp_path / "rank0.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:20])
+    r = analyze_rank(str(bad))
+    assert "analysis" not in r and "gzip" in r["error"] and r["file"] == "rank0.json.gz"
+    ok = analyze_rank(str(T4))
+    assert ok["analysis"]["schema"] == "traceana.analysis/1" and "rank_facts" in ok["analysis"]
+    analyses, failed = split([ok, r])
+    assert len(analyses) == 1 and failed[0]["file"] == "rank0.json.gz"
+
+
+def test_process_pool_gives_the_same_analyses_as_one_process(tmp_path):
+    make_rank_dir(tmp_path, n=3, straggler=2)
+    files, _ = find_rank_files([str(tmp_path)])
+    done = []
+    pooled, where = map_ranks(files, jobs=2, on_done=done.append)
+    assert where.startswith("in 2 worker processes") and len(done) == 3
+    single, where1 = map_ranks(files, jobs=1)
+    assert where1.startswith("in this process")
+    strip = [dict(r["analysis"]) for r in pooled]
+    assert [r["path"] for r in pooled] == files  # results keep the input order
+    assert strip == [r["analysis"] for r in single]
+
+
+def test_dask_address():
+    assert dask_address("local") is None
+    assert dask_address("dask://10.0.0.5:8786") == "tcp://10.0.0.5:8786"
+    assert dask_address("tcp://h:1") == "tcp://h:1"
+    with pytest.raises(BadInput, match="dask://HOST:PORT"):
+        dask_address("ray://x")
+
+
+def test_progress_is_silent_off_a_terminal():
+    assert not enabled(False, io.StringIO())
+    assert not enabled(True, io.StringIO())
+    bar = progress(5, "x", quiet=False)  # pytest's stderr is not a terminal
+    assert isinstance(bar, Progress) and bar._bar is None
+    bar.stage("read")
+    bar.advance("f")
+    bar.close()
+
+
+def test_progress_counts_stages_when_shown():
+    class Fake:
+        def __init__(self):
+            self.n, self.closed, self.post = 0, False, []
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix_str(self, s, refresh=True):
+            self.post.append(s)
+
+        def close(self):
+            self.closed = True
+
+    f = Fake()
+    with Progress(f) as p:
+        for s in ("read", "decode", "columns"):
+            p.stage(s)
+    assert f.n == 3 and f.post == ["read", "decode", "columns"] and f.closed

@@ -1,0 +1,91 @@
+"""`traceana report DIR/` or `traceana report a.json.gz b.json.gz ...`: the cross-rank report.
+
+Called by cli/report.py when it is given several inputs or a directory. Every rank file is
+analysed by traceana.parallel (local worker processes sized to cores and memory, or a Dask
+cluster), then traceana.ranks compares them and render/ranks_html.py writes the report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+
+from traceana.cli.common import check_output, write_text
+from traceana.errors import BadInput, GateFailed
+
+
+def default_output(inputs: Sequence[str]) -> str:
+    if len(inputs) == 1:
+        base = os.path.basename(os.path.abspath(inputs[0].rstrip("/"))) or "ranks"
+        return f"{base}.report.html"
+    return "ranks.report.html"
+
+
+def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, force: bool, quiet: bool,
+                 executor: str, jobs: int | None, ci: Mapping[str, Any], options: Any, hta: bool) -> None:
+    from traceana.gates import evaluate, parse_all
+    from traceana.parallel import find_rank_files, map_ranks, split
+    from traceana.progress import progress
+    from traceana.ranks import cross_rank
+    from traceana.render import format_for_path
+    from traceana.render.ranks_html import ranks_document, render_ranks
+
+    for flag in ("svg", "png", "md_image"):
+        if ci.get(flag):
+            raise BadInput(f"--{flag.replace('_', '-')}: not available for a cross-rank report (give one trace)")
+    gates = parse_all(ci.get("fail_on") or (), diff=False)
+    out = output or default_output(inputs)
+    if fmt is None:
+        fmt = "html" if out == "-" else format_for_path(out)
+    files, skipped = find_rank_files(inputs)
+    check_output(out, files, force)
+    if hta:
+        from traceana.diagnose.hta_views import available
+
+        if not available():
+            raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
+    if skipped and not quiet:
+        click.echo(f"traceana: skipped {len(skipped)} non-trace entr{'y' if len(skipped) == 1 else 'ies'} "
+                   f"(e.g. {os.path.basename(skipped[0])}): only *.json and *.json.gz are rank files", err=True)
+    with progress(len(files), "ranks", quiet=quiet, unit="file") as bar:
+        results, where = map_ranks(files, options, executor=executor, jobs=jobs,
+                                   on_done=lambda r: bar.advance(r.get("file", "")))
+    analyses, failed = split(results)
+    if not analyses:
+        first = failed[0]["error"] if failed else "no result"
+        what = (f"{inputs[0]}: is a directory of {len(files)} trace file{'s' if len(files) != 1 else ''}"
+                if len(inputs) == 1 else f"{len(files)} trace files")
+        raise BadInput(f"{what} and none could be analysed (first: {first})")
+    doc = ranks_document(cross_rank(analyses, failed), analyses, where)
+    write_text(out, render_ranks(doc, fmt))
+    if not quiet:
+        for f in failed:
+            click.echo(f"traceana: rank file not analysed: {f['error']}", err=True)
+        if out != "-":
+            click.echo(summary(doc, out))
+    failures = []
+    for a in analyses:
+        label = a.get("trace", {}).get("file", "")
+        failures += [f"{label}: {f}" for f in evaluate(a, gates)]
+    if failures:
+        for f in failures[:-1]:
+            click.echo(f"traceana: --fail-on {f}", err=True)
+        raise GateFailed(f"--fail-on {failures[-1]}")
+
+
+def summary(doc: Mapping[str, Any], out: str) -> str:
+    from traceana.render import fmt_time_us
+
+    s = doc["summary"]
+    lines = [f"{s['ranks']} ranks analysed {doc.get('ran', '')}; median step {fmt_time_us(s['median_step_us'])} "
+             f"({s['unit']}), collective wait {fmt_time_us(s['collective_wait_us_total'])} over all ranks"]
+    strag = doc.get("straggler")
+    if strag:
+        lines += [f"  {t}" for t in strag["text"][:3]]
+    if s.get("failed"):
+        lines.append(f"  {s['failed']} rank file(s) could not be analysed")
+    lines.append(f"report written to {out}")
+    return "\n".join(lines)

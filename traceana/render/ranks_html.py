@@ -1,0 +1,217 @@
+"""The cross-rank report: html (templates/ranks.html.j2, styled by report.css), markdown, json.
+
+The document rendered is `ranks_document(...)`: the cross-rank dict of traceana/ranks.py
+plus every rank's own Analysis under "analyses" (so the JSON keeps everything and the page
+shows each rank's headline and top ops). As for the one-trace report, `build_view` turns the
+untrusted dict into display strings first; strings reach the page through autoescaping only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from traceana.render import (
+    bound_of,
+    fmt_dims,
+    fmt_pct,
+    fmt_time_us,
+    fmt_types,
+    mapping,
+    num,
+    seq,
+    text,
+)
+from traceana.render.json_out import render_json
+
+CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
+_ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+#: Per-rank sections list this many ops.
+TOP_OPS = 5
+
+
+def ranks_document(cross: Mapping[str, Any], analyses: Sequence[Mapping[str, Any]], where: str = "") -> dict:
+    """The saved multi-rank document: the cross-rank dict + each rank's Analysis."""
+    doc = dict(cross)
+    doc["ran"] = where
+    doc["analyses"] = list(analyses)
+    return doc
+
+
+def render_ranks(doc: Mapping[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return render_json(doc)
+    if fmt == "md":
+        return render_ranks_markdown(doc)
+    if fmt == "html":
+        return render_ranks_html(doc)
+    from traceana.errors import BadInput
+
+    raise BadInput(f"unknown report format {fmt!r}: expected one of html, md, json")
+
+
+def _anchor(label: str, i: int, seen: set[str]) -> str:
+    a = "rank-" + (_ANCHOR_BAD.sub("_", label)[:48] or str(i))
+    if a in seen:
+        a = f"{a}-{i}"
+    seen.add(a)
+    return a
+
+
+def _classes(by_class: Any, total: float | None) -> list[dict[str, Any]]:
+    m = mapping(by_class)
+    out = []
+    for c in CLASSES:
+        v = num(m.get(c))
+        if v is None or v <= 0:
+            continue
+        pct = v / total * 100 if total else 0.0
+        out.append({"cls": c, "us": fmt_time_us(v), "pct": pct, "pct_text": fmt_pct(pct)})
+    return out
+
+
+def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Display strings for the page (and the markdown) from the untrusted document."""
+    summary = mapping(doc.get("summary"))
+    ranks = [r for r in seq(doc.get("ranks")) if isinstance(r, Mapping)]
+    analyses = [a for a in seq(doc.get("analyses")) if isinstance(a, Mapping)]
+    unit = text(summary.get("unit"), 80) or "per step"
+    seen: set[str] = set()
+    rows, sections = [], []
+    max_step = max((num(r.get("step_us")) or 0.0 for r in ranks), default=0.0)
+    strag = mapping(doc.get("straggler"))
+    for i, r in enumerate(ranks):
+        label = text(r.get("label"), 60) or f"rank {i}"
+        anchor = _anchor(label, i, seen)
+        step = num(r.get("step_us"))
+        classes = _classes(r.get("by_class_us"), step if step else None)
+        rows.append({
+            "anchor": anchor, "label": label, "file": text(r.get("file"), 200),
+            "steps": text(r.get("steps")), "step": fmt_time_us(step),
+            "step_bar": (step or 0.0) / max_step * 100 if max_step else 0.0,
+            "vs_median": _signed_pct(r.get("vs_median_pct")),
+            "own": fmt_time_us(r.get("own_us")), "busy": fmt_pct(r.get("busy_pct")),
+            "collective": fmt_time_us(r.get("collective_us")), "wait": fmt_time_us(r.get("collective_wait_us")),
+            "classes": classes, "device": text(r.get("device"), 80),
+            "straggler": strag.get("label") == r.get("label") and bool(strag),
+        })
+        a = analyses[i] if i < len(analyses) else {}
+        ops = []
+        for o in [o for o in seq(a.get("ops")) if isinstance(o, Mapping)][:TOP_OPS]:
+            ops.append({"name": text(o.get("name"), 200) or "(unnamed)", "dims": fmt_dims(o.get("input_dims"), 120),
+                        "types": fmt_types(o.get("input_types"), 60), "bound": bound_of(o),
+                        "time": fmt_time_us(o.get("device_time_us")), "roof": fmt_pct(o.get("roof_pct")),
+                        "count": text(o.get("count"))})
+        kinds = [(text(k, 40), fmt_time_us(v)) for k, v in mapping(r.get("collective_by_kind_us")).items()
+                 if num(v) is not None]
+        sections.append({
+            "anchor": anchor, "label": label, "file": text(r.get("file"), 200),
+            "verdict": text(r.get("verdict"), 600), "device": text(r.get("device"), 80),
+            "ops": ops, "kinds": kinds,
+            "warnings": [text(w, 400) for w in seq(a.get("warnings"))[:10]],
+        })
+    straggler = None
+    if strag:
+        straggler = {
+            "label": text(strag.get("label"), 60), "text": [text(t, 800) for t in seq(strag.get("text"))],
+            "classes": [{"cls": text(c.get("class"), 20), "rank": fmt_time_us(c.get("rank_us")),
+                         "median": fmt_time_us(c.get("median_us")), "delta": _signed_us(c.get("delta_us"))}
+                        for c in seq(strag.get("by_class")) if isinstance(c, Mapping)
+                        and (num(c.get("rank_us")) or num(c.get("median_us")))],
+            "ops": [{"sig": text(o.get("sig"), 300), "cls": text(o.get("class"), 20),
+                     "rank": fmt_time_us(o.get("rank_us")), "median": fmt_time_us(o.get("median_us")),
+                     "delta": _signed_us(o.get("delta_us")), "pct": _signed_pct(o.get("delta_pct"))}
+                    for o in seq(strag.get("ops")) if isinstance(o, Mapping) and (num(o.get("delta_us")) or 0) > 0],
+        }
+    tool = mapping(doc.get("tool"))
+    facts = [("ranks", text(summary.get("ranks"))), ("times", unit),
+             ("median step", fmt_time_us(summary.get("median_step_us"))),
+             ("spread", fmt_pct(summary.get("spread_pct"))),
+             ("collective wait (all ranks)", fmt_time_us(summary.get("collective_wait_us_total")))]
+    devices = [text(d, 80) for d in seq(summary.get("devices"))]
+    if devices:
+        facts.append(("devices", ", ".join(devices[:4]) + (" …" if len(devices) > 4 else "")))
+    if text(doc.get("ran")):
+        facts.append(("ran", text(doc.get("ran"), 200)))
+    failed = [{"file": text(f.get("file"), 200), "error": text(f.get("error"), 400)}
+              for f in seq(doc.get("failed")) if isinstance(f, Mapping)]
+    headline = straggler["text"][0] if straggler and straggler["text"] else (
+        f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed.")
+    return {"tool": f"{text(tool.get('name')) or 'traceana'} {text(tool.get('version'))}".strip(),
+            "facts": facts, "headline": headline, "unit": unit, "rows": rows, "sections": sections,
+            "straggler": straggler, "failed": failed, "classes": CLASSES}
+
+
+def _signed_us(v: Any) -> str:
+    n = num(v)
+    if n is None:
+        return "—"
+    return ("+" if n > 0 else "−" if n < 0 else "") + fmt_time_us(abs(n))
+
+
+def _signed_pct(v: Any) -> str:
+    n = num(v)
+    if n is None:
+        return "—"
+    if round(abs(n), 1) == 0:
+        return "0.0%"
+    return ("+" if n > 0 else "−") + f"{abs(n):.1f}%"
+
+
+def render_ranks_html(doc: Mapping[str, Any]) -> str:
+    from traceana.render.templates import environment
+
+    return environment().get_template("ranks.html.j2").render(view=build_view(doc))
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _md(s: str) -> str:
+    """Table-cell-safe markdown text: no pipes, no newlines, no HTML."""
+    return (s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", " ").replace("`", "'"))
+
+
+def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
+    v = build_view(doc)
+    out = ["# traceana cross-rank report", ""]
+    out.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
+    out.append("")
+    if v["straggler"]:
+        for t in v["straggler"]["text"]:
+            out.append(f"> {_md(t)}")
+        out.append("")
+    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives | wait |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in v["rows"]:
+        mark = " **straggler**" if r["straggler"] else ""
+        out.append(f"| {_md(r['label'])}{mark} | {_md(r['file'])} | {r['step']} | {r['vs_median']} | {r['own']} | "
+                   f"{r['busy']} | {r['collective']} | {r['wait']} |")
+    out.append("")
+    s = v["straggler"]
+    if s and s["ops"]:
+        out += [f"## Where {_md(s['label'])}'s extra time goes", "",
+                "| op signature | class | this rank | median rank | extra |", "|---|---|---:|---:|---:|"]
+        for o in s["ops"][:8]:
+            out.append(f"| {_md(o['sig'])} | {o['cls']} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |")
+        out.append("")
+    out += ["## Each rank", ""]
+    for sec in v["sections"]:
+        out.append(f"### {_md(sec['label'])} — {_md(sec['file'])}")
+        out.append("")
+        if sec["verdict"]:
+            out.append(_md(sec["verdict"]))
+            out.append("")
+        if sec["ops"]:
+            out += ["| op | input dims | bound | device time | % of roof |", "|---|---|---|---:|---:|"]
+            for o in sec["ops"]:
+                out.append(f"| {_md(o['name'])} | {_md(o['dims'])} | {o['bound']} | {o['time']} | {o['roof']} |")
+            out.append("")
+    if v["failed"]:
+        out += ["## Rank files that could not be analysed", ""]
+        out += [f"- {_md(f['file'])}: {_md(f['error'])}" for f in v["failed"]]
+        out.append("")
+    out.append(f"<sub>{_md(v['tool'])}</sub>")
+    return "\n".join(out) + "\n"
