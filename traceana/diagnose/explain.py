@@ -40,7 +40,9 @@ def _shape(row: dict) -> str:
     dims = u.dims(row.get("input_dims"))
     types = [t for t in (row.get("input_types") or []) if t not in ("", "Scalar", "ScalarList")]
     dt = types[0] if types else ""
-    return f"{dims} {dt}".strip() if dims != "—" else (row.get("reason") or "no shapes")[:60]
+    if dims != "—":
+        return f"{dims} {dt}".strip()
+    return (row.get("cause") or "no shapes").replace("_", " ")
 
 
 def _explain(row: dict, device: dict, total_us: float) -> list[str]:
