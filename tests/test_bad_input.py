@@ -304,9 +304,6 @@ def test_huge_but_possible_shapes_are_costed(capsys, tmp_path):
     assert op_named(a, "aten::mm")["flops"] == 2 * 2**20 * 2**10 * 2**10
 
 
-@pytest.mark.xfail(strict=False, reason="found by the long fuzz run, not fixed here: diagnose/breakdown.py "
-                   "builds np.array from Python-int FLOPs x calls beyond int64 (object dtype -> TypeError); "
-                   "fix: dtype=np.float64 on tot_f / tot_b")
 def test_flops_beyond_int64_are_reported(capsys, tmp_path):
     """Legal shapes (numel <= 2^63) whose FLOPs x calls exceed int64: still a report."""
     doc = with_event(0, **{"args.Input Dims": [[2**31, 2**31], [2**31, 2**31]]})

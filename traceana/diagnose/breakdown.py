@@ -121,8 +121,10 @@ def utilisation(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict], device: 
     """
     gpu = trace.gpu
     n_rows = len(rows)
-    tot_f = np.array([(r["flops"] or 0.0) * r["count"] if r.get("flops") is not None else 0.0 for r in rows])
-    tot_b = np.array([(r["bytes"] or 0.0) * r["count"] if r.get("bytes") is not None else 0.0 for r in rows])
+    tot_f = np.array([(r["flops"] or 0.0) * r["count"] if r.get("flops") is not None else 0.0 for r in rows],
+                     dtype=np.float64)
+    tot_b = np.array([(r["bytes"] or 0.0) * r["count"] if r.get("bytes") is not None else 0.0 for r in rows],
+                     dtype=np.float64)
     t_row = np.array([r["device_time_us"] for r in rows], dtype=np.float64)
     sel = ev_row >= 0
     if dev_id is not None:
