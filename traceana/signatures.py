@@ -13,7 +13,7 @@ from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.types import OpCall
 from traceana.link import CAUSE_KEYS, Links
 from traceana.load.model import Trace
-from traceana.load.reader import BIDI_WARNING, clean_text
+from traceana.load.decode import BIDI_WARNING, clean_text
 
 TOP_KERNELS = 5
 

@@ -24,7 +24,7 @@ class CpuOps:
     kernel_flop: np.ndarray  # float64, nan when absent (torch.compile benchmark_kernel)
     kernel_num_gb: np.ndarray  # float64, nan when absent
     # op index -> ((key, value), ...): the extra args of the few ops that have them
-    # (record_param_comms' collective, sizes and group: load.reader.comm_events / attach_comm,
+    # (record_param_comms' collective, sizes and group: load.columns.comm_events / attach_comm,
     # read on the normal {"traceEvents": [...]} load path)
     extra: dict[int, tuple] = field(default_factory=dict)
 

@@ -35,7 +35,7 @@ class Args(Struct, forbid_unknown_fields=False):
 
 class CommArgs(Struct, forbid_unknown_fields=False):
     """record_param_comms' own args (torch >= 2.1): the collective, its sizes and group. Decoded
-    only for those few events (load.reader.comm_events), not as part of Args: six more fields
+    only for those few events (load.columns.comm_events), not as part of Args: six more fields
     there would slow the decode of every event (each unknown arg key scans every field)."""
 
     external_id: Id = field(name="External id", default=None)

@@ -1,0 +1,317 @@
+"""Events -> columns: split decoded events by role (cpu ops, launches, GPU events, annotations)
+into numpy arrays and name tables, chunk by chunk, plus collective args of record_param_comms."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_right
+from itertools import accumulate
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from traceana.errors import BadInput
+from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, Trace
+from traceana.load.schema import COMM_EVENT_DECODER, Event, TraceDoc
+from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text  # noqa: F401
+
+OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+GPU_KIND = {"kernel": 0, "Kernel": 0, "gpu_memcpy": 1, "Memcpy": 1, "gpu_memset": 2, "Memset": 2}
+ANNOTATION_CATS = frozenset({"user_annotation"})
+LEGACY_CATS = frozenset({"Operator", "Runtime", "Kernel"})
+
+_ROLE = {**{c: 1 for c in OP_CATS}, **{c: 2 for c in LAUNCH_CATS}, **{c: 3 for c in ANNOTATION_CATS},
+         **{c: 0 for c in GPU_KIND}}
+_NAN = math.nan
+_BIG = 1 << 1000  # ints below this convert to float without OverflowError
+
+
+def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[list[Event]] | None = None) -> Trace:
+    """Split the decoded events into columns by role. The loop is the hot path of a load (one
+    pass over every event): it does only what must be done per event (role, time checks, name
+    and thread codes) and appends raw id / number fields, which `_ints` / `_floats` convert
+    column-wise afterwards, exactly as `_as_int` / `_finite` would one by one. `chunks`: the
+    events as successive lists, instead of doc.traceEvents (the chunked decode)."""
+    names: dict[str, int] = {}
+    threads: dict[tuple, int] = {}
+    # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
+    op = {k: array("d") if k in ("ts", "end") else [] for k in
+          ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
+    la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext")}
+    gp = {k: array("d") if k in ("ts", "dur") else [] for k in
+          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes")}
+    an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
+    # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
+    shapes: dict[bytes, bytes] = {}
+    same = shapes.setdefault
+    legacy = 0
+    bad_time = 0
+    no_ph = 0
+    t_min = math.inf
+    t_max = -math.inf
+    role_of, kind_of, legacy_cats = _ROLE.get, GPU_KIND.get, LEGACY_CATS
+    names_get, threads_get = names.get, threads.get
+    g_name, g_kind, g_dev, g_pid, g_stream = (gp[k].append for k in ("name", "kind", "device", "pid", "stream"))
+    g_ts, g_dur, g_corr, g_ext, g_bytes = (gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes"))
+    o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
+    o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
+        op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
+    l_name, l_thread, l_ts, l_end, l_corr, l_ext = (la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext"))
+    a_name, a_thread, a_ts, a_end = (an[k].append for k in ("name", "thread", "ts", "end"))
+    finite = _finite
+    empty = b""
+
+    n_events = 0
+    for events in (chunks if chunks is not None else (doc.traceEvents,)):
+        n_events += len(events)
+        for ev in events:
+            if ev.ph != "X":
+                no_ph += not ev.ph
+                continue
+            cat = ev.cat
+            role = role_of(cat)  # None for a missing or uninteresting category
+            if role is None:
+                continue
+            ts = ev.ts
+            if type(ts) is not float:  # ints (older traces) convert exactly as _finite would
+                ts = float(ts) if type(ts) is int and -_BIG < ts < _BIG else finite(ts)
+            dur = ev.dur
+            if type(dur) is not float:
+                dur = float(dur) if type(dur) is int and -_BIG < dur < _BIG else finite(dur)
+            # NaN fails every comparison (ts != ts); +-inf fails the magnitude checks
+            if ts is None or dur is None or ts != ts or dur != dur or dur < 0 or abs(ts) > 1e17 or dur > 1e13:
+                bad_time += 1
+                continue
+            if cat in legacy_cats:
+                legacy += 1
+            name = ev.name
+            if type(name) is not str:
+                name = name if isinstance(name, str) else ""
+            code = names_get(name)
+            if code is None:
+                code = names[name] = len(names)
+            end = ts + dur
+            if ts < t_min:
+                t_min = ts
+            if end > t_max:
+                t_max = end
+            a = ev.args
+            if role == 0:
+                g_name(code)
+                g_kind(kind_of(cat))
+                g_ts(ts)
+                g_dur(dur)
+                g_pid(ev.pid)
+                if a is None:
+                    g_dev(None)
+                    g_stream(ev.tid)
+                    g_corr(None)
+                    g_ext(None)
+                    g_bytes(None)
+                else:
+                    g_dev(a.device)
+                    s = a.stream
+                    g_stream(s if s is not None else ev.tid)
+                    g_corr(a.correlation)
+                    x = a.external_id
+                    g_ext(x if x is not None else a.external_id_2021)
+                    g_bytes(a.bytes)
+                continue
+            tkey = (ev.pid, ev.tid)
+            thread = threads_get(tkey)
+            if thread is None:
+                thread = threads[tkey] = len(threads)
+            if role == 1:
+                if name.startswith("ProfilerStep#"):
+                    a_name(code)
+                    a_thread(thread)
+                    a_ts(ts)
+                    a_end(end)
+                    continue
+                o_name(code)
+                o_thread(thread)
+                o_ts(ts)
+                o_end(end)
+                if a is None:
+                    o_ext(None)
+                    o_dims(empty)
+                    o_types(empty)
+                    o_strides(empty)
+                    o_conc(empty)
+                    o_kflop(None)
+                    o_kgb(None)
+                else:
+                    x = a.external_id
+                    o_ext(x if x is not None else a.external_id_2021)
+                    b = bytes(a.input_dims)
+                    o_dims(same(b, b))
+                    b = bytes(a.input_types)
+                    o_types(same(b, b))
+                    b = bytes(a.input_strides)
+                    o_strides(same(b, b))
+                    b = bytes(a.concrete)
+                    o_conc(same(b, b))
+                    o_kflop(a.kernel_flop)
+                    o_kgb(a.kernel_num_gb)
+            elif role == 2:
+                l_name(code)
+                l_thread(thread)
+                l_ts(ts)
+                l_end(end)
+                if a is None:
+                    l_corr(None)
+                    l_ext(None)
+                else:
+                    l_corr(a.correlation)
+                    x = a.external_id
+                    l_ext(x if x is not None else a.external_id_2021)
+            else:
+                a_name(code)
+                a_thread(thread)
+                a_ts(ts)
+                a_end(end)
+        events = None  # free this chunk before the next one is decoded
+
+    if n_events and no_ph == n_events:
+        raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
+    if bad_time:
+        warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
+    i32, f64 = np.int32, np.float64
+    ops = CpuOps(np.array(op["name"], i32), np.array(op["thread"], i32), np.array(op["ts"], f64),
+                 np.array(op["end"], f64), _ints(op["ext"]), op["dims"], op["types"],
+                 op["strides"], op["concrete"], _floats(op["kflop"]), _floats(op["kgb"]))
+    launches = Launches(np.array(la["name"], i32), np.array(la["thread"], i32), np.array(la["ts"], f64),
+                        np.array(la["end"], f64), _ints(la["corr"]), _ints(la["ext"]))
+    device = _ints(gp["device"])
+    device = np.where(device >= 0, device, _ints(gp["pid"]))
+    gpu = GpuEvents(np.array(gp["name"], i32), np.array(gp["kind"], np.int8), device,
+                    _ints(gp["stream"]), np.array(gp["ts"], f64), np.array(gp["dur"], f64),
+                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]))
+    anns = Annotations(np.array(an["name"], i32), np.array(an["thread"], i32), np.array(an["ts"], f64),
+                       np.array(an["end"], f64))
+    props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
+    distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None
+    name_list, props, distributed, cleaned = _clean_strings(list(names), props, distributed)
+    if cleaned:
+        warnings.append(BIDI_WARNING)
+    props = _sane_props(props, warnings)
+    record_shapes = bool(doc.record_shapes) or any(op["dims"][i] for i in range(min(len(op["dims"]), 2000)))
+    span = (t_max - t_min) if t_max > t_min else 0.0
+    fmt = "kineto-2021" if legacy else "kineto"
+    # Trace.path is only displayed (the report's file name): no control or bidi characters.
+    return Trace(path=clean_text(path), format=fmt, names=name_list, threads=[f"{p}/{t}" for p, t in threads],
+                 ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
+                 distributed=distributed,
+                 record_shapes=record_shapes, n_events=n_events, span_us=span,
+                 warnings=warnings)
+
+
+_COMM_MARK = b'"record_param_comms"'
+
+
+def comm_events(part: list, text: bytes) -> list[tuple]:
+    """(ts, External id, comm_extra) of the record_param_comms cpu ops among these raw events;
+    text is the events joined by commas (the mark is found there, then its event by offset)."""
+    out = []
+    ends = list(accumulate(len(r) + 1 for r in part))  # offset just past each event's comma
+    hits = []
+    pos = text.find(_COMM_MARK)
+    while pos >= 0:
+        j = bisect_right(ends, pos)
+        if j < len(part) and (not hits or hits[-1] != j):
+            hits.append(j)
+        pos = text.find(_COMM_MARK, pos + 1)
+    for j in hits:
+        b = bytes(part[j])
+        try:
+            ev = COMM_EVENT_DECODER.decode(b.lstrip(b"[").rstrip(b"]"))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if ev.name != "record_param_comms" or ev.cat not in OP_CATS or ev.args is None:
+            continue
+        ts = _finite(ev.ts)
+        ex = comm_extra(ev.args)
+        if ts is not None and ex:
+            out.append((ts, _as_int(ev.args.external_id), ex))
+    return out
+
+
+def attach_comm(trace: Trace, comm: list[tuple]) -> None:
+    """Put each collective's args on its op (matched by start time and External id): ops.extra."""
+    code = trace.names.index("record_param_comms") if "record_param_comms" in trace.names else -1
+    ops = trace.ops
+    where = {(float(ops.ts[i]), int(ops.ext[i])): i for i in np.flatnonzero(ops.name == code).tolist()}
+    for ts, ext, ex in comm:
+        i = where.get((ts, ext))
+        if i is not None:
+            ops.extra[i] = ex
+
+
+# record_param_comms args carried into OpCall.extra: (key, CommArgs attribute, type)
+_COMM_ARGS = (("collective", "collective_name", str), ("in_nelems", "in_msg_nelems", int),
+              ("out_nelems", "out_msg_nelems", int), ("group_size", "group_size", int),
+              ("dtype", "comm_dtype", str), ("group_ranks", "pg_ranks", str))
+
+
+def comm_extra(a: Any) -> tuple:
+    """The collective's recorded args as sorted (key, value) pairs; values of the wrong type, out
+    of range or overlong are dropped (a list of ranks is kept only as its length)."""
+    out = []
+    for key, attr, typ in _COMM_ARGS:
+        v = getattr(a, attr)
+        if key == "group_ranks" and isinstance(v, list):
+            out.append(("group_ranks_n", len(v)))
+            continue
+        if typ is int:
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            if type(v) is not int or not 0 <= v < 2**62:
+                continue
+        elif not isinstance(v, str) or not v or len(v) > 100_000:
+            continue
+        elif key == "group_ranks":
+            v = v.count(",") + 1 if v.strip("[] ") else 0
+            key = "group_ranks_n"
+        else:
+            v = clean_text(v[:80])
+        out.append((key, v))
+    return tuple(sorted(out))
+
+
+_INT_TYPES = frozenset({int})
+_INT_OR_NONE = frozenset({int, type(None)})
+_FLOAT_TYPES = frozenset({int, float, type(None)})
+
+
+def _ints(values: list) -> np.ndarray:
+    """int64 column equal to [_as_int(v) for v in values], vectorised when the values are ints
+    (and None): the common case of every real trace."""
+    types = set(map(type, values))
+    if types <= _INT_OR_NONE:
+        vals = values if types <= _INT_TYPES else [-1 if v is None else v for v in values]
+        try:
+            return np.array(vals, dtype=np.int64)
+        except OverflowError:  # an id beyond int64: _as_int makes it -1
+            pass
+    return np.array([_as_int(v) for v in values], dtype=np.int64)
+
+
+def _floats(values: list) -> np.ndarray:
+    """float64 column equal to [_finite(v) or nan for v in values], vectorised for numbers / None."""
+    if set(map(type, values)) <= _FLOAT_TYPES:
+        try:
+            arr = np.array(values, dtype=np.float64)  # None -> nan
+        except OverflowError:
+            pass
+        else:
+            arr[~np.isfinite(arr)] = _NAN
+            return arr
+    out = []
+    for v in values:
+        f = _finite(v)
+        out.append(f if f is not None else _NAN)
+    return np.array(out, dtype=np.float64)
