@@ -117,11 +117,6 @@ def test_permute_2d_sparse_data_is_a_gather():
     assert c.estimated  # 6 of 3 features: permuted index count estimated as 50*6/3
 
 
-def test_tbe_ops_are_unmodelled_with_the_reason():
-    r = op_cost(call("torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>", [(8, 16)], [F32]))
-    assert isinstance(r, Unmodelled) and "gradient input" in r.reason
-
-
 # ---------------------------------------------------------------- compiled kernels
 
 

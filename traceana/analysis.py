@@ -16,6 +16,8 @@ from traceana import __version__
 from traceana.cost import Cost, op_cost
 from traceana.cost.families.comm import comm_rates
 from traceana.cost.meta import SOURCE as META_SOURCE
+from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
+from traceana.cost.pair_tbe import pair as pair_tbe
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
 from traceana.diagnose import explain_rows
@@ -65,7 +67,9 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     warnings.extend(device.notes)
     if stage:
         stage("cost")
-    recovered = recover([g.call for g in groups], [g.count for g in groups], calls_named(trace, CONTEXT_OPS))
+    sigs, counts = [g.call for g in groups], [g.count for g in groups]
+    recovered = recover(sigs, counts, calls_named(trace, CONTEXT_OPS))
+    recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     rows = [_row(g, device_dict, recovered.get(i), options.meta) for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))

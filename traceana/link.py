@@ -29,6 +29,8 @@ CAUSES = {
                   "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
     "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
                            "before torch 2.x, and some long TensorLists in newer ones)",
+    "comm_unsized": "a collective recorded without its message size (record_param_comms before torch 2.1 "
+                    "has no args), and no op that issued it recorded the tensor",
 }
 
 
@@ -176,6 +178,9 @@ def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndar
         compiled = region | (shapeless & triton)
         cause[has_op[compiled]] = CAUSE_KEYS.index("compiled")
         cause[has_op[shapeless & ~compiled]] = CAUSE_KEYS.index("no_shapes")
+        if "record_param_comms" in names and any(ops.dims):  # shapes recorded, but not the collective's
+            comm = ops.name[op_idx] == names.index("record_param_comms")
+            cause[has_op[shapeless & ~compiled & comm]] = CAUSE_KEYS.index("comm_unsized")
         checked: dict[tuple[bytes, bytes], bool] = {}
         checked_sizes: dict[tuple[bytes, bytes], bool] = {}
         uniq, inv = np.unique(op_idx, return_inverse=True)

@@ -187,6 +187,10 @@ def cost_variants(variants: Variants, how: str, own_count: int, op_cost) -> Cost
 
 
 def _shape_of(call: OpCall) -> str:
+    fwd = call.get("tbe_forward")
+    if fwd is not None:
+        idx = fwd.tensor(11)
+        return f"{idx.shape[0] if idx is not None and idx.shape else '?'} lookups"
     v = call.scalar(0)
     if v is not None and call.name in _WEIGHT:
         return f"weight {v}"

@@ -18,6 +18,9 @@ OPAQUE_ADVICE = {
                            "for TensorList arguments (cat, stack, collectives' tensor lists), and newer ones "
                            "still drop them for long lists (e.g. a foreach optimizer step over every "
                            "parameter), so these ops cannot be costed from this trace.",
+    "comm_unsized": "Profile with torch >= 2.1: record_param_comms then records each collective's message "
+                    "size, dtype and group size ('In msg nelems', 'dtype', 'Group size'), so its bytes per rank "
+                    "and bus bandwidth can be computed.",
     "bad_shapes": "The recorded shapes of these ops are corrupt: record the trace again (a newer torch, "
                   "record_shapes=True) to cost them.",
 }

@@ -17,6 +17,7 @@ from traceana import prefetch
 from traceana.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
+from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.columns import (  # noqa: F401  (re-exported)
     _COMM_MARK, ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, attach_comm, build_trace, comm_events,
     comm_extra,
@@ -85,13 +86,14 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
     gc.disable()
     try:
         trace = _load_chunked(path, data, stage)
-        if trace is not None:
-            return trace
-        doc, warnings = _decode(path, data)
-        del data
-        if stage:
-            stage("columns")
-        return build_trace(path, doc, warnings)
+        if trace is None:
+            doc, warnings = _decode(path, data)
+            del data
+            if stage:
+                stage("columns")
+            trace = build_trace(path, doc, warnings)
+        adopt_parent_messages(trace)
+        return trace
     finally:
         if enabled:
             gc.enable()

@@ -12,4 +12,5 @@ from traceana.cost.families import (  # noqa: F401
     pointwise,
     pool,
     reduction,
+    tbe,
 )

@@ -20,7 +20,8 @@ S / time its *algorithm bandwidth*; both are in the row's `comm` entry.
 Where the facts come from, best first: record_param_comms' args (torch >= 2.1: "Collective
 name", "In/Out msg nelems", "dtype", "Group size"); the op's name (c10d::allreduce_,
 _c10d_functional::all_gather_into_tensor, ...) and its tensors; the NCCL kernel's name
-(old record_param_comms events record only the input tensor). The group size is taken from
+(old record_param_comms events record only the input tensor); for the oldest, which record
+nothing, the tensor of the library op that issued them (load.comm_parents). The group size is taken from
 "Group size", from the ratio of an all_gather's output to its input, or from a functional
 collective's group_size argument; otherwise it is assumed to be the world size in the trace's
 distributedInfo, and the Cost is marked estimated.
@@ -85,6 +86,9 @@ def _algorithm(call: OpCall, short: str) -> tuple[str | None, str]:
     """(algorithm, where it was read) for this call."""
     rec = call.get("collective")
     if isinstance(rec, str) and rec in _BY_NAME:
+        parent = call.get("message_from")
+        if isinstance(parent, str):
+            return _BY_NAME[rec], f"name of the op that issued it ({parent[:80]})"
         return _BY_NAME[rec], f"collective {rec!r} recorded"
     base = short.rstrip("_")
     if call.name != "record_param_comms" and base in _BY_NAME:
@@ -162,6 +166,11 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
                           "its algorithm, and so its bytes per rank, are unknown")
     notes: list[str] = [f"algorithm from the {how}"]
     estimated = "taken as" in how
+    parent = call.get("message_from")
+    if isinstance(parent, str):
+        notes.append(f"the collective recorded no sizes: its message is the tensor of the op that issued it, "
+                     f"{parent[:80]}")
+        estimated = True
     tensors = _tensors(call)
     itemsize, dtype = _itemsize_of_list(call)
     if not itemsize and tensors:

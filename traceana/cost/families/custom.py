@@ -2,10 +2,8 @@
 (sgl_kernel, aiter, vllm, sglang) and the size-preserving FBGEMM ops of recommender models.
 
 Each formula states the kernel's contract it relies on (which argument is read, which written).
-Ops whose work cannot be told from what is recorded stay unmodelled with the reason, e.g.
-FBGEMM's table-batched embedding lookup (how many rows each table contributes, and their widths,
-is not recorded) and its autograd node (`torch::autograd::CppNode<SplitLookupFunction_*>`, whose
-recorded dims are only its gradient input): see docs/cost-model.md.
+Ops whose work cannot be told from what is recorded stay unmodelled with the reason. FBGEMM's
+table-batched embedding lookup and its autograd node have their own family (tbe.py).
 """
 
 from __future__ import annotations
@@ -350,30 +348,3 @@ def complete_cumsum(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(f"{call.name}: expected a 1-D input, got {x.shape}")
     tr = Traffic().read("input", x).write("output", (x.numel + 1,), x.itemsize)
     return make(x.numel, tr, "reduction", x.dtype, per_element_expr(x.shape, 1, x.numel))
-
-
-# FBGEMM's table-batched embedding (TBE): the forward lookup and its autograd node. Kept unmodelled
-# on purpose (a formula returning the reason): see the reasons and docs/cost-model.md.
-_TBE_OPTIMIZERS = ("sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad_with_counter",
-                   "rowwise_adagrad_with_weight_decay", "rowwise_weighted_adagrad", "adam", "partial_rowwise_adam",
-                   "lamb", "partial_rowwise_lamb", "lars_sgd", "approx_sgd", "approx_rowwise_adagrad", "none",
-                   "dense")
-TBE_FORWARD = ("table-batched embedding lookup: the rows each table contributes per bag and the tables' "
-               "widths are not in the trace (the int tensors' contents, D_offsets and total_D, are never "
-               "recorded), so the bytes read cannot be counted; only the output [B, total_D] would be known")
-TBE_BACKWARD = ("autograd node of the table-batched embedding: its recorded dims are only its gradient input "
-                "[B, total_D]; the indices it sorts, the rows it updates and the optimizer state it reads and "
-                "writes belong to the forward call and are not recorded with it")
-
-
-def _tbe_forward(call: OpCall) -> Unmodelled:
-    return Unmodelled(TBE_FORWARD)
-
-
-def _tbe_backward(call: OpCall) -> Unmodelled:
-    return Unmodelled(TBE_BACKWARD)
-
-
-formula(*(f"fbgemm::split_embedding_codegen_lookup_{o}_function" for o in _TBE_OPTIMIZERS),
-        *(f"fbgemm::split_embedding_codegen_lookup_{o}_function_cpu" for o in _TBE_OPTIMIZERS))(_tbe_forward)
-formula(*(f"torch::autograd::CppNode<SplitLookupFunction_{o}_Op>" for o in _TBE_OPTIMIZERS))(_tbe_backward)

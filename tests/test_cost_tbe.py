@@ -1,0 +1,131 @@
+"""FBGEMM table-batched embedding: the lookup, its autograd node (backward + fused optimizer), and
+the pre-pass that pairs them. Calls are built as hta/control.json.gz records them (29 arguments)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.analyses import analysis
+from tests.conftest import shared_trace
+from traceana.cost import Cost, OpCall, Unmodelled, op_cost
+from traceana.cost.pair_tbe import pair
+from traceana.cost.recover import cost_variants
+
+FWD = "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"
+BWD = "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
+TYPES = ("float", "float", "float", "float", "int", "long", "int", "Scalar", "Scalar", "long", "Scalar", "long",
+         "long", "Scalar", "float", "", "int", "Scalar", "Scalar", "Scalar", "float", "float", "int", "long",
+         "Scalar", "Scalar", "Scalar", "Scalar", "Scalar")
+
+
+def fwd(weights=96000, tables=1, lookups=61072, bags=8192, rows=1000, weighted=True, name=FWD, extra=()):
+    dims = ((0,), (weights,), (0,), (0, 0), (tables,), (tables,), (tables + 1,), (), (), (tables + 1,), (),
+            (lookups,), (bags + 1,), (), (lookups,) if weighted else (), (), (0,), (), (), (), (rows,), (0,),
+            (tables,), (tables,), (), (), (), (), ())
+    types = TYPES if weighted else TYPES[:14] + ("",) + TYPES[15:]
+    return OpCall(name, dims, types, None, None, (), tuple(extra))
+
+
+def bwd(b=8192, total_d=96, forward=None):
+    return OpCall(BWD, ((b, total_d),), ("float",), None, None, (),
+                  (("tbe_forward", forward),) if forward is not None else ())
+
+
+def cost(c: OpCall) -> Cost:
+    r = op_cost(c)
+    assert isinstance(r, Cost), r
+    return r
+
+
+def test_lookup_alone_uses_the_mean_row_width():
+    c = cost(fwd())
+    # D = W / R = 96000 / 1000 = 96; L*D = 61072*96 = 5,862,912 > W, so every row is read once: 96000*4
+    idx, off, psw, rows, out = 61072 * 8, 8193 * 8, 61072 * 4, 96000 * 4, 8192 * 96 * 4
+    assert c.bytes == idx + off + psw + rows + out == 4328136  # 488,576 + 65,544 + 244,288 + 384,000 + 3,145,728
+    assert c.flops == 61072 * 96 * 2 == 11725824  # L*D*2: a multiply-add per element (weighted bags)
+    assert c.estimated and c.family == "index" and c.dtype == "fp32"
+    assert any("W / R" in n for n in c.notes)
+
+
+def test_lookup_paired_uses_total_d_and_reads_rows_per_lookup_when_they_fit():
+    c = cost(fwd(weights=7487072, tables=122, lookups=15807216, bags=999424, rows=90837, weighted=False,
+                 extra=(("tbe_total_D", 8720),)))
+    d = 8720 / 122  # D = total_D / T = 71.48
+    # L*D = 15807216*71.48 = 1.13e9 > W = 7,487,072: the tables are read once
+    expect = 15807216 * 8 + 999425 * 8 + 7487072 * 4 + 8192 * 8720 * 4  # indices, offsets, rows, out [B, total_D]
+    assert c.bytes == expect == 450138376  # 126,457,728 + 7,995,400 + 29,948,288 + 285,736,960
+    assert c.flops == pytest.approx(15807216 * d)  # one add per looked-up element = 1.13e9
+    assert "total_D / T" in c.notes[0]
+
+
+def test_lookup_rows_counted_per_lookup_below_the_table_size():
+    c = cost(fwd(weights=1_000_000, rows=1000, lookups=100, bags=10, weighted=False))
+    # D = 1000; L*D = 100*1000 = 100,000 <= W: read 100,000*4
+    assert c.bytes == 100 * 8 + 11 * 8 + 100_000 * 4 + 10 * 1000 * 4 == 440888
+
+
+def test_node_with_its_lookup_counts_sort_gradient_rows_and_optimizer_state():
+    c = cost(bwd(forward=fwd()))
+    # U = min(L, R) = min(61072, 1000) = 1000 rows updated, D = 96
+    reads = 61072 * 8 + 8193 * 8 + 61072 * 4  # indices, offsets, per-sample weights
+    sort = 2 * 61072 * 12  # (row, lookup) pairs written and read once: 1,465,728
+    grad = 8192 * 96 * 4  # L*D > B*total_D: the gradient read once = 3,145,728
+    rows = 2 * 1000 * 96 * 4  # read + write the updated rows = 768,000
+    state = 2 * 1000 * 4  # row-wise Adagrad: one fp32 per row, read + write = 8,000
+    assert c.bytes == reads + sort + grad + rows + state == 6185864
+    # accumulate L*D*2 = 11,725,824 (weighted) + update U*(4*D + 5) = 1000*389 = 389,000
+    assert c.flops == 11725824 + 389000
+    assert c.estimated and any("U = min(L, R)" in n for n in c.notes)
+
+
+def test_unpaired_node_and_unknown_widths_stay_unmodelled_with_the_reason():
+    r = op_cost(bwd())
+    assert isinstance(r, Unmodelled) and "paired" in r.reason
+    sgd = fwd(name="fbgemm::split_embedding_codegen_lookup_sgd_function")
+    r = op_cost(sgd)  # SGD keeps no per-row state: no R, so no W / R
+    assert isinstance(r, Unmodelled) and "widths are not recorded" in r.reason
+    bad = OpCall(FWD, ((0,), (10,)), ("float", "float"))
+    r = op_cost(bad)
+    assert isinstance(r, Unmodelled) and "layout" in r.reason
+    r = op_cost(bwd(b=4096, forward=fwd()))  # the gradient's B disagrees with the lookup's 8192
+    assert isinstance(r, Unmodelled) and "does not match" in r.reason
+
+
+def test_pairing_by_batch_and_width():
+    small = [fwd(lookups=n) for n in (61072, 56896)]  # T=1, D = 96: one module over two steps
+    big = [fwd(weights=7487072, tables=122, lookups=n, bags=999424, rows=90837, weighted=False)
+           for n in (15807216, 15781672)]  # T=122: T*W/R = 122*82.4 = 10,056, nearest to 8720
+    nodes = [bwd(total_d=8720), bwd(total_d=96)]
+    calls = small + big + nodes
+    out = pair(calls, [1, 1, 1, 1, 2, 2])
+    assert set(out) == {0, 1, 2, 3, 4, 5}
+    assert out[0][0][0][0].get("tbe_total_D") == 96 and out[2][0][0][0].get("tbe_total_D") == 8720
+    variants, how = out[4]  # the [8192, 8720] node: both steps of the big module, one call each
+    assert [v[0].get("tbe_forward") for v in variants] == big and [v[1] for v in variants] == [1, 1]
+    c = cost_variants(variants, how, 2, op_cost)
+    each = [cost(v[0]) for v in variants]
+    assert c.bytes == pytest.approx((each[0].bytes + each[1].bytes) / 2)  # the call-weighted mean
+    assert out[5][0][0][0].get("tbe_forward") in small
+
+
+@pytest.mark.parametrize("rel", ["hta/control.json.gz", "hta/test.json.gz", "hta/rank0.json.gz",
+                                 "hta/sampled_rank-0.json.gz", "hta/sampled_rank-1.json.gz"])
+def test_real_traces_model_every_tbe_call_below_the_roof(rel):
+    a = analysis(rel)  # skips when ../shared is absent
+    rows = [r for r in a["ops"] if r["name"] in (FWD, BWD)]
+    assert rows
+    for r in rows:  # the sampled ranks name no device: no roof, but FLOPs and bytes all the same
+        assert r["flops"] is not None and r["estimated"], (r["name"], r["reason"])
+        assert r["roof_pct"] is None or 0 < r["roof_pct"] < 100, r["name"]
+
+
+def test_control_tbe_node_pinned():
+    a = analysis("hta/control.json.gz")
+    rows = [r for r in a["ops"] if r["name"] in (FWD, BWD)]
+    assert len(rows) == 14  # 12 lookups (2 modules x 6 steps, one signature each: L differs) + 2 autograd nodes
+    node = next(r for r in rows if r["name"] == BWD and [list(d) for d in r["input_dims"]] == [[8192, 8720]])
+    assert node["count"] == 6 and node["bound"] == "memory"
+    # mean over the 6 steps: indices + offsets + sort 2*L*12 + gradient once 8192*8720*4 + rows and state,
+    # L ~ 15.8M lookups, D = 8720/122
+    assert node["bytes"] == pytest.approx(852103844, rel=1e-6)
+    assert node["roof_pct"] == pytest.approx(5.7, abs=0.1)  # 852 MB / 9.58 ms = 89 GB/s of the A100's 1555
