@@ -129,3 +129,14 @@ def test_control_tbe_node_pinned():
     # L ~ 15.8M lookups, D = 8720/122
     assert node["bytes"] == pytest.approx(852103844, rel=1e-6)
     assert node["roof_pct"] == pytest.approx(5.7, abs=0.1)  # 852 MB / 9.58 ms = 89 GB/s of the A100's 1555
+    look = next(r for r in rows if r["name"] == FWD and r["input_dims"][11] == [15807216])
+    # indices 15807216*8 + offsets 999425*8 + tables once 7487072*4 + out [8192, 8720]*4 (total_D from the node)
+    assert look["bytes"] == 450138376 and "paired autograd node" in look["notes"][0]
+    assert look["roof_pct"] == pytest.approx(11.4, abs=0.1)  # 450 MB / 2.546 ms = 177 GB/s of 1555
+
+
+def test_context_signatures_pair_with_the_groups_that_own_kernels():
+    """calls_named() builds signatures without kernel names: the lookup must still get total_D."""
+    owned = OpCall(FWD, fwd().dims, fwd().types, None, None, ("split_embedding_codegen_forward_kernel",))
+    out = pair([owned, bwd()], [1, 1], context=[(fwd(), 1)])
+    assert out[0][0][0][0].get("tbe_total_D") == 96

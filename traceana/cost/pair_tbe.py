@@ -33,6 +33,12 @@ def _module_key(lk: Lookup) -> tuple:
     return (lk.optimizer, lk.tables, lk.bags, lk.weights, lk.rows, lk.weight.type_str, lk.weighted)
 
 
+def _sig(call: OpCall) -> tuple:
+    """What identifies a signature whether it came from the groups or the context (which carry no
+    kernel names)."""
+    return call.name, call.dims, call.types, call.concrete
+
+
 def _distance(lk: Lookup, total_d: int) -> float:
     est = lk.mean_width * lk.tables if lk.mean_width else None
     return abs(log(total_d / est)) if est and total_d > 0 else float("inf")
@@ -73,13 +79,13 @@ def pair(calls: Sequence[OpCall | None], counts: Sequence[int],
         if mk not in chosen:
             chosen[mk] = i
     out: dict[int, tuple[Variants, str]] = {}
-    index_of = {c: j for j, c in enumerate(calls) if c is not None and c.name in FORWARD}
+    index_of = {_sig(c): j for j, c in enumerate(calls) if c is not None and c.name in FORWARD}
     node_variants: dict[int, Variants] = defaultdict(list)
     for mk, i in chosen.items():
         total_d = node_key[i][2]
         for call, n, lk in modules[mk]:
             node_variants[i].append((replace(nodes[i], extra=nodes[i].extra + (("tbe_forward", call),)), n))
-            j = index_of.get(call)  # None: a context instance that launched no kernels itself
+            j = index_of.get(_sig(call))  # None: a context instance that launched no kernels itself
             if j is not None:
                 done = replace(call, extra=call.extra + (("tbe_total_D", total_d),))
                 out[j] = ([(done, counts[j])], f"total_D = {total_d} from the gradient of the paired autograd node")
