@@ -212,3 +212,14 @@ def test_memory_bound_transcendental_explanation_says_so(tmp_path):
     assert op["bound"] == "memory" and op["flops"] == 8192 * 8192 * 10  # sigmoid: 10 FLOPs per element
     lines = a["explanations"][0]["lines"]
     assert any("runs at the memory roof" in line and "transcendental" in line for line in lines)
+
+
+def test_block_bucketize_with_my_size_from_the_world_size():
+    dims = [(45056,), (689849,), (), (), (11,), (), ()]
+    types = ["int", "int", "Scalar", "Scalar", "int", "Scalar", ""]
+    c = cost("fbgemm::block_bucketize_sparse_features", dims, types, extra=[("world_size", 16)])
+    # read lengths 45056*4 + indices 689849*4 + block_sizes 11*4; write new lengths 16*45056*4 + indices 689849*4
+    assert c.bytes == 45056 * 4 + 689849 * 4 + 11 * 4 + 16 * 45056 * 4 + 689849 * 4 == 8582644
+    assert c.flops == 689849 * 2 and c.estimated  # a divide and a remainder per index = 1,379,698
+    r = op_cost(call("fbgemm::block_bucketize_sparse_features", dims, types))
+    assert isinstance(r, Unmodelled) and "my_size" in r.reason

@@ -16,7 +16,7 @@ PINNED = {
     "hta/control.json.gz": (80.5, 19.5, 0.1),
     "hta/df_index_resolver.json.gz": (0.0, 100.0, 0.0),
     "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz": (100.0, 0.0, 0.0),
-    "hta/rank0.json.gz": (27.1, 72.3, 0.6),
+    "hta/rank0.json.gz": (27.7, 72.3, 0.0),
     "hta/sampled_rank-0.json.gz": (80.2, 19.7, 0.1),
     "hta/sampled_rank-1.json.gz": (90.8, 9.1, 0.1),
     "hta/test.json.gz": (50.4, 49.6, 0.0),

@@ -71,6 +71,10 @@ def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: by
     )
 
 
+# non-collective ops whose formula falls back on the world size (their bucket count is one per rank)
+WORLD_SIZE_OPS = frozenset({"fbgemm::block_bucketize_sparse_features"})
+
+
 def _is_comm(name: str) -> bool:
     return name == "record_param_comms" or name.startswith(("c10d::", "nccl:", "c10d_functional::",
                                                             "_c10d_functional::"))
@@ -80,7 +84,7 @@ def _extra(trace: Trace, i: int, name: str, kflop: float | None, kgb: float | No
     """OpCall.extra of op i: its recorded extra args, the world size for collectives, and
     torch.compile's kernel_flop / kernel_num_gb."""
     out = dict(trace.ops.extra.get(i, ()))
-    if _is_comm(name):
+    if _is_comm(name) or name in WORLD_SIZE_OPS:
         ws = (trace.distributed or {}).get("world_size")
         if type(ws) is int and ws > 0:
             out["world_size"] = ws

@@ -288,6 +288,39 @@ def bounds_check_indices(call: OpCall) -> Cost | Unmodelled:
                 notes=["out-of-bounds indices are rewritten in place: assumed none"])
 
 
+@formula("fbgemm::block_bucketize_sparse_features")
+def block_bucketize(call: OpCall) -> Cost | Unmodelled:
+    """(lengths [T*B], indices [N], bucketize_pos, sequence, block_sizes [T], my_size, weights?, ...):
+    each index goes to bucket index / block_size of its feature (a divide and a remainder: 2 FLOPs);
+    writes the new lengths [my_size * T*B] and the N re-based indices (and weights when given).
+    Position and permutation outputs (flags not recorded) and the scans' offset arrays are not counted."""
+    (lengths, idx, blocks), err = need(call, 0, 1, 4)
+    if err:
+        return err
+    notes = ["position / unbucketize-permute outputs and the scans' offset arrays not counted"]
+    my_size = parse_int(call.scalar(5))
+    estimated = False
+    if my_size is None or my_size <= 0:
+        world = call.get("world_size")
+        if type(world) is not int or world <= 0:
+            return Unmodelled(f"{call.name}: my_size (the number of buckets) not recorded and no world size "
+                              f"in the trace")
+        my_size, estimated = world, True
+        notes.append(f"my_size not recorded: taken as the world size {world} (one bucket per rank)")
+    tr = Traffic().read("lengths", lengths).read("indices", idx).read("block_sizes", blocks)
+    w = call.tensor(6)
+    weighted = w is not None and w.numel == idx.numel and idx.numel > 0
+    if weighted:
+        tr.read("weights", w)
+    tr.write("new lengths", (my_size,) + lengths.shape, lengths.itemsize)
+    tr.write("new indices", idx.shape, idx.itemsize)
+    if weighted:
+        tr.write("new weights", w.shape, w.itemsize)
+    flops = idx.numel * 2
+    return make(flops, tr, "index", idx.dtype, per_element_expr(idx.shape, 2, flops, "indices"),
+                estimated=estimated, notes=notes)
+
+
 def _rowwise_cols(c: int) -> int:
     """FP8/8-bit rowwise quantized row length: the values padded to 4 plus two fp32 (scale, bias)."""
     return (c + 3) // 4 * 4 + 8
