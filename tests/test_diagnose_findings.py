@@ -86,3 +86,18 @@ def test_fp32_gemm_on_tf32_kernels_is_held_to_the_tf32_roof():
     assert "6.9% of 156 TFLOP/s (tf32_tc)" in f["title"]
     assert f["saving_us"] == pytest.approx(685.0 - 5 * flops / 156e6)  # = 637.98 µs
     assert "312 TFLOP/s (2.0x)" in f["text"]  # bf16 tensor cores
+
+
+def test_coverage_findings_survive_the_cap():
+    """30 memory-bound ops fill the 25 ranked findings; the 20% opaque time is still said."""
+    from traceana.diagnose.findings import MAX_FINDINGS, find
+
+    rows = [{"id": f"op{i}", "name": f"aten::op{i}", "input_dims": [[1024]], "dtype": "fp32", "count": 1,
+             "bound": "memory", "device_time_us": 100.0, "mean_time_us": 100.0, "bytes": 4096.0, "flops": 0,
+             "memory_time_us": 10.0, "roof_pct": 10.0, "achieved_gbps": 41.0, "kernels": []} for i in range(30)]
+    rows.append({"id": "op30", "name": "aten::cat", "bound": "opaque", "cause": "shapes_not_recorded",
+                 "device_time_us": 750.0, "count": 1, "kernels": []})
+    total = 30 * 100.0 + 750.0  # opaque share 750 / 3750 = 20%
+    out = find(rows, {"dram_gbps": 320.0, "peak_tflops": {"fp32": 8.1}}, total, extra=[])
+    assert len(out) == MAX_FINDINGS + 1 and out[-1]["kind"] == "opaque_time"
+    assert "(20.0%)" in out[-1]["title"]

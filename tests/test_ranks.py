@@ -86,6 +86,22 @@ def test_eight_ranks_html_and_markdown(eight, tmp_path):
     assert "| rank 5 **straggler** |" in text and "### rank 0" in text
 
 
+def test_saved_cross_rank_report_renders_without_the_traces(eight, tmp_path):
+    _, doc, _ = eight
+    saved = tmp_path / "ranks.json"
+    saved.write_text(json.dumps(doc))
+    html = tmp_path / "again.html"
+    p = cli("render", str(saved), "-o", str(html), "-q")
+    assert p.returncode == 0, p.stderr
+    page = html.read_text()
+    assert page.count('class="rank-section"') == 8 and "Straggler: rank 5" in page
+    p = cli("render", str(saved), "-o", str(tmp_path / "x.html"), "--svg", str(tmp_path / "x.svg"))
+    assert p.returncode == 2 and "cross-rank" in p.stderr and "Traceback" not in p.stderr
+    # each rank's pow runs at ~77% of the memory roof (< 90%): the gate fails on every rank, exit 1
+    p = cli("render", str(saved), "-o", str(tmp_path / "y.md"), "--fail-on", "roof<90%:aten::pow")
+    assert p.returncode == 1 and "--fail-on" in p.stderr
+
+
 def test_two_sampled_hta_ranks(tmp_path):
     d = tmp_path / "ranks"
     d.mkdir()

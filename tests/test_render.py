@@ -120,8 +120,8 @@ def test_html_escapes_hostile_strings():
 
 def test_html_is_offline_and_has_csp():
     page = render_html(make_analysis())
-    assert ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">") in page
+    assert ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; base-uri \'none\'; '
+            "form-action 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">") in page
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|img|iframe|object|embed)\b", page)
     assert "src=" not in page
@@ -310,3 +310,13 @@ def test_format_for_path():
         format_for_path("noext")
     with pytest.raises(BadInput):
         render({}, "pdf")
+
+
+def test_kernel_tooltip_names_calls_and_time_and_huge_numbers_are_not_numbers():
+    from traceana.render import num
+
+    a = make_analysis()
+    a["ops"][0]["kernels"] = [{"name": "pow_kernel", "time_us": 12.5, "count": 3}]
+    page = render_html(a)
+    assert "pow_kernel (3 calls, 12.5 µs)" in page and "{&#39;name&#39;" not in page
+    assert num(10**400) is None  # beyond float: not a number, never an OverflowError

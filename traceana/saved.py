@@ -1,5 +1,5 @@
 """Saved documents read back: `report -o x.json` (traceana.analysis/1), `diff -o x.json`
-(traceana.diff/1). Checked on the way in, so a renderer never meets a document of the
+(traceana.diff/1), the cross-rank `report DIR/ -o x.json` (traceana.ranks/1). Checked on the way in, so a renderer never meets a document of the
 wrong kind; every problem is one BadInput line naming the file and what is wrong.
 """
 
@@ -15,12 +15,14 @@ from traceana.load.reader import read_bytes
 
 ANALYSIS_SCHEMA = "traceana.analysis/1"
 DIFF_SCHEMA = "traceana.diff/1"
+RANKS_SCHEMA = "traceana.ranks/1"
 
 #: The sections a saved document must have, and their JSON types.
 REQUIRED: dict[str, dict[str, type]] = {
     ANALYSIS_SCHEMA: {"trace": dict, "device": dict, "coverage": dict, "breakdown": dict,
                       "ops": list, "findings": list},
     DIFF_SCHEMA: {"base": dict, "head": dict, "total": dict, "ops": list, "new": list, "vanished": list},
+    RANKS_SCHEMA: {"summary": dict, "ranks": list, "failed": list, "analyses": list},
 }
 _JSON_TYPE = {dict: "an object", list: "a list"}
 
@@ -63,9 +65,9 @@ def validate(doc: Any, path: str) -> dict[str, Any]:
     schema = doc.get("schema")
     if schema not in REQUIRED:
         kind = str(schema).rpartition("/")[0] if isinstance(schema, str) else ""
-        if kind in ("traceana.analysis", "traceana.diff"):
+        if kind in ("traceana.analysis", "traceana.diff", "traceana.ranks"):
             raise BadInput(f"{path}: schema {schema!r} is not supported by this traceana "
-                           f"(it reads {ANALYSIS_SCHEMA} and {DIFF_SCHEMA}); upgrade traceana")
+                           f"(it reads {', '.join(REQUIRED)}); upgrade traceana")
         raise BadInput(f"{path}: schema {str(schema)[:80]!r} is not a traceana document "
                        f"(expected {ANALYSIS_SCHEMA!r})")
     for key, typ in REQUIRED[schema].items():
@@ -73,7 +75,8 @@ def validate(doc: Any, path: str) -> dict[str, Any]:
             raise BadInput(f"{path}: saved {schema} document has no {key!r} section")
         if not isinstance(doc[key], typ):
             raise BadInput(f"{path}: {key!r} must be {_JSON_TYPE[typ]}")
-    for i, op in enumerate(doc["ops"]):
-        if not isinstance(op, Mapping):
-            raise BadInput(f"{path}: ops[{i}] must be an object")
+    for key in ("ops", "ranks", "analyses"):
+        for i, item in enumerate(doc.get(key) or ()):
+            if not isinstance(item, Mapping):
+                raise BadInput(f"{path}: {key}[{i}] must be an object")
     return doc

@@ -26,7 +26,7 @@ def default_output(inputs: Sequence[str]) -> str:
 
 def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, force: bool, quiet: bool,
                  executor: str, jobs: int | None, ci: Mapping[str, Any], options: Any, hta: bool) -> None:
-    from traceana.gates import evaluate, parse_all
+    from traceana.gates import parse_all
     from traceana.parallel import find_rank_files, map_ranks, split
     from traceana.progress import progress
     from traceana.ranks import cross_rank
@@ -66,6 +66,13 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
             click.echo(f"traceana: rank file not analysed: {f['error']}", err=True)
         if out != "-":
             click.echo(summary(doc, out))
+    enforce_rank_gates(analyses, gates)
+
+
+def enforce_rank_gates(analyses: Sequence[Mapping[str, Any]], gates: Sequence[Any]) -> None:
+    """Each rank's Analysis against the --fail-on gates: every failure on stderr, GateFailed last."""
+    from traceana.gates import evaluate
+
     failures = []
     for a in analyses:
         label = a.get("trace", {}).get("file", "")

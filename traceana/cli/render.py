@@ -1,6 +1,8 @@
-"""`traceana render analysis.json -o report.html|md`: re-render a saved analysis (or diff).
+"""`traceana render analysis.json -o report.html|md`: re-render a saved analysis, diff or
+cross-rank report.
 
-No trace needed: the saved document (`report -o x.json`, `diff -o x.json`) is checked
+No trace needed: the saved document (`report -o x.json`, `diff -o x.json`, `report DIR/ -o
+x.json`) is checked
 (schema and required sections) and handed to the same renderers `report` and `diff` use,
 so `report -o a.html` and `report -o a.json` + `render a.json -o a.html` give the same bytes.
 """
@@ -23,6 +25,24 @@ def default_output(saved: str, is_diff: bool) -> str:
     return f"{base}.{'diff' if is_diff else 'report'}.html"
 
 
+def _render_ranks(doc: dict, saved: str, out: str, fmt: str, quiet: bool, ci: dict) -> None:
+    from traceana.errors import BadInput
+    from traceana.render.ranks_html import render_ranks
+
+    from traceana.cli.ranks import enforce_rank_gates
+    from traceana.gates import parse_all
+
+    used = [f"--{k.replace('_', '-')}" for k, v in ci.items() if v and k != "fail_on"]
+    if used:
+        raise BadInput(f"{saved}: is a saved cross-rank report; {', '.join(sorted(used))} need a single "
+                       f"analysis (render one of its ranks' traces instead)")
+    gates = parse_all(ci.get("fail_on") or (), diff=False)
+    write_text(out, render_ranks(doc, fmt))
+    if not quiet and out != "-":
+        click.echo(f"cross-rank report written to {out}")
+    enforce_rank_gates(doc["analyses"], gates)
+
+
 @click.command("render")
 @click.argument("saved", type=click.Path(dir_okay=False, path_type=str))
 @click.option("-o", "--output", "output", default=None,
@@ -34,12 +54,13 @@ def default_output(saved: str, is_diff: bool) -> str:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @ci_options
 def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: bool, **ci: object) -> None:
-    """Re-render SAVED (a `report -o x.json` analysis or a `diff -o x.json` diff) without the trace."""
+    """Re-render SAVED (a `report -o x.json` analysis, a `diff -o x.json` diff or a cross-rank
+    `report DIR/ -o x.json`) without the trace."""
     from traceana.cli.diff import render_diff
     from traceana.errors import BadInput
     from traceana.gates import parse_all, results
     from traceana.render import format_for_path
-    from traceana.saved import DIFF_SCHEMA, load_document
+    from traceana.saved import DIFF_SCHEMA, RANKS_SCHEMA, load_document
 
     doc = load_document(saved)
     is_diff = doc["schema"] == DIFF_SCHEMA
@@ -47,6 +68,9 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     check_output(out, [saved], force)
+    if doc["schema"] == RANKS_SCHEMA:
+        _render_ranks(doc, saved, out, fmt, quiet, ci)
+        return
     if is_diff:
         if ci.get("svg") or ci.get("png") or ci.get("md_image"):
             raise BadInput(f"{saved}: is a saved diff; --svg, --png and --md-image need an analysis")

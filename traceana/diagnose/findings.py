@@ -70,9 +70,9 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         out.extend(launch_findings(latency, total_us, None))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
-    out.extend(_coverage_findings(rows, total_us))
     out.sort(key=lambda f: (-f["saving_us"], f["kind"], f["title"]))
-    return out[:MAX_FINDINGS]
+    # what the analysis could not see is always said, however many findings save more
+    return out[:MAX_FINDINGS] + _coverage_findings(rows, total_us)
 
 
 def _host_copy(row: dict) -> str | None:

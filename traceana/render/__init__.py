@@ -76,7 +76,10 @@ def num(value: Any) -> float | None:
     """A finite number, or None (null, NaN, inf, booleans and strings are not numbers)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float's range (a hand-edited saved analysis)
+        return None
     return value if math.isfinite(value) else None
 
 

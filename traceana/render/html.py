@@ -94,10 +94,27 @@ def _op_details(op: Mapping[str, Any]) -> str:
             lines.append(f"{label}: {text(op.get(key), 300)}")
     if op.get("estimated") is True:
         lines.append("estimated: yes")
-    kernels = [text(k, 160) for k in seq(op.get("kernels"))[:5] if text(k)]
+    kernels = [_kernel_line(k) for k in seq(op.get("kernels"))[:5]]
+    kernels = [k for k in kernels if k]
     if kernels:
-        lines.append("kernels: " + "; ".join(kernels))
+        lines.append("kernels:\n  " + "\n  ".join(kernels))
     return "\n".join(lines)
+
+
+def _kernel_line(k: Any) -> str:
+    """One kernel of the tooltip: 'name (3 calls, 12.5 µs)'; a bare string as it is."""
+    if not isinstance(k, Mapping):
+        return text(k, 160)
+    name = text(k.get("name"), 160)
+    if not name:
+        return ""
+    count, t = num(k.get("count")), num(k.get("time_us"))
+    facts = []
+    if count is not None:
+        facts.append(f"{count:,.0f} call{'s' if count != 1 else ''}")
+    if t is not None:
+        facts.append(fmt_time_us(t))
+    return f"{name} ({', '.join(facts)})" if facts else name
 
 
 def _mean_us(op: Mapping[str, Any]) -> float | None:
