@@ -101,3 +101,14 @@ def test_coverage_findings_survive_the_cap():
     out = find(rows, {"dram_gbps": 320.0, "peak_tflops": {"fp32": 8.1}}, total, extra=[])
     assert len(out) == MAX_FINDINGS + 1 and out[-1]["kind"] == "opaque_time"
     assert "(20.0%)" in out[-1]["title"]
+
+
+def test_a_gather_far_below_the_roof_is_bound_by_its_access_pattern():
+    row = {"id": "op2", "name": "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>",
+           "input_dims": [[8192, 8720]], "dtype": "fp32", "family": "index", "count": 6, "bound": "memory",
+           "mean_time_us": 9579.0, "device_time_us": 57474.0, "bytes": 852103844.0, "flops": 1.156e9,
+           "memory_time_us": 548.0, "roof_pct": 5.7, "achieved_gbps": 89.0, "peak_tflops": 19.5, "kernels": []}
+    f = memory_finding(row, {"dram_gbps": 1555.0})
+    assert "access pattern" in f["text"] and "element-wise op over the same tensors would take as long" not in f["text"]
+    row["roof_pct"], row["family"] = 77.0, "pointwise"  # a streaming op near the roof keeps the seed's story
+    assert "would take as long" in memory_finding(row, {"dram_gbps": 1555.0})["text"]

@@ -29,6 +29,21 @@ MEMORY_FIX = ("Only moving fewer bytes helps: fuse it with its neighbours (torch
               "kernel) so the tensor crosses DRAM once, or keep it in a narrower dtype (bf16/fp16 "
               "halves the bytes).")
 
+# Gathers / scatters (family "index") below this share of the bandwidth roof get GATHER_FIX instead of
+# MEMORY_FIX: their time is set by scattered accesses, not by how many bytes stream.
+SCATTERED_ROOF_PCT = 30.0
+GATHER_FIX = ("A gather or scatter this far below the roof is bound by its access pattern, not by bandwidth: "
+              "each scattered row is its own DRAM transaction, and repeated indices serialise on atomics or a "
+              "sort, so an element-wise op over the same bytes would be several times faster. What helps: "
+              "narrower rows (fp16 or int8 embedding tables move half or a quarter of the bytes per row), rows "
+              "that fill whole 32 B sectors, and fewer lookups (deduplicated indices, smaller pooling factors).")
+
 LATENCY_FIX = ("Kernels this short are dominated by launch latency and fixed per-kernel costs: fewer, "
                "larger kernels help — CUDA graphs (torch.compile mode=\"reduce-overhead\"), fusion, "
                "or a larger batch per launch.")
+
+
+def scattered(row: dict) -> bool:
+    """A gather / scatter (family index) running far below the bandwidth roof."""
+    pct = row.get("roof_pct")
+    return row.get("family") == "index" and pct is not None and pct < SCATTERED_ROOF_PCT

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from traceana import units as u
-from traceana.diagnose.advice import LATENCY_FIX, MEMORY_FIX, OPAQUE_ADVICE
+from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, MEMORY_FIX, OPAQUE_ADVICE, scattered
 from traceana.roofline import PEAK_LABEL
 
 TOP_N = 8
@@ -86,8 +86,11 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
     if bound == "memory":
         lines.append(f"Measured {u.us(row['mean_time_us'])} per call against a {u.us(row['roofline_time_us'])} "
                      f"floor: {u.pct(pct)} of the bandwidth roof ({u.rate_gbps(row['achieved_gbps'])} achieved).")
-        lines.append("Verdict: memory-bound. Its FLOP count is irrelevant — any element-wise op over the "
-                     "same tensors (sin, log, a multiply) would take about as long. " + MEMORY_FIX)
+        if scattered(row):
+            lines.append("Verdict: memory-bound by its access pattern. Its FLOP count is irrelevant. " + GATHER_FIX)
+        else:
+            lines.append("Verdict: memory-bound. Its FLOP count is irrelevant — any element-wise op over the "
+                         "same tensors (sin, log, a multiply) would take about as long. " + MEMORY_FIX)
         if any("libdevice" in n for n in row.get("notes") or ()):
             lines.append("Its transcendental functions are counted at their approximate instruction cost "
                          "(docs/cost-model.md), and even so it runs at the memory roof: the special-function "

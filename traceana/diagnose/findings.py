@@ -20,7 +20,7 @@ import re
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
-from traceana.diagnose.advice import LATENCY_FIX, OPAQUE_ADVICE
+from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, OPAQUE_ADVICE, scattered
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
@@ -117,6 +117,9 @@ def memory_finding(row: dict, device: dict) -> dict:
                f"{row.get('intensity') or 0:.3g} FLOP/B). More work per call (a larger batch, fewer and larger "
                "matmuls) raises the intensity; a fused kernel that keeps its output on chip moves fewer bytes. "
                if flop_us is not None else "")
+    elif scattered(row):
+        why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
+                if flop_us is not None else "") + GATHER_FIX)
     else:
         why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
                 if flop_us is not None else "")
