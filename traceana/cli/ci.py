@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from traceana.cli.common import check_output
+from traceana.cli.common import check_output, write_bytes
 from traceana.errors import BadInput, GateFailed
 from traceana.gates import Gate, evaluate, parse_all
 
@@ -127,17 +127,3 @@ def tag_png(png: bytes) -> bytes:
     data = b"Software\x00traceana"
     chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
     return png[:end] + chunk + png[end:]
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    tmp = path + ".tmp-traceana"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -95,14 +95,19 @@ def write_text(out: str, text: str) -> None:
 
         sys.stdout.write(text)
         return
-    tmp = out + ".tmp-traceana"
+    write_bytes(out, text.encode("utf-8"))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write through a temporary file renamed into place: a failed write never leaves half a file."""
+    tmp = path + ".tmp-traceana"
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
     except OSError as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise BadInput(f"{out}: cannot write: {exc.strerror or exc}") from None
+        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
