@@ -3,7 +3,11 @@ the pre-pass that pairs them. Calls are built as hta/control.json.gz records the
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.analyses import analysis
 from tests.conftest import shared_trace
@@ -140,3 +144,26 @@ def test_context_signatures_pair_with_the_groups_that_own_kernels():
     owned = OpCall(FWD, fwd().dims, fwd().types, None, None, ("split_embedding_codegen_forward_kernel",))
     out = pair([owned, bwd()], [1, 1], context=[(fwd(), 1)])
     assert out[0][0][0][0].get("tbe_total_D") == 96
+
+
+SIZE = st.integers(-3, 2**40) | st.sampled_from([0, 1, 2, 8192, 2**62, 2**63])
+
+
+@settings(max_examples=150, deadline=None)
+@given(w=SIZE, t=SIZE, n_idx=SIZE, bags=SIZE, rows=SIZE, b=SIZE, d=SIZE, weighted=st.booleans(),
+       dtype=st.sampled_from(["float", "c10::Half", "unsigned char", "Scalar", "", "weird"]))
+def test_any_recorded_sizes_never_raise_and_never_give_negative_costs(w, t, n_idx, bags, rows, b, d, weighted, dtype):
+    dims = ((0,), (w,), (0,), (0, 0), (t,), (t,), (t + 1,), (), (), (t + 1,), (), (n_idx,), (bags + 1,), (),
+            (n_idx,) if weighted else (), (), (0,), (), (), (), (rows,), (0,), (t,), (t,), (), (), (), (), ())
+    types = (TYPES[0], dtype) + TYPES[2:]
+    look = OpCall(FWD, dims, types)
+    node = bwd(b=b, total_d=d)
+    calls = [look, node]
+    out = pair(calls, [1, 1])  # the pre-pass must never raise either
+    for i, (variants, how) in out.items():
+        r = cost_variants(variants, how, 1, op_cost)
+        assert isinstance(r, (Cost, Unmodelled))
+    for c in (look, bwd(b=b, total_d=d, forward=look)):
+        r = op_cost(c)
+        if isinstance(r, Cost):
+            assert r.bytes >= 0 and r.flops >= 0 and math.isfinite(r.bytes) and math.isfinite(r.flops)

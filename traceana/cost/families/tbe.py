@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceana.cost.families._common import make
+from traceana.cost.families._common import make, shape_problem
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, fmt_flops, fmt_int, fmt_num
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
@@ -116,6 +116,9 @@ def parse_forward(call: OpCall) -> Lookup | str:
     opt = FORWARD.get(call.name)
     if opt is None:
         return f"{call.name} is not a table-batched embedding lookup"
+    bad = shape_problem(call)
+    if bad:
+        return f"{call.name}: {bad}"
     t = {i: call.tensor(i) for i in (_DEV_W, _UVM_W, _W_OFFSETS, _D_OFFSETS, _INDICES, _OFFSETS, _PSW, _MOMENTUM1)}
     dev, uvm, woff, doff, idx, off = (t[i] for i in (_DEV_W, _UVM_W, _W_OFFSETS, _D_OFFSETS, _INDICES, _OFFSETS))
     if any(x is None or len(x.shape) != 1 for x in (dev, woff, doff, idx, off)):
@@ -215,7 +218,10 @@ def backward(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(f"autograd node of the table-batched embedding: its recorded dims are only its gradient "
                           f"input [B, total_D]; no forward lookup in the trace could be paired with it, so the "
                           f"indices it sorts and the rows it updates are unknown")
-    lk = parse_forward(fwd)
+    bad = shape_problem(call)
+    if bad:
+        return Unmodelled(bad)
+    lk = parse_forward(fwd) if isinstance(fwd, OpCall) else "the paired lookup is not an op call"
     if isinstance(lk, str):
         return Unmodelled(lk)
     if len(grad.shape) != 2 or lk.batch != grad.shape[0]:
