@@ -49,3 +49,20 @@ def write(tmp_path, doc, name="t.json"):
     p = tmp_path / name
     p.write_text(json.dumps(doc))
     return str(p)
+
+
+# FBGEMM's table-batched embedding lookup as hta/control.json.gz records it (29 arguments)
+TBE_FWD = "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"
+TBE_BWD = "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
+TBE_TYPES = ("float", "float", "float", "float", "int", "long", "int", "Scalar", "Scalar", "long", "Scalar",
+             "long", "long", "Scalar", "float", "", "int", "Scalar", "Scalar", "Scalar", "float", "float", "int",
+             "long", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar")
+
+
+def tbe_lookup_args(weights=96000, tables=1, lookups=61072, bags=8192, rows=1000, weighted=True):
+    """(dims, types) of a lookup: W weights of T tables, L indices, bags + 1 offsets, R momentum rows."""
+    dims = ((0,), (weights,), (0,), (0, 0), (tables,), (tables,), (tables + 1,), (), (), (tables + 1,), (),
+            (lookups,), (bags + 1,), (), (lookups,) if weighted else (), (), (0,), (), (), (), (rows,), (0,),
+            (tables,), (tables,), (), (), (), (), ())
+    types = TBE_TYPES if weighted else TBE_TYPES[:14] + ("",) + TBE_TYPES[15:]
+    return dims, types

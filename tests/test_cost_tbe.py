@@ -9,24 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import synth as s
 from tests.analyses import analysis
 from tests.conftest import shared_trace
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
 from traceana.cost.pair_tbe import pair
 from traceana.cost.recover import cost_variants
 
-FWD = "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"
-BWD = "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
-TYPES = ("float", "float", "float", "float", "int", "long", "int", "Scalar", "Scalar", "long", "Scalar", "long",
-         "long", "Scalar", "float", "", "int", "Scalar", "Scalar", "Scalar", "float", "float", "int", "long",
-         "Scalar", "Scalar", "Scalar", "Scalar", "Scalar")
+FWD, BWD, TYPES = s.TBE_FWD, s.TBE_BWD, s.TBE_TYPES
 
 
 def fwd(weights=96000, tables=1, lookups=61072, bags=8192, rows=1000, weighted=True, name=FWD, extra=()):
-    dims = ((0,), (weights,), (0,), (0, 0), (tables,), (tables,), (tables + 1,), (), (), (tables + 1,), (),
-            (lookups,), (bags + 1,), (), (lookups,) if weighted else (), (), (0,), (), (), (), (rows,), (0,),
-            (tables,), (tables,), (), (), (), (), ())
-    types = TYPES if weighted else TYPES[:14] + ("",) + TYPES[15:]
+    dims, types = s.tbe_lookup_args(weights, tables, lookups, bags, rows, weighted)
     return OpCall(name, dims, types, None, None, (), tuple(extra))
 
 

@@ -57,15 +57,14 @@ def _recsys_seed() -> Path:
     """A tiny recommender step built here: an FBGEMM lookup and its autograd node (paired by the
     cost pre-pass) and an all_to_all whose size comes from the op that issued it."""
     from tests import synth as s
-    from tests.test_cost_tbe import FWD, BWD, fwd
 
-    look = fwd()
-    ev = [s.op(FWD, 10, 50, ext=1, dims=[list(d) for d in look.dims], types=list(look.types)),
+    dims, types = s.tbe_lookup_args()
+    ev = [s.op(s.TBE_FWD, 10, 50, ext=1, dims=[list(d) for d in dims], types=list(types)),
           s.launch(20, corr=1, ext=1), s.kernel("split_embedding_codegen_forward_kernel", 100, 30, corr=1),
           s.op("All2All_Pooled_Req", 70, 40, ext=2, dims=[[8192, 96]]),
           s.op("record_param_comms", 75, 20, ext=3), s.launch(80, corr=2, ext=3),
           s.kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 140, 300, corr=2, stream=20),
-          s.op(BWD, 500, 60, ext=4, dims=[[8192, 96]]), s.launch(510, corr=3, ext=4),
+          s.op(s.TBE_BWD, 500, 60, ext=4, dims=[[8192, 96]]), s.launch(510, corr=3, ext=4),
           s.kernel("split_embedding_backward_codegen_rowwise_adagrad_kernel", 600, 80, corr=3)]
     path = Path(tempfile.mkdtemp(prefix="traceana-fuzz-seed-")) / "recsys_step.json"
     path.write_text(json.dumps(s.trace(ev, distributedInfo={"backend": "nccl", "rank": 0, "world_size": 8})))
