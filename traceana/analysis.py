@@ -123,9 +123,7 @@ def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict
         if len(ids) > 1:
             warnings.append(f"GPU events on {len(ids)} devices ({', '.join(map(str, ids.tolist()))}); "
                             f"roofs are those of device {dev_id}, which has the most time")
-    if not props:
-        if len(gpu):
-            warnings.append("the trace has no deviceProperties: the device is unknown")
+    if not props:  # devices.match_device says so (and how to name the device) in its notes
         return dev_id, None
     for p in props:
         if dev_id is not None and p.get("id") == dev_id:
