@@ -47,6 +47,10 @@ TOP_OPS = 15
 MAX_FINDINGS = 10
 MAX_EXPLANATIONS = 8
 MAX_LINES = 20
+#: A finding's text and an explanation line are cut here: long enough to keep the advice, which
+#: comes last (10 findings x 1,200 characters stay far inside MAX_CHARS).
+FINDING_CHARS = 1200
+LINE_CHARS = 800
 #: Warnings shown before the fold; the rest go into a <details> block.
 SHOWN_WARNINGS = 3
 MAX_WARNINGS = 200
@@ -184,7 +188,7 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
     for f in items[:n]:
         saving = num(f.get("saving_us"))
         tail = f" (saves up to {saving / 1000:,.3f} ms)" if saving else ""
-        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), 300)}")
+        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}")
     if len(items) > n:
         lines.append(f"- … and {len(items) - n:,} more findings (see the HTML or JSON report)")
     return lines
@@ -234,7 +238,7 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
 def _explanation_items(a: Mapping[str, Any]) -> list[str]:
     out = []
     for e in [e for e in seq(a.get("explanations")) if isinstance(e, Mapping)][:MAX_EXPLANATIONS]:
-        body = [text(x, 300).replace("\r", " ") for x in seq(e.get("lines"))[:MAX_LINES]]
+        body = [text(x, LINE_CHARS).replace("\r", " ") for x in seq(e.get("lines"))[:MAX_LINES]]
         body = [ln for x in body for ln in x.split("\n")][:MAX_LINES]
         item = f"**{md_text(e.get('title'), 160) or md_text(e.get('op'), 60) or 'op'}**"
         if body:
