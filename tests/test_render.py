@@ -320,3 +320,30 @@ def test_kernel_tooltip_names_calls_and_time_and_huge_numbers_are_not_numbers():
     page = render_html(a)
     assert "pow_kernel (3 calls, 12.5 µs)" in page and "{&#39;name&#39;" not in page
     assert num(10**400) is None  # beyond float: not a number, never an OverflowError
+
+
+def test_template_cache_folder_and_a_cache_that_cannot_be_written(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from traceana.render.templates import cache_dir
+
+    assert cache_dir({"TRACEANA_CACHE_DIR": "off"}) is None
+    assert cache_dir({"XDG_CACHE_HOME": "relative/dir"}) is None  # never a folder under the cwd
+    assert cache_dir({"XDG_CACHE_HOME": "/c"}).startswith("/c/traceana/templates-")
+    assert cache_dir({"TRACEANA_CACHE_DIR": str(tmp_path)}).startswith(str(tmp_path))
+    # a file where the cache folder should be: the report still renders, byte for byte the same
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    code = ("import sys; from tests.test_render import make_analysis; from traceana.render.html import "
+            "render_html; sys.stdout.write(render_html(make_analysis()))")
+    outs = []
+    for root in (str(blocked), str(tmp_path / "cache"), str(tmp_path / "cache")):  # blocked, cold, warm
+        env = {**__import__("os").environ, "TRACEANA_CACHE_DIR": root}
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        outs.append(p.stdout)
+    assert outs[0] == outs[1] == outs[2] and "<html" in outs[0]
+    assert list((tmp_path / "cache").glob("templates-*/*.cache"))  # the compiled template was kept
