@@ -112,3 +112,21 @@ def test_a_gather_far_below_the_roof_is_bound_by_its_access_pattern():
     assert "access pattern" in f["text"] and "element-wise op over the same tensors would take as long" not in f["text"]
     row["roof_pct"], row["family"] = 77.0, "pointwise"  # a streaming op near the roof keeps the seed's story
     assert "would take as long" in memory_finding(row, {"dram_gbps": 1555.0})["text"]
+
+
+def test_host_copies_of_one_op_are_one_finding():
+    from traceana.diagnose.findings import find
+
+    def copy_row(i, n_bytes, us):
+        return {"id": f"op{i}", "name": "aten::copy_", "input_dims": [[n_bytes // 4], [n_bytes // 4], []],
+                "input_types": ["int", "int", "Scalar"], "dtype": "int32", "count": 1, "bound": "memory",
+                "mean_time_us": us, "device_time_us": us, "bytes": 2 * n_bytes, "flops": 0,
+                "memory_time_us": 2 * n_bytes / 1555e3, "roof_pct": 5.0, "achieved_gbps": 15.0, "peak_tflops": 19.5,
+                "kernels": [{"name": "Memcpy HtoD (Pinned -> Device)", "time_us": us, "count": 1}]}
+
+    rows = [copy_row(1, 55_599_168, 7334.0), copy_row(2, 55_539_892, 7331.0)]
+    out = [f for f in find(rows, {"dram_gbps": 1555.0, "peak_tflops": {}}, 20000.0, extra=[])
+           if f["kind"] == "host_copy"]
+    assert len(out) == 1 and out[0]["ops"] == ["op1", "op2"] and "2 signatures" in out[0]["title"]
+    # each: 55.6 MB at 25 GB/s = 2,223.97 / 2,221.60 µs; saving (7334 - 2223.97) + (7331 - 2221.60) = 10,219.4 µs
+    assert out[0]["saving_us"] == pytest.approx(7334 - 55_599_168 / 25e3 + 7331 - 55_539_892 / 25e3)

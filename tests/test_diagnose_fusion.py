@@ -39,6 +39,8 @@ def test_fix_names_the_fused_kernel():
     assert "scaled_dot_product_attention" in fix_for(["aten::bmm", "aten::_softmax", "aten::bmm"])
     assert "fused=True" in fix_for(["aten::mul_", "aten::addcdiv_"])
     assert "torch.compile" in fix_for(["aten::mul", "aten::add"])
+    fbgemm = fix_for(["fbgemm::permute_pooled_embs_auto_grad", "fbgemm::recat_embedding_grad_output_mixed_D_batch"])
+    assert "does not fuse" in fbgemm and "fbgemm::permute_pooled_embs_auto_grad" in fbgemm
 
 
 def _chain_events():

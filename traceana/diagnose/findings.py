@@ -53,6 +53,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     out: list[dict] = []
     peaks = device.get("peak_tflops") or {}
     latency = []
+    copies: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         share = row["device_time_us"] / total_us if total_us > 0 else 0.0
         bound = row["bound"]
@@ -61,10 +62,15 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
             continue
         if share < MIN_SHARE:
             continue
-        if bound == "memory":
+        copy = _host_copy(row) if bound == "memory" else None
+        if copy:  # one finding per op and copy direction, however many signatures
+            copies.setdefault((row["name"], copy), []).append(row)
+        elif bound == "memory":
             out.append(memory_finding(row, device))
         elif bound == "compute":
             out.append(compute_finding(row, device))
+    for (name, copy), group in copies.items():
+        out.append(memory_finding(group[0], device) if len(group) == 1 else host_copies_finding(group, copy, device))
     out.extend(gs.shape_findings(rows, device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None))
@@ -82,6 +88,34 @@ def _host_copy(row: dict) -> str | None:
                 and k["time_us"] >= 0.5 * row["device_time_us"]:
             return k["name"]
     return None
+
+
+def host_copies_finding(rows: list[dict], copy: str, device: dict) -> dict:
+    """Several signatures of one op copying host<->device the same way: one finding for them all."""
+    bw = device.get("dram_gbps")
+    t = sum(r["device_time_us"] for r in rows)
+    calls = sum(r["count"] for r in rows)
+    each_way = sum(r["bytes"] / 2 * r["count"] for r in rows)  # bytes count the read and the write
+    rates = [r["bytes"] / 2 / (r["mean_time_us"] * 1e3) for r in rows if r["mean_time_us"] > 0]
+    links = [r["bytes"] / 2 * r["count"] / (HOST_LINK_GBPS * 1e3) for r in rows]
+    saving = sum(max(r["device_time_us"] - link, 0.0) for r, link in zip(rows, links))
+    link = sum(links)
+    pageable = "Pageable" in copy
+    span = f"{min(rates):.3g}–{max(rates):.3g} GB/s" if rates else "an unknown rate"
+    return {
+        "kind": "host_copy",
+        "title": f"{rows[0]['name']} copies host<->device at {span} ({copy}), {len(rows)} signatures",
+        "text": (f"{rows[0]['name']}: {len(rows)} signatures, {_calls(calls)}, {u.us(t)}, {u.nbytes(each_way)} each "
+                 f"way in all. It crosses PCIe/NVLink, not DRAM, so the {bw:g} GB/s roof does not apply. "
+                 + ("Pageable host memory makes the copy synchronous and staged through a bounce buffer: pin the "
+                    "host tensors (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True so they can "
+                    "overlap with kernels. " if pageable else "Overlap them with compute (non_blocking=True on a "
+                                                               "side stream) or keep the data on the GPU. ")
+                 + f"At the {HOST_LINK_GBPS:g} GB/s a pinned copy reaches on PCIe 4.0 x16 they would take "
+                   f"{u.us(link)}. Saving shown: per signature, its time minus that, summed ({u.us(saving)})."),
+        "ops": [r["id"] for r in rows][:50],
+        "saving_us": saving,
+    }
 
 
 def memory_finding(row: dict, device: dict) -> dict:

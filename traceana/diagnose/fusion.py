@@ -139,6 +139,11 @@ def fix_for(names: list[str]) -> str:
                 "(Liger, xformers, Transformer Engine)")
     if "cat" in n and ("neg" in n or {"mul", "add"} <= n):
         return "fuse the rotary embedding: torch.compile, or a fused RoPE kernel (flash-attn apply_rotary_emb)"
+    library = sorted({x for x in names if not x.startswith("aten::")})
+    if library:  # torch.compile treats a library's custom op as opaque: it cannot fuse through it
+        return (f"one custom kernel doing both steps, or a layout that makes the copy unnecessary: "
+                f"{', '.join(x[:60] for x in library[:2])} {'is a library op' if len(library) == 1 else 'are library ops'} "
+                f"that torch.compile does not fuse")
     return "torch.compile fuses such element-wise chains into one Triton kernel"
 
 
