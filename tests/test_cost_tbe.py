@@ -161,3 +161,11 @@ def test_any_recorded_sizes_never_raise_and_never_give_negative_costs(w, t, n_id
         r = op_cost(c)
         if isinstance(r, Cost):
             assert r.bytes >= 0 and r.flops >= 0 and math.isfinite(r.bytes) and math.isfinite(r.flops)
+
+
+def test_tables_in_host_memory_are_named():
+    dims, types = s.tbe_lookup_args()
+    dims = dims[:1] + ((0,), (96000,)) + dims[3:]  # dev_weights empty, uvm_weights [96000]
+    c = cost(OpCall(FWD, dims, types))
+    assert c.bytes == 4328136  # the same traffic as from device memory: W = 0 + 96,000
+    assert any("UVM" in n and "PCIe" in n for n in c.notes)

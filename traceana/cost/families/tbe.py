@@ -99,6 +99,7 @@ class Lookup:
     offsets: TensorArg
     weighted: bool  # per-sample weights [L] recorded
     psw: TensorArg | None
+    uvm: int = 0  # elements of the tables held in host (UVM) memory
 
     @property
     def batch(self) -> int | None:
@@ -128,7 +129,8 @@ def parse_forward(call: OpCall) -> Lookup | str:
     if tables < 1 or doff.shape[0] != tables + 1 or off.shape[0] < 1:
         return (f"{call.name}: weights_offsets {woff.shape} and D_offsets {doff.shape} do not describe "
                 f"T and T+1 tables, or offsets {off.shape} is empty")
-    weights = dev.numel + (uvm.numel if uvm is not None and len(uvm.shape) == 1 and uvm.dtype == dev.dtype else 0)
+    in_uvm = uvm.numel if uvm is not None and len(uvm.shape) == 1 and uvm.dtype == dev.dtype else 0
+    weights = dev.numel + in_uvm
     weight = dev if dev.numel else (uvm if uvm is not None else dev)
     lookups = idx.shape[0]
     psw = t[_PSW]
@@ -141,7 +143,7 @@ def parse_forward(call: OpCall) -> Lookup | str:
         if rows <= 0 or weights < rows:
             rows = None
     return Lookup(opt, tables, off.shape[0] - 1, lookups, weights, rows, weight, idx, off, weighted,
-                  psw if weighted else None)
+                  psw if weighted else None, in_uvm)
 
 
 def _width(lk: Lookup, total_d: int | None) -> tuple[float, str] | None:
@@ -170,6 +172,13 @@ def _rows_read(tr: Traffic, lk: Lookup, d: float) -> Traffic:
                       f"L*D*{fmt_num(ws)} = {fmt_int(lk.lookups)}*{fmt_num(round(d, 2))}*{fmt_num(ws)}")
     return tr.raw("read", "rows", lk.weights * ws,
                   f"all tables once, W*{fmt_num(ws)} = {fmt_int(lk.weights)}*{fmt_num(ws)}, as L*D > W")
+
+
+def _uvm_note(lk: Lookup) -> list[str]:
+    if not lk.uvm:
+        return []
+    return [f"{fmt_int(lk.uvm)} of the {fmt_int(lk.weights)} table elements live in host (UVM) memory: rows "
+            f"read from there cross PCIe/NVLink, so the DRAM roof understates their cost"]
 
 
 def _common_reads(tr: Traffic, lk: Lookup) -> Traffic:
@@ -206,7 +215,7 @@ def forward(call: OpCall) -> Cost | Unmodelled:
                f"bags*D*{OUT_ITEMSIZE} = {fmt_int(lk.bags)}*{fmt_num(round(d, 2))}*{OUT_ITEMSIZE}")
     flops, fexpr = _accumulate_flops(lk, d)
     notes = [how, f"pooled (sum) lookup; counted per lookup, the rows would be {_per_lookup(lk, d, lk.weight.itemsize)}: "
-                  f"repeats of a row are served by the cache", "output dtype not recorded: fp32 assumed"]
+                  f"repeats of a row are served by the cache", "output dtype not recorded: fp32 assumed"] + _uvm_note(lk)
     return make(flops, tr, "index", lk.weight.dtype, fexpr, estimated=True, notes=notes)
 
 
@@ -264,6 +273,7 @@ def backward(call: OpCall) -> Cost | Unmodelled:
              f"are served by the cache)",
              f"optimizer step fused into the backward: {optimizer.rule}",
              "sort counted as one write and one read of the (row, lookup) pairs: the floor of a radix sort"]
+    notes += _uvm_note(lk)
     return make(flops, tr, "index", lk.weight.dtype, fexpr, estimated=True, notes=notes)
 
 
