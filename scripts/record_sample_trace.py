@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import shutil
 import tempfile
@@ -112,12 +113,21 @@ def record(device: str, out_path: str, steps: int) -> str:
                     torch.cuda.synchronize()
                 prof.step()
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-        with open(json_path, "rb") as src, open(out_path, "wb") as raw:
+        with open(json_path, "rb") as src:
+            text = stable_trace_name(src.read(), json_path)
+        with open(out_path, "wb") as raw:
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
+                gz.write(text)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return out_path
+
+
+def stable_trace_name(text: bytes, json_path: str) -> bytes:
+    """The profiler writes the temporary export path as "traceName": keep only the file name, so
+    the shipped trace does not name a machine's temp folder."""
+    old = b'"traceName": ' + json.dumps(json_path).encode()
+    return text.replace(old, b'"traceName": ' + json.dumps(os.path.basename(json_path)).encode(), 1)
 
 
 def main(argv: list[str] | None = None) -> int:
