@@ -122,7 +122,12 @@ def test_control_tbe_node_pinned():
     rows = [r for r in a["ops"] if r["name"] in (FWD, BWD)]
     assert len(rows) == 14  # 12 lookups (2 modules x 6 steps, one signature each: L differs) + 2 autograd nodes
     node = next(r for r in rows if r["name"] == BWD and [list(d) for d in r["input_dims"]] == [[8192, 8720]])
-    assert node["count"] == 6 and node["bound"] == "memory"
+    # 5.7% of the roof and 9.6 ms per call: the bytes (1.6% of the time at 1555 GB/s... see below) and the 18
+    # kernels' 2 µs launch floor explain under a tenth of it, so neither roof bounds it: the rows it
+    # gathers and scatters are spread over the tables (family tbe: scattered access)
+    assert node["count"] == 6 and node["bound"] == "underutilised"
+    assert node["limiter"].startswith("scattered access")
+    assert node["model_pct"] < 10.0
     # mean over the 6 steps: indices + offsets + sort 2*L*12 + gradient once 8192*8720*4 + rows and state,
     # L ~ 15.8M lookups, D = 8720/122
     assert node["bytes"] == pytest.approx(852103844, rel=1e-6)

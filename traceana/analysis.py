@@ -27,7 +27,7 @@ from traceana.diagnose.run import diagnose
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
-from traceana.roofline import judge
+from traceana.roofline import judge, launch_floor
 from traceana.signatures import Group, calls_named, group_ops
 
 SCHEMA = "traceana.analysis/1"
@@ -43,6 +43,7 @@ class Options:
     # run ops with no formula on meta tensors for their bytes (imports torch: ~2.6 s). The CLI
     # turns it on with --meta, or when torch is already imported; the API default is off.
     meta: bool = False
+    launch_floor_us: float | None = None  # per-kernel launch floor; None: the device's default
 
 
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
@@ -64,13 +65,19 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "dram_gbps": device.dram_gbps, "source": device.source, "sms": device.sms,
         "vendor": device.vendor, "arch": device.arch, "notes": list(device.notes), "id": dev_id,
     }
+    floor, floor_src = launch_floor(device.arch, device.vendor, options.launch_floor_us)
+    device_dict.setdefault("l2_bytes", None)
+    device_dict["launch_floor_us"] = floor
+    device_dict["launch_floor_source"] = floor_src
     warnings.extend(device.notes)
     if stage:
         stage("cost")
     sigs, counts = [g.call for g in groups], [g.count for g in groups]
     recovered = recover(sigs, counts, calls_named(trace, CONTEXT_OPS))
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
-    rows = [_row(g, device_dict, recovered.get(i), options.meta) for i, g in enumerate(groups)]
+    blocks = trace.gpu.blocks
+    rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events))
+            for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
@@ -83,7 +90,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, [group_of[id(r)] for r in rows], rows)
     warnings.extend(_coverage_warnings(trace, coverage, classes))
-    by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "unknown", "unmodelled", "opaque")}
+    by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "unknown",
+                                                   "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
     return {
@@ -140,7 +148,25 @@ def _distributed(trace: Trace) -> dict | None:
     return {k: d.get(k) for k in ("rank", "world_size", "backend") if isinstance(d.get(k), (int, str))}
 
 
-def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False) -> dict:
+def _grid_blocks(blocks: np.ndarray | None, dur: np.ndarray, events: np.ndarray | None) -> float | None:
+    """The launch grid (thread blocks) of a signature's kernels, weighted by their time: half of
+    its recorded kernel time ran in grids of at most this many blocks. None if not recorded."""
+    if blocks is None or events is None or not len(events):
+        return None
+    b, d = blocks[events], dur[events]
+    ok = np.isfinite(b)
+    if not ok.any():
+        return None
+    b, d = b[ok], d[ok]
+    order = np.argsort(b, kind="stable")
+    cum = np.cumsum(d[order])
+    if cum[-1] <= 0:
+        return float(b[order[len(order) // 2]])
+    return float(b[order[int(np.searchsorted(cum, cum[-1] / 2))]])
+
+
+def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False,
+         blocks: float | None = None) -> dict:
     mean = g.device_us / g.count if g.count else g.device_us
     kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
     row = {
@@ -159,6 +185,8 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         "roofline_time_us": None, "roof_pct": None, "compute_time_us": None, "memory_time_us": None,
         "peak_dtype": None, "peak_tflops": None, "peak_why": None, "family": None,
         "flops_expr": None, "bytes_expr": None, "estimated": False, "notes": [], "reason": None,
+        "launch_floor_us": None, "model_time_us": None, "model_pct": None, "limiter": None, "over_roof": None,
+        "grid_blocks": None,
     }
     if g.cause is not None:
         row["bound"] = "opaque"
@@ -170,7 +198,8 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         row["reason"] = cost.reason
         return row
     v = judge(cost, mean, mean / max(kernel_count, 1e-9), device["peak_tflops"], device["dram_gbps"],
-              g.call.kernel_names)
+              g.call.kernel_names, kernels=kernel_count, floor_us=device.get("launch_floor_us") or 0.0,
+              l2_bytes=device.get("l2_bytes"), blocks=blocks, sms=device.get("sms"))
     row.update({
         "flops": cost.flops, "bytes": cost.bytes, "intensity": v.intensity,
         "achieved_tflops": v.achieved_tflops, "achieved_gbps": v.achieved_gbps,
@@ -179,6 +208,8 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         "peak_tflops": v.peak.tflops, "peak_why": v.peak.why, "family": cost.family,
         "flops_expr": cost.flops_expr, "bytes_expr": cost.bytes_expr, "estimated": cost.estimated,
         "notes": list(cost.notes), "dtype": cost.dtype,
+        "launch_floor_us": v.floor_us, "model_time_us": v.model_us, "model_pct": v.model_pct,
+        "limiter": v.limiter, "over_roof": v.over_roof, "grid_blocks": blocks,
     })
     comm = comm_rates(cost, mean)
     if comm:

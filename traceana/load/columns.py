@@ -43,7 +43,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
           ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
     la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
-          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes")}
+          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
     shapes: dict[bytes, bytes] = {}
@@ -56,7 +56,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     role_of, kind_of, legacy_cats = _ROLE.get, GPU_KIND.get, LEGACY_CATS
     names_get, threads_get = names.get, threads.get
     g_name, g_kind, g_dev, g_pid, g_stream = (gp[k].append for k in ("name", "kind", "device", "pid", "stream"))
-    g_ts, g_dur, g_corr, g_ext, g_bytes = (gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes"))
+    g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks = (
+        gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks"))
     o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
     o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
         op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
@@ -112,6 +113,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     g_corr(None)
                     g_ext(None)
                     g_bytes(None)
+                    g_blocks(None)
                 else:
                     g_dev(a.device)
                     s = a.stream
@@ -120,6 +122,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     x = a.external_id
                     g_ext(x if x is not None else a.external_id_2021)
                     g_bytes(a.bytes)
+                    grid = a.grid
+                    g_blocks(_blocks(grid) if grid is not None else None)
                 continue
             tkey = (ev.pid, ev.tid)
             thread = threads_get(tkey)
@@ -190,7 +194,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     device = np.where(device >= 0, device, _ints(gp["pid"]))
     gpu = GpuEvents(np.array(gp["name"], i32), np.array(gp["kind"], np.int8), device,
                     _ints(gp["stream"]), np.array(gp["ts"], f64), np.array(gp["dur"], f64),
-                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]))
+                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]), _floats(gp["blocks"]))
     anns = Annotations(np.array(an["name"], i32), np.array(an["thread"], i32), np.array(an["ts"], f64),
                        np.array(an["end"], f64))
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
@@ -298,6 +302,18 @@ def _ints(values: list) -> np.ndarray:
         except OverflowError:  # an id beyond int64: _as_int makes it -1
             pass
     return np.array([_as_int(v) for v in values], dtype=np.int64)
+
+
+def _blocks(grid) -> int | None:
+    """Thread blocks in a kernel's launch grid ([x, y, z] in CUDA and ROCm traces), None if odd."""
+    if type(grid) is not list or not 1 <= len(grid) <= 3:
+        return None
+    n = 1
+    for g in grid:
+        if type(g) is not int or g <= 0:
+            return None
+        n *= g
+    return n
 
 
 def _floats(values: list) -> np.ndarray:

@@ -60,6 +60,8 @@ class GpuEvents:
     corr: np.ndarray
     ext: np.ndarray
     nbytes: np.ndarray  # float64, nan when absent
+    # float64 thread blocks of the launch grid (x*y*z), nan when not recorded (memcpy, old traces)
+    blocks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)
