@@ -122,9 +122,9 @@ def test_control_tbe_node_pinned():
     rows = [r for r in a["ops"] if r["name"] in (FWD, BWD)]
     assert len(rows) == 14  # 12 lookups (2 modules x 6 steps, one signature each: L differs) + 2 autograd nodes
     node = next(r for r in rows if r["name"] == BWD and [list(d) for d in r["input_dims"]] == [[8192, 8720]])
-    # 5.7% of the roof and 9.6 ms per call: the bytes (1.6% of the time at 1555 GB/s... see below) and the 18
-    # kernels' 2 µs launch floor explain under a tenth of it, so neither roof bounds it: the rows it
-    # gathers and scatters are spread over the tables (family tbe: scattered access)
+    # 9.58 ms per call: its bytes at 1555 GB/s take 5.7% of that and its kernels' 2 µs launch floors
+    # a few µs more, under a tenth of the time in all, so neither roof bounds it: the rows it gathers
+    # and scatters are spread over the tables (family tbe: scattered access)
     assert node["count"] == 6 and node["bound"] == "underutilised"
     assert node["limiter"].startswith("scattered access")
     assert node["model_pct"] < 10.0
