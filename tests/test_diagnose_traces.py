@@ -18,7 +18,9 @@ def _kinds(a):
 def test_qwen_h100_fusion_and_launch_overhead():
     a = analyze(shared_trace("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
     kinds = _kinds(a)
-    assert "fusion" in kinds[:3] and "launch_bound" in kinds[:3]
+    # ranked by saving x confidence: the sure memory-bound attention (high) sits among the upper-bound
+    # fusion and launch savings (medium, weight 0.6)
+    assert "fusion" in kinds[:3] and "launch_bound" in kinds[:5]
     rms = next(f for f in a["findings"] if f["kind"] == "fusion" and "rsqrt" in f["title"])
     assert "RMSNorm" in rms["text"] and rms["saving_us"] > 1000  # the decomposed RMSNorm, > 1 ms
     launch = next(f for f in a["findings"] if f["kind"] == "launch_bound")

@@ -115,6 +115,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top),
         "findings": diag["findings"],
+        "projection": diag["projection"],
         "warnings": warnings,
     }
 

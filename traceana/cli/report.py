@@ -32,6 +32,9 @@ def default_output(trace: str) -> str:
 @click.option("--peak-tflops", default=None, metavar="SPEC",
               help="Override peaks: '65' for every dtype, or 'fp32=8.1,fp16_tc=65,bf16_tc=…'.")
 @click.option("--bandwidth-gbps", type=float, default=None, metavar="GB/S", help="Override DRAM bandwidth.")
+@click.option("--launch-floor-us", type=float, default=None, metavar="US",
+              help="Fixed cost of one kernel on this GPU, µs (default per architecture: 1.5 Hopper/Blackwell, "
+                   "2 others); the time model adds it per kernel to the roofline time.")
 @click.option("--top", "top", type=click.IntRange(0, 100), default=8, show_default=True,
               help="How many of the slowest ops get a written explanation.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
@@ -48,7 +51,7 @@ def default_output(trace: str) -> str:
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
-           **ci: object) -> None:
+           launch_floor_us: float | None = None, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -63,6 +66,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise BadInput("--bandwidth-gbps must be a positive number")
+    if launch_floor_us is not None and not 0 <= launch_floor_us < 1e6:
+        raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
     if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
         meta = "torch" in sys.modules
     if len(traces) > 1 or os.path.isdir(traces[0]):
@@ -70,7 +75,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta)
+                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
+                                    launch_floor_us=launch_floor_us), hta)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
@@ -83,7 +89,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
             raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                   bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta)
+                   bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
+                   launch_floor_us=launch_floor_us)
     from traceana.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
@@ -117,7 +124,9 @@ def summary(a: dict, out: str) -> str:
         lines.append(f"  modelled {cov['modeled_time_us'] / total * 100:.1f}%, unmodelled "
                      f"{cov['unmodeled_time_us'] / total * 100:.1f}%, opaque {cov['opaque_time_us'] / total * 100:.1f}%")
     for r in a["ops"][:5]:
-        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<10} {u.pct(r['roof_pct']):>7}  {r['name'][:70]}")
+        mark = " (over roof)" if r.get("over_roof") else " (estimated)" if r.get("estimated") else ""
+        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}  "
+                     f"{r['name'][:70]}{mark}")
     for w in a["warnings"][:5]:
         lines.append(f"  warning: {w}")
     lines.append(f"report written to {out}")

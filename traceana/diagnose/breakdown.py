@@ -2,7 +2,7 @@
 
 Every GPU event gets one category: `memcpy` / `memset` by its kind, `communication` when the
 kernel is an NCCL/RCCL collective, otherwise the bound of its op signature (`compute`,
-`memory`, `latency`, `unmodelled`, `unknown`, `opaque`). Streams overlap, so the time is the
+`memory`, `latency`, `underutilised`, `unmodelled`, `unknown`, `opaque`). Streams overlap, so the time is the
 union of intervals and each instant is counted once, for the category of highest priority
 running at that instant (PRIORITY, first wins). The order puts the work that sets the pace
 first: a collective or a copy that runs under a kernel on another stream is hidden behind it
@@ -22,7 +22,7 @@ import numpy as np
 from traceana.load.model import Trace
 
 # First wins when intervals of several categories overlap in time.
-PRIORITY = ("compute", "memory", "latency", "unmodelled", "unknown", "opaque", "communication",
+PRIORITY = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque", "communication",
             "memcpy", "memset")
 CATEGORIES = PRIORITY + ("idle",)
 PRIORITY_NOTE = ("overlapping streams are counted once, for the first running category in the order "

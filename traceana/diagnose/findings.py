@@ -11,7 +11,10 @@ saving_us, per kind (all upper bounds of what that one change recovers; the text
   fusion                        bytes of the intermediates at the chain's measured bandwidth
   launch_bound                  kernel time above the roofs + the host-wait idle right before
   idle_gap                      host-wait and kernel-wait idle not already counted above
-Findings are ranked by saving_us, so the first three are the three biggest wins.
+Every saving is measured against the op's model time (launch floor + roofline time, roofline.py):
+the launch floor is recovered only by fewer kernels (launch_bound, fusion), not by a better kernel.
+Findings are ranked by saving_us x confidence (diagnose/projection.py), so the first three are the
+three biggest sure wins; a finding with nothing to recover is a note, listed after the levers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, OPAQUE_ADVICE, scattered
+from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
@@ -32,7 +36,10 @@ _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp
 
 
 def _above_roof(row: dict) -> float:
-    roof = row.get("roofline_time_us")
+    """Time above the op's model time (launch floor + roofline time): what a better kernel could win."""
+    roof = row.get("model_time_us")
+    if roof is None:
+        roof = row.get("roofline_time_us")
     if roof is None:
         return 0.0
     return max(row["device_time_us"] - row["count"] * roof, 0.0)
@@ -60,7 +67,10 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         if bound == "latency":
             latency.append(row)
             continue
-        if share < MIN_SHARE:
+        if share < MIN_SHARE or row.get("over_roof"):  # no finding on a number the model got wrong
+            continue
+        if bound == "underutilised":
+            out.append(underutilised_finding(row))
             continue
         copy = _host_copy(row) if bound == "memory" else None
         if copy:  # one finding per op and copy direction, however many signatures
@@ -76,9 +86,29 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         out.extend(launch_findings(latency, total_us, None))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
-    out.sort(key=lambda f: (-f["saving_us"], f["kind"], f["title"]))
+    annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
-    return out[:MAX_FINDINGS] + _coverage_findings(rows, total_us)
+    return out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us), rows)
+
+
+def underutilised_finding(row: dict) -> dict:
+    """An op far below both roofs and well above its launch floor: what bounds it, as far as seen."""
+    n, mean = row["count"], row["mean_time_us"]
+    model = row.get("model_time_us") or 0.0
+    limiter = row.get("limiter") or "not visible in the trace"
+    short = limiter.split(":")[0]
+    return {
+        "kind": "underutilised",
+        "title": f"{row['name']} runs at {u.pct(row['roof_pct'])} of its roof: {short}",
+        "text": (f"{_what(row)}: {_calls(n)}, {u.us(row['device_time_us'])}, {u.us(mean)} per call. Its FLOPs and "
+                 f"bytes need {u.us(row.get('roofline_time_us'))} per call and its "
+                 f"{row.get('kernel_count') or 1:g} kernel(s) {u.us(row.get('launch_floor_us'))} of launch floor: "
+                 f"{u.us(model)} in all, {u.pct(row.get('model_pct'))} of the measured time. Neither the roofs nor "
+                 f"launch overhead bound it. What does, as far as the trace shows: {limiter}. Saving shown: time "
+                 f"above the model, ({u.us(mean)} - {u.us(model)}) x {n:,}, an upper bound."),
+        "ops": [row["id"]],
+        "saving_us": _above_roof(row),
+    }
 
 
 def _host_copy(row: dict) -> str | None:
@@ -167,7 +197,8 @@ def memory_finding(row: dict, device: dict) -> dict:
         "text": (f"{_what(row)}: {_calls(n)}, {u.us(row['device_time_us'])}. Each call moves {u.nbytes(row['bytes'])}; "
                  f"at {bw:g} GB/s that takes at least {u.us(floor)} ({row['bytes']:,.0f} B / {bw:g} GB/s), "
                  f"measured {u.us(mean)} per call ({u.rate_gbps(row['achieved_gbps'])}, {u.pct(row['roof_pct'])} "
-                 f"of the roof). {why} Saving shown: time above the floor, ({u.us(mean)} - {u.us(floor)}) x {n:,}."),
+                 f"of the roof). {why} Saving shown: time above the model, ({u.us(mean)} - {u.us(floor)} - "
+                 f"{u.us(row.get('launch_floor_us') or 0.0)} launch floor) x {n:,}."),
         "ops": [row["id"]],
         "saving_us": _above_roof(row),
     }
@@ -182,6 +213,7 @@ def compute_finding(row: dict, device: dict) -> dict:
         f = _dtype_finding(row, device, peaks)
         if f:
             return f
+    launch = row["count"] * (row.get("launch_floor_us") or 0.0)
     total_floor = row["count"] * row["compute_time_us"]
     note = ""
     if key == "fp32" and tdt == "tf32" and peaks.get("tf32_tc"):
@@ -206,9 +238,10 @@ def compute_finding(row: dict, device: dict) -> dict:
                  f"At {used:g} TFLOP/s ({row.get('peak_why') if not note else 'TF32 tensor cores'}) they need at "
                  f"least {u.us(total_floor)}; measured "
                  f"{u.us(row['device_time_us'])} ({u.rate_tflops(row['achieved_tflops'])}). FLOPs set its time: "
-                 f"bytes do not.{note}{faster} Saving shown: time above the floor."),
+                 f"bytes do not.{note}{faster} Saving shown: time above the floor and the launch floor "
+                 f"({u.us(launch)})."),
         "ops": [row["id"]],
-        "saving_us": max(row["device_time_us"] - total_floor, 0.0),
+        "saving_us": max(row["device_time_us"] - total_floor - launch, 0.0),
     }
 
 
@@ -287,7 +320,7 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None) ->
     return [{"kind": "launch_bound", "title": f"{title}: {u.us(saving)} recoverable with CUDA graphs / fusion",
              "text": " ".join(parts),
              "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
-             "saving_us": saving}]
+             "saving_us": saving, "idle_us": short}]
 
 
 def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> list[dict]:
@@ -326,7 +359,7 @@ def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> lis
                  "(16 bytes of fp32); padding them (e.g. to multiples of 8) lets full-width kernels run. ")
     text += "Saving shown: best case if they are compute-bound, time x (1 - old roof / bf16 roof)."
     return [{"kind": "tensor_core_dtype", "title": f"{u.us(t)} of fp32 GEMM kernels (no shapes) could run in bf16",
-             "text": text, "ops": ids[:50], "saving_us": saving}]
+             "text": text, "ops": ids[:50], "saving_us": saving, "estimated": True, "confidence": "low"}]
 
 
 def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:

@@ -166,4 +166,4 @@ def idle_finding(summary: dict, span_us: float) -> dict | None:
                                          f"({idle / span_us * 100:.1f}% of the span): host-wait "
                                          f"{u.us(long['host_wait'])}, kernel-wait {u.us(long['kernel_wait'])}",
             "text": text, "ops": [g["next_row"] for g in summary["largest"] if g.get("next_row")][:10],
-            "saving_us": long["host_wait"]}
+            "saving_us": long["host_wait"], "idle_us": long["host_wait"]}

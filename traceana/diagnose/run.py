@@ -12,6 +12,7 @@ import numpy as np
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, idle
+from traceana.diagnose.projection import project
 from traceana.link import Links
 from traceana.load.model import Trace
 
@@ -35,7 +36,11 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     if f:
         extra.append(f)
     extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
-    return {"findings": fd.find(rows, device, total_us, extra), "timeline": timeline, "utilisation": util}
+    findings = fd.find(rows, device, total_us, extra)
+    busy = main["busy_us"] if main else total_us
+    idle_us = main["by_category"].get("idle", 0.0) if main else 0.0
+    return {"findings": findings, "timeline": timeline, "utilisation": util,
+            "projection": project(findings, rows, busy, idle_us)}
 
 
 def _launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], primary: int | None,

@@ -26,7 +26,8 @@ FORMATS: dict[str, tuple[str, ...]] = {
 }
 
 #: The bounds an op can have, in the order reports list them.
-BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "communication", "unmodelled", "opaque")
+BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "communication", "unmodelled",
+                           "opaque")
 
 
 def render(analysis: Mapping[str, Any], fmt: str) -> str:
@@ -219,6 +220,7 @@ BOUND_WORDS: dict[str, str] = {
     "compute": "limited by compute throughput",
     "memory": "limited by DRAM bandwidth",
     "latency": "limited by launch overhead and latency",
+    "underutilised": "far below both roofs and above the launch floor (grid, access pattern, occupancy)",
     "communication": "in collectives (judged by their bus bandwidth)",
     "unmodelled": "in ops traceana has no cost model for",
     "opaque": "in opaque ops (no shapes or no formula)",
@@ -256,3 +258,56 @@ def verdict(analysis: Mapping[str, Any]) -> str:
         bits.append(bound_of(top))
         out += f"; the biggest op is {name} ({', '.join(bits)})"
     return out + "."
+
+
+FINDING_KINDS: dict[str, str] = {
+    "memory_bound": "memory-bound", "compute_bound": "compute-bound", "tensor_core_dtype": "faster dtype",
+    "gemm_shape": "GEMM shape", "fusion": "fusion", "launch_bound": "launch overhead", "idle_gap": "GPU idle",
+    "host_copy": "host copy", "underutilised": "underutilised", "opaque_time": "not visible",
+    "unmodelled": "no cost model", "comm_exposed": "exposed communication",
+}
+
+
+def finding_kind(kind: Any) -> str:
+    """A finding's kind as words (unknown kinds: underscores become spaces)."""
+    k = text(kind, 60)
+    return FINDING_KINDS.get(k, k.replace("_", " "))
+
+
+def finding_tags(f: Mapping[str, Any]) -> list[str]:
+    """Short tags for a finding: how sure it is, and whether it is a lever or a note."""
+    tags = []
+    if f.get("lever") is False:
+        tags.append("note")
+    conf = text(f.get("confidence"), 10)
+    if conf in ("medium", "low"):
+        tags.append(f"{conf} confidence")
+    if f.get("estimated") is True:
+        tags.append("estimated")
+    return tags
+
+
+def over_roof_mark(op: Mapping[str, Any]) -> str:
+    """A short mark for an op measured faster than its roof ("" when it is not)."""
+    o = op.get("over_roof")
+    if not isinstance(o, Mapping):
+        return ""
+    return {"l2": "fits in L2", "estimate": "estimate"}.get(text(o.get("reason"), 20), "model over-counts")
+
+
+def projection_line(analysis: Mapping[str, Any]) -> str:
+    """One sentence: every lever applied together, each µs counted once ("" when absent)."""
+    p = mapping(analysis.get("projection"))
+    now, after = num(p.get("now_us")), num(p.get("after_us"))
+    if now is None or after is None or not p.get("levers"):
+        return ""
+    claimed = num(p.get("claimed_us")) or 0.0
+    line = (f"All {fmt_int(p.get('levers'))} levers together: device busy {fmt_time_us(now)} → "
+            f"{fmt_time_us(after)} ({fmt_pct(share(now - after, now))} less)")
+    span_now, span_after = num(p.get("span_now_us")), num(p.get("span_after_us"))
+    if span_now and span_after is not None:
+        line += f"; span {fmt_time_us(span_now)} → {fmt_time_us(span_after)}"
+    if claimed > (now - after) + (num(p.get("idle_now_us")) or 0.0) - (num(p.get("idle_after_us")) or 0.0) + 1:
+        line += (f". The findings claim {fmt_time_us(claimed)} one by one: they overlap, and each µs is "
+                 "counted once here")
+    return line + "."

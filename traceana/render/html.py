@@ -17,6 +17,10 @@ from typing import Any
 from traceana.render import (
     BOUNDS,
     bound_of,
+    finding_kind,
+    finding_tags,
+    over_roof_mark,
+    projection_line,
     by_bound,
     fmt_bytes,
     fmt_dims,
@@ -147,11 +151,34 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
         _cell(fmt_sig(op.get("achieved_tflops")), op.get("achieved_tflops"), cls="num"),
         _cell(fmt_sig(op.get("achieved_gbps")), op.get("achieved_gbps"), cls="num"),
         _cell(fmt_time_us(op.get("roofline_time_us")), op.get("roofline_time_us"), cls="num"),
-        _cell(fmt_pct(op.get("roof_pct")), op.get("roof_pct"), cls="num"),
+        _cell(_pct_text(op), op.get("roof_pct"), _pct_title(op), cls="num"),
         _cell(bound, cls=f"bound b-{bound}"),
         _cell(peak_text or "—", title=text(op.get("peak_why"), 300)),
     ]
     return {"id": anchor, "cells": cells}
+
+
+def _pct_text(op: Mapping[str, Any]) -> str:
+    """% of roof; a mark when it rests on an estimate or beats the roof (the model, not the GPU)."""
+    pct = fmt_pct(op.get("roof_pct"))
+    if op.get("roof_pct") is None:
+        return pct
+    if op.get("over_roof"):
+        return f"{pct} ↑"
+    return f"{pct} ~" if op.get("estimated") is True else pct
+
+
+def _pct_title(op: Mapping[str, Any]) -> str:
+    o = op.get("over_roof")
+    if isinstance(o, Mapping):
+        return f"Over the roof ({over_roof_mark(op)}): {text(o.get('text'), 400)}"
+    if op.get("estimated") is True:
+        return "Estimated: the FLOP/byte count rests on an assumption (see the op's notes)"
+    model = num(op.get("model_pct"))
+    if model is not None:
+        return (f"launch floor + roofline time = {fmt_time_us(op.get('model_time_us'))} per call, "
+                f"{fmt_pct(model)} of the measured time")
+    return ""
 
 
 def _point(op: Mapping[str, Any], anchor: str, has_row: bool) -> dict[str, Any] | None:
@@ -210,6 +237,7 @@ def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
 
 #: Colours of the timeline categories the bound palette in report.css does not have.
 TIMELINE_COLOURS = {"compute": "var(--b-compute)", "memory": "var(--b-memory)", "latency": "var(--b-latency)",
+                    "underutilised": "var(--b-underutilised)",
                     "unmodelled": "var(--b-unmodelled)", "opaque": "var(--b-opaque)", "unknown": "#c9ccd1",
                     "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f", "idle": "#eef0f3"}
 
@@ -348,9 +376,10 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     for f in seq(a.get("findings")):
         if isinstance(f, Mapping):
             findings.append({
-                "kind": text(f.get("kind"), 60), "title": text(f.get("title"), 300),
-                "text": text(f.get("text"), 3000),
-                "saving": fmt_ms(f.get("saving_us")) if num(f.get("saving_us")) is not None else "",
+                "kind": finding_kind(f.get("kind")), "title": text(f.get("title"), 300),
+                "text": text(f.get("text"), 3000), "tags": finding_tags(f),
+                "saving": fmt_ms(f.get("saving_us")) if num(f.get("saving_us")) and f.get("lever") is not False
+                else "",
                 "ops": [link(o) for o in seq(f.get("ops"))[:20]],
             })
     explanations = []
@@ -378,6 +407,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "breakdown": _breakdown(a),
         "timeline": _timeline(a),
         "findings": findings,
+        "projection": projection_line(a),
         "explanations": explanations,
         "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),
                   "capped": len(plottable) - len(points)},

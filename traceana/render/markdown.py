@@ -24,6 +24,9 @@ from urllib.parse import quote
 from traceana.render import (
     BOUNDS,
     bound_of,
+    finding_tags,
+    over_roof_mark,
+    projection_line,
     by_bound,
     fmt_bytes,
     fmt_dims,
@@ -174,10 +177,17 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
             md_text(fmt_dims(op.get("input_dims")), 60) or "—",
             md_text(fmt_types(op.get("input_types")), 40) or "—",
             fmt_time_us(op.get("device_time_us")),
-            fmt_pct(op.get("roof_pct")),
+            _pct_cell(op),
             bound_of(op),
         ]))
     return lines
+
+
+def _pct_cell(op: Mapping[str, Any]) -> str:
+    """% of roof, with what makes it less than a measurement: an estimate, or over the roof."""
+    marks = [m for m in (over_roof_mark(op), "estimated" if op.get("estimated") is True else "") if m]
+    pct = fmt_pct(op.get("roof_pct"))
+    return f"{pct} ({', '.join(dict.fromkeys(marks))})" if marks and op.get("roof_pct") is not None else pct
 
 
 def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
@@ -185,9 +195,14 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
     if not items or n <= 0:
         return []
     lines = ["## Findings", ""]
+    proj = projection_line(analysis)
+    if proj:
+        lines += [md_text(proj, 600), ""]
     for f in items[:n]:
         saving = num(f.get("saving_us"))
-        tail = f" (saves up to {saving / 1000:,.3f} ms)" if saving else ""
+        tags = finding_tags(f)
+        bits = ([f"saves up to {saving / 1000:,.3f} ms"] if saving and f.get("lever") is not False else []) + tags
+        tail = f" ({', '.join(bits)})" if bits else ""
         lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}")
     if len(items) > n:
         lines.append(f"- … and {len(items) - n:,} more findings (see the HTML or JSON report)")
