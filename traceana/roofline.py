@@ -177,7 +177,7 @@ def judge(cost: Cost, mean_us: float, kernel_us: float, peaks: dict[str, float],
         bound = "compute"
     else:
         bound = "memory"
-    over = over_roof(cost, pct, compute_us, memory_us, l2_bytes)
+    over = over_roof(cost, pct, compute_us, memory_us, l2_bytes, kernel_names)
     return Verdict(mean_us, compute_us, memory_us, roof, pct, intensity, achieved_tflops, achieved_gbps,
                    bound, peak, fixed, model, explained * 100.0, limiter, over)
 
@@ -199,12 +199,23 @@ def _limiter(cost: Cost, kernel_us: float, blocks: float | None, sms: int | None
             "it with Nsight Compute / rocprof to see which")
 
 
+# Kernel-name fragments of convolution algorithms that do fewer multiplies than a direct
+# convolution (cuDNN / MIOpen Winograd and FFT kernels).
+FEWER_FLOP_ALGOS = ("winograd", "fft")
+
+
 def over_roof(cost: Cost, pct: float | None, compute_us: float | None, memory_us: float | None,
-              l2_bytes: float | None) -> dict | None:
+              l2_bytes: float | None, kernel_names: tuple[str, ...] = ()) -> dict | None:
     """Why an op measured faster than its roof (a fact about the model, not the GPU), or None."""
     if pct is None or pct <= 100.0:
         return None
-    if cost.estimated:
+    compute_side = compute_us is not None and (memory_us is None or compute_us > memory_us)
+    algo = next((a for a in FEWER_FLOP_ALGOS if any(a in k.lower() for k in kernel_names)), None)
+    if compute_side and algo:
+        reason, text = "algorithm", (f"its kernels use a {'Winograd' if algo == 'winograd' else 'FFT'} algorithm, "
+                                     "which does fewer multiplies than the direct convolution its FLOP count "
+                                     "assumes; the FLOP rate is the direct-convolution equivalent")
+    elif cost.estimated:
         reason, text = "estimate", ("its FLOP/byte count is an estimate (see its notes) and is likely too high; "
                                     "the % is not a measurement of the GPU")
     elif memory_us is not None and (compute_us is None or memory_us >= compute_us) and l2_bytes \

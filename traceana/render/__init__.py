@@ -292,7 +292,8 @@ def over_roof_mark(op: Mapping[str, Any]) -> str:
     o = op.get("over_roof")
     if not isinstance(o, Mapping):
         return ""
-    return {"l2": "fits in L2", "estimate": "estimate"}.get(text(o.get("reason"), 20), "model over-counts")
+    return {"l2": "fits in L2", "estimate": "estimate", "algorithm": "Winograd/FFT"}.get(
+        text(o.get("reason"), 20), "model over-counts")
 
 
 def projection_line(analysis: Mapping[str, Any]) -> str:
