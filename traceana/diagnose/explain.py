@@ -26,7 +26,9 @@ def _title(row: dict) -> str:
         roof = "bandwidth" if bound == "memory" else f"{row.get('peak_dtype') or ''} compute".strip()
         return f"{head}: {bound}-bound at {u.pct(row['roof_pct'])} of the {roof} roof"
     if bound == "latency":
-        return f"{head}: latency-bound (tiny kernels, {u.pct(row['roof_pct'])} of its roof)"
+        return f"{head}: latency-bound (launch floor outweighs its work; {u.pct(row['roof_pct'])} of its roof)"
+    if bound == "underutilised":
+        return f"{head}: underutilised, {u.pct(row['roof_pct'])} of its roof ({(row.get('limiter') or '').split(':')[0]})"
     if bound == "opaque":
         return f"{head}: no shapes in the trace"
     if bound == "unknown":
@@ -95,9 +97,6 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
             lines.append("Its transcendental functions are counted at their approximate instruction cost "
                          "(docs/cost-model.md), and even so it runs at the memory roof: the special-function "
                          "math is hidden behind the DRAM traffic, so a cheaper formula would not speed it up.")
-        if pct is not None and pct > 100:
-            lines.append("Above 100% of the roof: part of the data stayed in the L2 cache, or the op reads "
-                         "less than the byte model assumes.")
     elif bound == "compute":
         lines.append(f"Measured {u.us(row['mean_time_us'])} per call: {u.rate_tflops(row['achieved_tflops'])} "
                      f"achieved, {u.pct(pct)} of the {peak:g} TFLOP/s roof.")
@@ -105,12 +104,20 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
     elif bound == "latency":
         per_kernel = row["mean_time_us"] / max(row.get("kernel_count") or 1, 1)
         lines.append(f"Measured {u.us(row['mean_time_us'])} per call ({row.get('kernel_count') or 1:g} kernel(s), "
-                     f"{u.us(per_kernel)} each) against a {u.us(row['roofline_time_us'])} floor: only "
-                     f"{u.pct(pct)} of its roof.")
+                     f"{u.us(per_kernel)} each) against a {u.us(row['roofline_time_us'])} roofline floor "
+                     f"({u.pct(pct)} of its roof) and {u.us(row.get('launch_floor_us'))} of launch floor: the fixed "
+                     f"cost of its kernels outweighs its work; the model explains {u.pct(row.get('model_pct'))}.")
         lines.append("Verdict: latency-bound. " + LATENCY_FIX)
+    elif bound == "underutilised":
+        lines.append(f"Measured {u.us(row['mean_time_us'])} per call against {u.us(row.get('model_time_us'))} of "
+                     f"launch floor + roofline time: the model explains only {u.pct(row.get('model_pct'))}, so "
+                     "neither roof nor launch overhead bounds it.")
+        lines.append(f"Verdict: underutilised. What bounds it, as far as the trace shows: {row.get('limiter')}.")
     elif bound == "unknown":
         lines.append("No roof: the device table has no peak for this dtype or no bandwidth; pass "
                      "--peak-tflops / --bandwidth-gbps to judge it.")
+    if isinstance(row.get("over_roof"), dict):
+        lines.append(f"Over the roof: {row['over_roof'].get('text')}. No finding is built on this number.")
     return lines
 
 
