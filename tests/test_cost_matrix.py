@@ -152,3 +152,32 @@ def test_garbage_inputs_never_raise():
             assert call.name == "aten::add"
         else:
             assert not r.reason.startswith("formula failed"), r.reason  # rejected, not crashed
+
+
+def test_addmm_out_tensor_is_not_read_as_a_dtype():
+    # Inductor's addmm(bias, A, B, beta=1, alpha=1, out=C): keyword args recorded positionally, six
+    # arguments like the .dtype overload; arg 3 is beta ("1"), not a ScalarType (1 = int8 would
+    # charge the output at 1 byte per element). C is bf16: 2 bytes.
+    c = run("addmm", [(2048,), (512, 1024), (1024, 2048), (), (), (512, 2048)],
+            [BF16, BF16, BF16, "Scalar", "Scalar", BF16], ["", "", "", "1", "1", ""])
+    # (N + M*K + K*N + M*N) * 2 = (2048 + 524288 + 2097152 + 1048576) * 2 = 7,344,128 B
+    assert c.bytes == (2048 + 512 * 1024 + 1024 * 2048 + 512 * 2048) * 2 == 7344128
+    assert c.flops == 2 * 512 * 2048 * 1024  # 2*M*N*K = 2,147,483,648
+
+
+def test_addmm_dtype_overload_still_reads_its_out_dtype():
+    # addmm.dtype(bias, A, B, out_dtype=fp32 (6), beta, alpha): bf16 inputs, fp32 output
+    c = run("addmm", [(2048,), (512, 1024), (1024, 2048), (), (), ()],
+            [BF16, BF16, BF16, "Scalar", "Scalar", "Scalar"], ["", "", "", "6", "1", "1"])
+    # (2048 + 524288 + 2097152) * 2 + 512*2048*4 = 5,246,976 + 4,194,304 = 9,441,280 B
+    assert c.bytes == (2048 + 512 * 1024 + 1024 * 2048) * 2 + 512 * 2048 * 4 == 9441280
+
+
+def test_baddbmm_and_bmm_out_tensors():
+    # baddbmm(bias, A, B, beta, alpha, out): fp32 out [4, 64, 32]
+    c = run("baddbmm", [(4, 64, 32), (4, 64, 16), (4, 16, 32), (), (), (4, 64, 32)],
+            [F32, F32, F32, "Scalar", "Scalar", F32], ["", "", "", "1", "1", ""])
+    # (4*64*32 + 4*64*16 + 4*16*32 + 4*64*32) * 4 = (8192 + 4096 + 2048 + 8192) * 4 = 90,112 B
+    assert c.bytes == 90112
+    c = run("bmm", [(4, 64, 16), (4, 16, 32), (4, 64, 32)], [BF16, BF16, BF16])
+    assert c.bytes == (4096 + 2048 + 8192) * 2  # 28,672 B: out= bf16, 2 bytes

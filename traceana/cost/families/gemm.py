@@ -43,9 +43,25 @@ def _gemm(
     return make(flops, tr, "gemm", dtype, product_expr(factors, flops), notes=notes)
 
 
-def _out_dtype(call: OpCall, pos: int, default: str) -> str:
-    """The ScalarType argument at pos (the .dtype overloads), else default."""
-    return dtype_from_enum(call.scalar(pos)) or default
+def out_tensor(call: OpCall, inputs: int) -> TensorArg | None:
+    """The out= tensor of an .out overload: a tensor as the last argument, after the inputs.
+
+    Keyword-only arguments are recorded positionally, so `addmm(bias, A, B, beta=1, alpha=1,
+    out=C)` has six arguments, as many as the `.dtype` overload `addmm(bias, A, B, out_dtype,
+    beta, alpha)`: only the kind of the last argument (a tensor, or a number) tells them apart."""
+    last = len(call.dims) - 1
+    return call.tensor(last) if last >= inputs else None
+
+
+def _out_dtype(call: OpCall, pos: int, default: str, inputs: int, arity: int) -> str:
+    """The output dtype: the out= tensor's, else the ScalarType at pos when the call has the
+    `.dtype` overload's arity, else default."""
+    out = out_tensor(call, inputs)
+    if out is not None:
+        return out.dtype
+    if len(call.dims) == arity:
+        return dtype_from_enum(call.scalar(pos)) or default
+    return default
 
 
 def _bias(call: OpCall, pos: int) -> list[tuple[str, TensorArg]]:
@@ -61,7 +77,7 @@ def mm(call: OpCall) -> Cost | Unmodelled:
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
         return Unmodelled(f"mm needs [M,K] x [K,N], got {a.shape} x {b.shape}")
     (m, k), n = a.shape, b.shape[1]
-    out = _out_dtype(call, 2, a.dtype) if len(call.dims) == 3 else a.dtype
+    out = _out_dtype(call, 2, a.dtype, 2, 3)
     return _gemm(call, (), m, n, k, [("A", a), ("B", b)], (m, n), out)
 
 
@@ -75,7 +91,7 @@ def addmm(call: OpCall) -> Cost | Unmodelled:
     (m, k), n = a.shape, b.shape[1]
     if broadcast(bias.shape, (m, n)) != (m, n):
         return Unmodelled(f"addmm bias {bias.shape} does not broadcast to {(m, n)}")
-    out = _out_dtype(call, 3, a.dtype) if len(call.dims) == 6 else a.dtype
+    out = _out_dtype(call, 3, a.dtype, 3, 6)
     return _gemm(call, (), m, n, k, [("A", a), ("B", b), ("bias", bias)], (m, n), out, [BIAS_NOTE])
 
 
@@ -88,7 +104,7 @@ def bmm(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(f"bmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}")
     bs, m, k = a.shape
     n = b.shape[2]
-    out = _out_dtype(call, 2, a.dtype) if len(call.dims) == 3 else a.dtype
+    out = _out_dtype(call, 2, a.dtype, 2, 3)
     return _gemm(call, (bs,), m, n, k, [("A", a), ("B", b)], (bs, m, n), out)
 
 
@@ -103,7 +119,7 @@ def baddbmm(call: OpCall) -> Cost | Unmodelled:
     n = b.shape[2]
     if broadcast(bias.shape, (bs, m, n)) != (bs, m, n):
         return Unmodelled(f"baddbmm bias {bias.shape} does not broadcast to {(bs, m, n)}")
-    out = _out_dtype(call, 3, a.dtype) if len(call.dims) == 6 else a.dtype
+    out = _out_dtype(call, 3, a.dtype, 3, 6)
     reads = [("A", a), ("B", b), ("bias", bias)]
     return _gemm(call, (bs,), m, n, k, reads, (bs, m, n), out, [BIAS_NOTE])
 
@@ -220,7 +236,8 @@ def scaled_mm(call: OpCall) -> Cost | Unmodelled:
         t = call.tensor(pos)
         if t is not None:
             reads.append((label, t))
-    out = dtype_from_enum(call.scalar(6))
+    t = out_tensor(call, 2)
+    out = t.dtype if t is not None and len(call.dims) > 8 else dtype_from_enum(call.scalar(6))
     notes = []
     if out is None:
         out = "bf16"
