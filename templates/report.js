@@ -4,7 +4,7 @@
 (function () {
   "use strict";
 
-  var BOUNDS = ["compute", "memory", "latency", "underutilised", "communication", "unmodelled", "opaque"];
+  var BOUNDS = ["compute", "memory", "latency", "underutilised", "host_link", "peer_link", "communication", "unmodelled", "opaque"];
   var W = 960, H = 540;
   var M = { l: 72, r: 162, t: 18, b: 54 };
 

@@ -61,16 +61,25 @@ def test_findings_link_to_ops(t4):
         assert f["text"] and f["title"]
 
 
+def _copy_row(i, n_bytes, us, direction="HtoD", memory="Pinned", gbps=31.5, link="PCIe 4.0 x16"):
+    return {"id": f"op{i}", "name": "aten::copy_", "input_dims": [[n_bytes // 4], [n_bytes // 4], []],
+            "input_types": ["int", "int", "Scalar"], "dtype": "int32", "count": 1, "bound": "host_link",
+            "mean_time_us": us, "device_time_us": us, "bytes": n_bytes, "flops": 0,
+            "copy": {"direction": direction, "memory": memory, "link": link, "link_gbps": gbps, "bytes": n_bytes,
+                     "time_us": us, "gbps": n_bytes / (us * 1e3), "events": 1},
+            "kernels": [{"name": f"Memcpy {direction} ({memory} -> Device)", "time_us": us, "count": 1}]}
+
+
 def test_host_copy_is_judged_against_the_link_not_dram():
-    row = {"id": "op1", "name": "aten::copy_", "input_dims": [[1, 5184, 768], [1, 5184, 768], []],
-           "input_types": ["c10::BFloat16", "c10::BFloat16", "Scalar"], "dtype": "bf16", "count": 5,
-           "mean_time_us": 1626.8, "device_time_us": 8134.0, "bytes": 2 * 7_962_624, "flops": 0,
-           "memory_time_us": 4.75, "roof_pct": 0.3, "achieved_gbps": 9.8, "peak_tflops": 133.8,
-           "kernels": [{"name": "Memcpy DtoH (Device -> Pageable)", "time_us": 8134.0, "count": 5}]}
-    f = memory_finding(row, {"dram_gbps": 3350.0})
-    assert f["kind"] == "host_copy" and "pin_memory" in f["text"]
-    # 5 x 7,962,624 B at 25 GB/s = 1,592.5 µs; saving 8,134 - 1,592.5 = 6,541.5 µs
-    assert f["saving_us"] == pytest.approx(6541.5, abs=0.1)
+    from traceana.diagnose.findings import copy_finding
+
+    row = _copy_row(1, 7_962_624, 1626.8, "DtoH", "Pageable", 63.0, "PCIe 5.0 x16")
+    f = copy_finding([row], {"dram_gbps": 3350.0})
+    assert f["kind"] == "host_copy" and "pin_memory" in f["text"] and "3350" not in f["text"]
+    # 7,962,624 B / 1,626.8 µs = 4.89 GB/s, 7.8% of PCIe 5.0 x16's 63 GB/s per direction
+    assert "4.89 GB/s (8% of the 63 GB/s PCIe 5.0 x16)" in f["title"]
+    # at 63 GB/s: 7,962,624 / 63e3 = 126.39 µs; saving 1,626.8 - 126.39 = 1,500.4 µs
+    assert f["saving_us"] == pytest.approx(1626.8 - 7_962_624 / 63e3)
 
 
 def test_fp32_gemm_on_tf32_kernels_is_held_to_the_tf32_roof():
@@ -118,16 +127,12 @@ def test_a_gather_far_below_the_roof_is_bound_by_its_access_pattern():
 def test_host_copies_of_one_op_are_one_finding():
     from traceana.diagnose.findings import find
 
-    def copy_row(i, n_bytes, us):
-        return {"id": f"op{i}", "name": "aten::copy_", "input_dims": [[n_bytes // 4], [n_bytes // 4], []],
-                "input_types": ["int", "int", "Scalar"], "dtype": "int32", "count": 1, "bound": "memory",
-                "mean_time_us": us, "device_time_us": us, "bytes": 2 * n_bytes, "flops": 0,
-                "memory_time_us": 2 * n_bytes / 1555e3, "roof_pct": 5.0, "achieved_gbps": 15.0, "peak_tflops": 19.5,
-                "kernels": [{"name": "Memcpy HtoD (Pinned -> Device)", "time_us": us, "count": 1}]}
-
-    rows = [copy_row(1, 55_599_168, 7334.0), copy_row(2, 55_539_892, 7331.0)]
-    out = [f for f in find(rows, {"dram_gbps": 1555.0, "peak_tflops": {}}, 20000.0, extra=[])
+    rows = [_copy_row(1, 55_599_168, 7334.0), _copy_row(2, 55_539_892, 7331.0),
+            _copy_row(3, 55_539_892, 7000.0, "DtoH")]  # the other direction: its own finding
+    out = [f for f in find(rows, {"dram_gbps": 1555.0, "peak_tflops": {}}, 30000.0, extra=[])
            if f["kind"] == "host_copy"]
-    assert len(out) == 1 and out[0]["ops"] == ["op1", "op2"] and "2 signatures" in out[0]["title"]
-    # each: 55.6 MB at 25 GB/s = 2,223.97 / 2,221.60 µs; saving (7334 - 2223.97) + (7331 - 2221.60) = 10,219.4 µs
-    assert out[0]["saving_us"] == pytest.approx(7334 - 55_599_168 / 25e3 + 7331 - 55_539_892 / 25e3)
+    assert len(out) == 2
+    htod = next(f for f in out if "HtoD" in f["title"])
+    assert htod["ops"] == ["op1", "op2"] and "2 signatures" in htod["title"]
+    # 111,139,060 B at 31.5 GB/s = 3,528.2 µs; saving 14,665 - 3,528.2 = 11,136.8 µs
+    assert htod["saving_us"] == pytest.approx(7334 + 7331 - (55_599_168 + 55_539_892) / 31.5e3)

@@ -72,6 +72,10 @@ ALLOWED = [
     ("UnaryElementwise", r"aten::copy_$", "flops",
      lambda o, t, c: o == 0 and t == pytest.approx(c.tensor(0).numel, rel=1e-6),
      "a copy or cast does no arithmetic: we count 0 FLOPs, TraceLens 1 per element"),
+    ("UnaryElementwise", r"aten::copy_$", "bytes",
+     lambda o, t, c: o == pytest.approx(t / 2, rel=1e-6) and o == pytest.approx(c.tensor(0).nbytes, rel=1e-6),
+     "a host<->device copy moves its tensor once across the host link: we count the bytes the profiler "
+     "recorded crossing it (and hold them to the link), TraceLens a device read plus a write"),
     ("UnaryElementwise", r"aten::(silu|sigmoid|rsqrt|exp|log|tanh|gelu|erf|pow|sin|cos)", "flops",
      lambda o, t, c: t == pytest.approx(c.tensor(0).numel, rel=1e-6) and o > t,
      "transcendental and composite functions: TraceLens counts 1 FLOP per output element whatever the op, we use "

@@ -18,8 +18,10 @@ from traceana.cost.families.comm import comm_rates
 from traceana.cost.meta import SOURCE as META_SOURCE
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
+from traceana.copies import LINK, copy_split, dominant_host_copy
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
+from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
@@ -44,6 +46,7 @@ class Options:
     # turns it on with --meta, or when torch is already imported; the API default is off.
     meta: bool = False
     launch_floor_us: float | None = None  # per-kernel launch floor; None: the device's default
+    host_link_gbps: float | None = None  # the host link's per-direction GB/s; None: the table's
 
 
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
@@ -66,7 +69,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "vendor": device.vendor, "arch": device.arch, "notes": list(device.notes), "id": dev_id,
     }
     floor, floor_src = launch_floor(device.arch, device.vendor, options.launch_floor_us)
-    device_dict.setdefault("l2_bytes", None)
+    device_dict.update(links_for(device.key, options.host_link_gbps))
     device_dict["launch_floor_us"] = floor
     device_dict["launch_floor_source"] = floor_src
     warnings.extend(device.notes)
@@ -76,7 +79,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     recovered = recover(sigs, counts, calls_named(trace, CONTEXT_OPS))
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     blocks = trace.gpu.blocks
-    rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events))
+    rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
+                 copy_split(trace, g.events) if g.cause is None else None)
             for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
@@ -90,8 +94,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, [group_of[id(r)] for r in rows], rows)
     warnings.extend(_coverage_warnings(trace, coverage, classes))
-    by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "unknown",
-                                                   "unmodelled", "opaque")}
+    by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "host_link",
+                                                   "unknown", "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
     return {
@@ -167,7 +171,7 @@ def _grid_blocks(blocks: np.ndarray | None, dur: np.ndarray, events: np.ndarray 
 
 
 def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False,
-         blocks: float | None = None) -> dict:
+         blocks: float | None = None, copies: dict | None = None) -> dict:
     mean = g.device_us / g.count if g.count else g.device_us
     kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
     row = {
@@ -189,6 +193,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         "launch_floor_us": None, "model_time_us": None, "model_pct": None, "limiter": None, "over_roof": None,
         "grid_blocks": None,
     }
+    row["roof_kind"] = "none"
     if g.cause is not None:
         row["bound"] = "opaque"
         row["reason"] = CAUSES[g.cause]
@@ -215,9 +220,67 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     comm = comm_rates(cost, mean)
     if comm:
         row["comm"] = comm
+    row["roof_kind"] = _roof_kind(row)
+    if copies:
+        row["copies"] = {k: {kk: v[kk] for kk in ("time_us", "bytes", "events")} for k, v in sorted(copies.items())}
+        part = dominant_host_copy(copies, g.device_us)
+        if part:
+            _link_verdict(row, part, device, g.count)
     if META_SOURCE in cost.detail:
         row["meta"] = True
     return row
+
+
+def _roof_kind(row: dict) -> str:
+    """Which roof the row's roofline time was computed against."""
+    if row["bound"] == "communication":
+        return "network"
+    if row.get("roofline_time_us") is None:
+        return "none"
+    c, m = row.get("compute_time_us"), row.get("memory_time_us")
+    return "compute" if c is not None and (m is None or c > m) else "dram"
+
+
+def _link_verdict(row: dict, part: dict, device: dict, count: int) -> None:
+    """Hold a signature whose time is mostly a host<->device (or peer) copy to that link, with
+    the bytes the profiler recorded as crossing it (in place, on the row)."""
+    kind = LINK[part["direction"]]
+    gbps = device.get(f"{kind}_gbps")
+    if part["bytes_known"]:
+        per_call = part["bytes"] / count if count else part["bytes"]
+    else:  # ROCm traces may record 0 bytes: the tensor (half the formula's read + write) crosses once
+        per_call = (row["bytes"] or 0.0) / 2
+        part = {**part, "bytes": per_call * count}
+        row["estimated"] = True
+        row["notes"] = list(row["notes"]) + ["the copies recorded no bytes: the bytes crossing the link are the "
+                                             "tensor's size from its shape"]
+    rate = part["bytes"] / (part["time_us"] * 1e3) if part["time_us"] > 0 else None
+    link_name = device.get(kind) or ("host link" if kind == "host_link" else "peer link")
+    row["copy"] = {"direction": part["direction"], "memory": part["memory"], "link": link_name,
+                   "link_gbps": gbps, "bytes": per_call, "time_us": part["time_us"], "gbps": rate,
+                   "events": part["events"]}
+    mean = row["mean_time_us"]
+    roof = per_call / (gbps * 1e3) if gbps else None
+    floor = row.get("launch_floor_us") or 0.0
+    row.update({
+        "bound": kind, "roof_kind": kind, "bytes": per_call, "flops": 0.0, "intensity": 0.0,
+        "bytes_expr": (f"{per_call:,.0f} B per call crossed the {link_name} {part['direction']}"
+                       f"{' from ' + part['memory'] + ' memory' if part['memory'] else ''} (the copies' recorded bytes)"),
+        "achieved_gbps": per_call / (mean * 1e3) if mean > 0 else None, "achieved_tflops": 0.0,
+        "roofline_time_us": roof, "memory_time_us": roof, "compute_time_us": 0.0 if roof is not None else None,
+        "roof_pct": roof / mean * 100.0 if roof is not None and mean > 0 else None,
+        "model_time_us": floor + roof if roof is not None else None,
+        "model_pct": (floor + roof) / mean * 100.0 if roof is not None and mean > 0 else None,
+        "peak_dtype": None, "peak_tflops": None, "limiter": None, "family": "memory",
+        "peak_why": (f"a {part['direction']} copy crosses the {link_name}"
+                     + (f" ({gbps:g} GB/s per direction), not DRAM" if gbps else
+                        ": its bandwidth is not in the device table (pass --host-link-gbps)")),
+    })
+    row["over_roof"] = None
+    if rate is not None and gbps and rate > gbps:
+        row["over_roof"] = {"pct": rate / gbps * 100.0, "reason": "model",
+                            "text": f"{rate:.3g} GB/s is faster than the {link_name}'s {gbps:g} GB/s per direction: "
+                                    "the device table's link is not this machine's (pass --host-link-gbps)"}
 
 
 def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:

@@ -32,6 +32,9 @@ def default_output(trace: str) -> str:
 @click.option("--peak-tflops", default=None, metavar="SPEC",
               help="Override peaks: '65' for every dtype, or 'fp32=8.1,fp16_tc=65,bf16_tc=…'.")
 @click.option("--bandwidth-gbps", type=float, default=None, metavar="GB/S", help="Override DRAM bandwidth.")
+@click.option("--host-link-gbps", type=float, default=None, metavar="GB/S",
+              help="The host<->device link's bandwidth per direction (default: the device table's PCIe / "
+                   "NVLink-C2C figure).")
 @click.option("--launch-floor-us", type=float, default=None, metavar="US",
               help="Fixed cost of one kernel on this GPU, µs (default per architecture: 1.5 Hopper/Blackwell, "
                    "2 others); the time model adds it per kernel to the roofline time.")
@@ -51,7 +54,7 @@ def default_output(trace: str) -> str:
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
-           launch_floor_us: float | None = None, **ci: object) -> None:
+           launch_floor_us: float | None = None, host_link_gbps: float | None = None, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -66,6 +69,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise BadInput("--bandwidth-gbps must be a positive number")
+    if host_link_gbps is not None and not 0 < host_link_gbps < 1e6:
+        raise BadInput("--host-link-gbps must be a positive number")
     if launch_floor_us is not None and not 0 <= launch_floor_us < 1e6:
         raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
     if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
@@ -76,7 +81,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                                     bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
-                                    launch_floor_us=launch_floor_us), hta)
+                                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps), hta)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
@@ -90,7 +95,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
-                   launch_floor_us=launch_floor_us)
+                   launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps)
     from traceana.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0

@@ -29,6 +29,7 @@ PRIORITY_NOTE = ("overlapping streams are counted once, for the first running ca
                  + " > ".join(PRIORITY) + "; communication and copies therefore count only where no "
                  "kernel hides them (exposed time)")
 _BOUND_CODE = {b: i for i, b in enumerate(PRIORITY)}
+_LINK_BOUNDS = {"host_link": "memcpy", "peer_link": "memcpy"}  # copy signatures' other events
 
 
 def event_rows(n_events: int, groups: Sequence) -> np.ndarray:
@@ -50,7 +51,8 @@ def event_categories(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict]) -> 
     """Index into PRIORITY per GPU event."""
     gpu = trace.gpu
     n = len(gpu)
-    row_code = np.array([_BOUND_CODE.get(r.get("bound"), _BOUND_CODE["unmodelled"]) for r in rows],
+    row_code = np.array([_BOUND_CODE.get(_LINK_BOUNDS.get(r.get("bound"), r.get("bound")), _BOUND_CODE["unmodelled"])
+                         for r in rows],
                         dtype=np.int8)
     cat = np.full(n, _BOUND_CODE["unmodelled"], dtype=np.int8)
     has = ev_row >= 0

@@ -29,7 +29,6 @@ from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
-HOST_LINK_GBPS = 25.0  # a pinned host<->device copy over PCIe 4.0 x16 reaches about this
 MAX_FINDINGS = 25
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
@@ -72,15 +71,16 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         if bound == "underutilised":
             out.append(underutilised_finding(row))
             continue
-        copy = _host_copy(row) if bound == "memory" else None
-        if copy:  # one finding per op and copy direction, however many signatures
-            copies.setdefault((row["name"], copy), []).append(row)
+        if bound in ("host_link", "peer_link") and row.get("copy"):
+            # one finding per op, direction and memory kind, however many signatures
+            c = row["copy"]
+            copies.setdefault((row["name"], c["direction"], c.get("memory") or ""), []).append(row)
         elif bound == "memory":
             out.append(memory_finding(row, device))
         elif bound == "compute":
             out.append(compute_finding(row, device))
-    for (name, copy), group in copies.items():
-        out.append(memory_finding(group[0], device) if len(group) == 1 else host_copies_finding(group, copy, device))
+    for group in copies.values():
+        out.append(copy_finding(group, device))
     out.extend(gs.shape_findings(rows, device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None))
@@ -111,38 +111,52 @@ def underutilised_finding(row: dict) -> dict:
     }
 
 
-def _host_copy(row: dict) -> str | None:
-    """The kernel name when the op's time is a host<->device memcpy (PCIe, not DRAM, bound)."""
-    for k in row.get("kernels") or []:
-        if k["name"].startswith("Memcpy") and ("HtoD" in k["name"] or "DtoH" in k["name"]) \
-                and k["time_us"] >= 0.5 * row["device_time_us"]:
-            return k["name"]
-    return None
-
-
-def host_copies_finding(rows: list[dict], copy: str, device: dict) -> dict:
-    """Several signatures of one op copying host<->device the same way: one finding for them all."""
-    bw = device.get("dram_gbps")
+def copy_finding(rows: list[dict], device: dict) -> dict:
+    """Signatures of one op copying one way over the host (or peer) link: one finding, held to
+    that link's bandwidth with the bytes the profiler recorded as crossing it."""
+    c0 = rows[0]["copy"]
+    direction, memory, link, gbps = c0["direction"], c0.get("memory"), c0["link"], c0.get("link_gbps")
     t = sum(r["device_time_us"] for r in rows)
+    copy_t = sum(r["copy"]["time_us"] for r in rows)
     calls = sum(r["count"] for r in rows)
-    each_way = sum(r["bytes"] / 2 * r["count"] for r in rows)  # bytes count the read and the write
-    rates = [r["bytes"] / 2 / (r["mean_time_us"] * 1e3) for r in rows if r["mean_time_us"] > 0]
-    links = [r["bytes"] / 2 * r["count"] / (HOST_LINK_GBPS * 1e3) for r in rows]
-    saving = sum(max(r["device_time_us"] - link, 0.0) for r, link in zip(rows, links))
-    link = sum(links)
-    pageable = "Pageable" in copy
-    span = f"{min(rates):.3g}–{max(rates):.3g} GB/s" if rates else "an unknown rate"
+    moved = sum(r["copy"]["bytes"] * r["count"] for r in rows)
+    rate = moved / (copy_t * 1e3) if copy_t > 0 else None
+    at_link = moved / (gbps * 1e3) if gbps else None
+    saving = max(copy_t - at_link, 0.0) if at_link is not None else 0.0
+    host = direction in ("HtoD", "DtoH", "HtoH")
+    small = calls and moved / calls < 256 * 1024
+    if memory == "Pageable":
+        fix = ("The host side is pageable memory: the driver stages it through a pinned bounce buffer and the "
+               "copy cannot overlap with kernels. Pin it (DataLoader(pin_memory=True), tensor.pin_memory()) and "
+               "copy with non_blocking=True.")
+    elif host:
+        fix = ("Overlap the copies with compute: non_blocking=True from pinned memory, issued on a side stream "
+               "ahead of use (prefetch the next batch while this one computes); or keep the data on the GPU.")
+    else:
+        fix = ("Peer copies: keep each tensor on the GPU that uses it, or overlap the copy with compute on a "
+               "side stream.")
+    if small:
+        fix += (f" The copies are small ({u.nbytes(moved / calls)} each): their fixed cost dominates; batch them "
+                "into fewer, larger copies.")
+    names = f"{len(rows)} signatures, " if len(rows) > 1 else ""
+    where = f"{direction}{' from ' + memory + ' memory' if memory else ''}"
+    text = (f"{rows[0]['name']}: {names}{_calls(calls)}, {u.us(t)} of device time, {u.us(copy_t)} of it copying "
+            f"{where}: {u.nbytes(moved)} crossed the {link} at {u.rate_gbps(rate)}. ")
+    if gbps:
+        text += (f"The {link} carries {gbps:g} GB/s per direction (the device table; --host-link-gbps overrides "
+                 f"it), so the copies need at least {u.us(at_link)}. ")
+        if rate is not None and rate > gbps:
+            text += "They ran faster than that: the table's link is not this machine's. "
+    else:
+        text += "The device table has no figure for this link (pass --host-link-gbps), so no saving is estimated. "
+    text += fix + (f" Saving shown: the copy time above the link's floor, {u.us(copy_t)} - {u.us(at_link)}."
+                   if at_link is not None else "")
     return {
         "kind": "host_copy",
-        "title": f"{rows[0]['name']} copies host<->device at {span} ({copy}), {len(rows)} signatures",
-        "text": (f"{rows[0]['name']}: {len(rows)} signatures, {_calls(calls)}, {u.us(t)}, {u.nbytes(each_way)} each "
-                 f"way in all. It crosses PCIe/NVLink, not DRAM, so the {bw:g} GB/s roof does not apply. "
-                 + ("Pageable host memory makes the copy synchronous and staged through a bounce buffer: pin the "
-                    "host tensors (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True so they can "
-                    "overlap with kernels. " if pageable else "Overlap them with compute (non_blocking=True on a "
-                                                               "side stream) or keep the data on the GPU. ")
-                 + f"At the {HOST_LINK_GBPS:g} GB/s a pinned copy reaches on PCIe 4.0 x16 they would take "
-                   f"{u.us(link)}. Saving shown: per signature, its time minus that, summed ({u.us(saving)})."),
+        "title": (f"{rows[0]['name']} copies {where} at {u.rate_gbps(rate)}"
+                  + (f" ({rate / gbps * 100:.0f}% of the {gbps:g} GB/s {link})" if gbps and rate else "")
+                  + (f", {len(rows)} signatures" if len(rows) > 1 else "")),
+        "text": text,
         "ops": [r["id"] for r in rows][:50],
         "saving_us": saving,
     }
@@ -151,27 +165,6 @@ def host_copies_finding(rows: list[dict], copy: str, device: dict) -> dict:
 def memory_finding(row: dict, device: dict) -> dict:
     bw = device.get("dram_gbps")
     n, mean, floor = row["count"], row["mean_time_us"], row["memory_time_us"]
-    copy = _host_copy(row)
-    if copy:
-        t = row["device_time_us"]
-        link = row["bytes"] / 2 * n / (HOST_LINK_GBPS * 1e3)  # bytes count the read and the write
-        pageable = "Pageable" in copy
-        return {
-            "kind": "host_copy",
-            "title": f"{row['name']} copies host<->device at {row['bytes'] / 2 / (mean * 1e3):.3g} GB/s ({copy})",
-            "text": (f"{_what(row)}: {_calls(n)}, {u.us(t)}, {u.nbytes(row['bytes'] / 2)} each way per call. It crosses "
-                     f"PCIe/NVLink, not DRAM, so the {bw:g} GB/s roof does not apply. "
-                     + ("Pageable host memory makes the copy synchronous and staged through a bounce buffer: pin the "
-                        "host tensor (pin_memory=True, tensor.pin_memory()) and copy with non_blocking=True so it can "
-                        "overlap with kernels. " if pageable else "Overlap it with compute (non_blocking=True on a "
-                                                                   "side stream) or keep the data on the GPU. ")
-                     + (f"At the {HOST_LINK_GBPS:g} GB/s a pinned copy reaches on PCIe 4.0 x16 it would take "
-                        f"{u.us(link)}. Saving shown: {u.us(t)} - {u.us(link)}." if link < t else
-                        f"It already runs faster than the {HOST_LINK_GBPS:g} GB/s of a pinned PCIe 4.0 x16 copy: only "
-                        "fewer or overlapped copies help (no saving estimated).")),
-            "ops": [row["id"]],
-            "saving_us": max(t - link, 0.0),
-        }
     fl_peak = row.get("peak_tflops")
     flop_us = row["flops"] / (fl_peak * 1e6) if fl_peak and row.get("flops") else None
     matrix = row.get("family") in ("gemm", "conv", "attention")

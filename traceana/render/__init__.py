@@ -26,8 +26,8 @@ FORMATS: dict[str, tuple[str, ...]] = {
 }
 
 #: The bounds an op can have, in the order reports list them.
-BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "communication", "unmodelled",
-                           "opaque")
+BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "host_link", "peer_link",
+                           "communication", "unmodelled", "opaque")
 
 
 def render(analysis: Mapping[str, Any], fmt: str) -> str:
@@ -221,6 +221,8 @@ BOUND_WORDS: dict[str, str] = {
     "memory": "limited by DRAM bandwidth",
     "latency": "limited by launch overhead and latency",
     "underutilised": "far below both roofs and above the launch floor (grid, access pattern, occupancy)",
+    "host_link": "copying between host and device (held to the PCIe / NVLink-C2C link)",
+    "peer_link": "copying between GPUs (held to NVLink / Infinity Fabric)",
     "communication": "in collectives (judged by their bus bandwidth)",
     "unmodelled": "in ops traceana has no cost model for",
     "opaque": "in opaque ops (no shapes or no formula)",

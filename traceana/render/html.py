@@ -237,7 +237,8 @@ def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
 
 #: Colours of the timeline categories the bound palette in report.css does not have.
 TIMELINE_COLOURS = {"compute": "var(--b-compute)", "memory": "var(--b-memory)", "latency": "var(--b-latency)",
-                    "underutilised": "var(--b-underutilised)",
+                    "underutilised": "var(--b-underutilised)", "host_link": "var(--b-host_link)",
+                    "peer_link": "var(--b-peer_link)",
                     "unmodelled": "var(--b-unmodelled)", "opaque": "var(--b-opaque)", "unknown": "#c9ccd1",
                     "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f", "idle": "#eef0f3"}
 

@@ -36,7 +36,7 @@ MAX_POINTS = 5000
 #: The slowest this many op signatures get a name label next to their circle.
 LABELLED = 5
 
-COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a",
+COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a", "host_link": "#c9a227", "peer_link": "#8d6e1f",
            "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670"}
 
 
