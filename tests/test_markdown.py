@@ -97,7 +97,7 @@ def test_headline_order_and_content():
     md = render_markdown(a)
     lines = md.splitlines()
     assert lines[0].startswith("# traceana: ")
-    assert lines[2].startswith("**Verdict:** ")
+    assert lines[2].startswith("**Where the time went:** ")
     order = [md.index(h) for h in ("**Device:**", "**Peaks:**", "## Time by bound", "## Findings",
                                    "## Top 15 of 40 op signatures", "## Coverage", "## Warnings", "## Details")]
     assert order == sorted(order)

@@ -226,7 +226,7 @@ def test_markdown_table_cells_are_stable():
 def test_markdown_content():
     md = render_markdown(make_analysis())
     assert md.startswith("# traceana: ")
-    assert "**Verdict:**" in md and "compute throughput" in md
+    assert "**Where the time went:**" in md and "compute throughput" in md
     assert "Tesla T4" in md and "320 GB/s" in md and "fp32 8.10" in md
     assert "| aten::pow | 8192×8192, () | float, Scalar | 2.167 ms | 77.4% | memory |" in md
     assert "536870912 B / 320 GB/s = 1677.7 µs" in md

@@ -113,6 +113,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "device": device_dict,
         "coverage": coverage,
         "kernel_classes": classes,
+        "lead": diag["lead"],
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         **({"hta": hta_views(trace, links)} if options.hta else {}),

@@ -125,6 +125,15 @@ def summary(a: dict, out: str) -> str:
     total = cov["device_time_us"]
     lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
              f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    lead = a.get("lead") or {}
+    if lead.get("sentence"):
+        lines.append(f"  {lead['sentence']}")
+    levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
+    for f in levers:
+        tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",
+                            f.get("estimated") and "estimated") if t]
+        lines.append(f"  lever: {f['title'][:110]} (saves up to {u.us(f['saving_us'])}"
+                     + (", " + ", ".join(tags) if tags else "") + ")")
     if total > 0:
         lines.append(f"  modelled {cov['modeled_time_us'] / total * 100:.1f}%, unmodelled "
                      f"{cov['unmodeled_time_us'] / total * 100:.1f}%, opaque {cov['opaque_time_us'] / total * 100:.1f}%")

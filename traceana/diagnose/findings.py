@@ -91,6 +91,34 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     return out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us), rows)
 
 
+def comm_finding(lead: dict | None) -> dict | None:
+    """Collective time with nothing else running on the GPU: what overlap could hide."""
+    if not lead or lead["span_us"] <= 0:
+        return None
+    exposed, total = lead["communication_exposed_us"], lead["communication_us"]
+    if exposed < 0.01 * lead["span_us"]:
+        return None
+    busy = lead["busy_us"]
+    return {
+        "kind": "comm_exposed",
+        "title": (f"Collectives run {u.us(exposed)} with nothing else on the GPU "
+                  f"({exposed / busy * 100:.1f}% of busy time)" if busy > 0 else
+                  f"Collectives run {u.us(exposed)} with nothing else on the GPU"),
+        "text": (f"NCCL/RCCL collectives took {u.us(total)} of the primary device's timeline; "
+                 f"{u.us(total - exposed if total > exposed else 0.0)} of it overlapped with compute kernels and "
+                 f"{u.us(exposed)} was exposed: the GPU did nothing but communicate (or wait inside a collective "
+                 "for a slower rank). Hide it behind compute: in DDP, let gradient buckets all-reduce while the "
+                 "backward pass runs (bucket_cap_mb, gradient_as_bucket_view=True, no sync points such as .item() "
+                 "inside the step); with FSDP, prefetch the next all-gather (forward_prefetch, backward_prefetch); "
+                 "issue collectives async on their own stream. Or send fewer bytes: bf16 gradients "
+                 "(comm hooks), fewer, larger buckets. If one rank is slower (data-dependent work, a straggler), "
+                 "the others wait inside the collective: compare ranks with `traceana report DIR/`. Saving shown: "
+                 "the exposed time, an upper bound (a collective cannot start before its data is ready)."),
+        "ops": [],
+        "saving_us": exposed,
+    }
+
+
 def underutilised_finding(row: dict) -> dict:
     """An op far below both roofs and well above its launch floor: what bounds it, as far as seen."""
     n, mean = row["count"], row["mean_time_us"]

@@ -12,6 +12,7 @@ import numpy as np
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, idle
+from traceana.diagnose.anatomy import anatomy
 from traceana.diagnose.projection import project
 from traceana.link import Links
 from traceana.load.model import Trace
@@ -35,11 +36,15 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     f = idle.idle_finding(idle_sum, span)
     if f:
         extra.append(f)
+    lead = anatomy(trace, timeline)
+    f = fd.comm_finding(lead)
+    if f:
+        extra.append(f)
     extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
     findings = fd.find(rows, device, total_us, extra)
     busy = main["busy_us"] if main else total_us
     idle_us = main["by_category"].get("idle", 0.0) if main else 0.0
-    return {"findings": findings, "timeline": timeline, "utilisation": util,
+    return {"findings": findings, "timeline": timeline, "utilisation": util, "lead": lead,
             "projection": project(findings, rows, busy, idle_us)}
 
 

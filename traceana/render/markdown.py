@@ -24,6 +24,7 @@ from urllib.parse import quote
 from traceana.render import (
     BOUNDS,
     bound_of,
+    lead_rows,
     finding_tags,
     over_roof_mark,
     projection_line,
@@ -161,6 +162,17 @@ def _breakdown(analysis: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _lead_table(a: Mapping[str, Any]) -> list[str]:
+    rows = lead_rows(a)
+    if not rows:
+        return []
+    lines = ["## Where the time went (primary device's span)", "", table_row(["part", "time", "% of span"]),
+             "|---|--:|--:|"]
+    for label, us, pct in rows:
+        lines.append(table_row([md_text(label, 80), fmt_time_us(us), fmt_pct(pct) if pct is not None else "—"]))
+    return lines
+
+
 def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
     if not ops or n <= 0:
         return []
@@ -234,11 +246,12 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
     trace = mapping(a.get("trace"))
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
-            f"**Verdict:** {md_text(verdict(a), 400)}", ""]
+            f"**Where the time went:** {md_text(verdict(a), 900)}", ""]
     warnings = _warning_items(a)
     warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
     return [
         head + _device(mapping(a.get("device")), image),
+        _lead_table(a),
         _breakdown(a),
         _findings(a, findings),
         _ops_table(ops, top),
