@@ -437,15 +437,21 @@ def test_huge_ids_do_not_overflow(capsys, tmp_path):
 
 def test_cpu_only_trace_says_so(capsys, tmp_path):
     doc = s.trace([e for e in good_events() if e["cat"] == "cpu_op"], props=())
-    a = expect_report(capsys, tmp_path, write(tmp_path, doc), "no GPU events")
+    a = expect_report(capsys, tmp_path, write(tmp_path, doc), "no GPU activity")
     assert a["ops"] == [] and a["coverage"]["device_time_us"] == 0
+    # said once: no second warning about the unknown device of a run that used none
+    assert len([w for w in a["warnings"] if "GPU" in w or "device" in w]) == 1
+    assert a["cpu"]["op_calls"] > 0 and a["cpu"]["by_self_time"]
 
 
 def test_cpu_only_sample_trace_says_so(capsys, tmp_path):
     p = SAMPLES / "cpu_mlp_train.json.gz"
     if not p.exists():
         pytest.skip("no CPU sample trace")
-    expect_report(capsys, tmp_path, str(p), "no GPU events")
+    a = expect_report(capsys, tmp_path, str(p), "no GPU activity")
+    # 2 ProfilerStep annotations; the matmuls take the most CPU self time
+    assert a["cpu"]["steps"] == 2 and a["cpu"]["by_self_time"][0]["name"] == "aten::mm"
+    assert len(a["warnings"]) == 1
 
 
 def test_empty_event_list_says_nothing_to_analyse(capsys, tmp_path):

@@ -25,6 +25,7 @@ from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
+from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.run import diagnose
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
@@ -72,7 +73,11 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     device_dict.update(links_for(device.key, options.host_link_gbps))
     device_dict["launch_floor_us"] = floor
     device_dict["launch_floor_source"] = floor_src
-    warnings.extend(device.notes)
+    cpu_only = len(trace.gpu) == 0
+    if cpu_only:  # a CPU-only run has no device to name: its one warning says so
+        device_dict["notes"] = []
+    else:
+        warnings.extend(device.notes)
     if stage:
         stage("cost")
     sigs, counts = [g.call for g in groups], [g.count for g in groups]
@@ -114,6 +119,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "coverage": coverage,
         "kernel_classes": classes,
         "lead": diag["lead"],
+        **({"cpu": cpu_breakdown(trace)} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         **({"hta": hta_views(trace, links)} if options.hta else {}),
@@ -331,7 +337,8 @@ def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> 
     total = cov["device_time_us"]
     if len(trace.gpu) == 0:
         if len(trace.ops):
-            out.append("the trace has no GPU events (a CPU-only run?): there is no device time to explain")
+            out.append("no GPU activity in this trace (a CPU-only run): there is no device time to judge against "
+                       "a roofline; the CPU ops are listed by self time instead")
         else:
             out.append("the trace has neither GPU events nor CPU ops: nothing to analyse")
         return out

@@ -128,6 +128,10 @@ def summary(a: dict, out: str) -> str:
     lead = a.get("lead") or {}
     if lead.get("sentence"):
         lines.append(f"  {lead['sentence']}")
+    elif a.get("cpu"):
+        from traceana.render import verdict
+
+        lines.append(f"  {verdict(a)}")
     levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
     for f in levers:
         tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",

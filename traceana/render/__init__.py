@@ -276,6 +276,14 @@ def verdict(analysis: Mapping[str, Any]) -> str:
         return out
     parts, total = by_bound(analysis)
     ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
+    cpu = mapping(analysis.get("cpu"))
+    if cpu and not total:
+        top = [r for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)][:3]
+        return ("No GPU activity: a CPU-only trace, so no roofline applies. "
+                f"{fmt_int(cpu.get('op_calls'))} CPU op calls, {fmt_time_us(cpu.get('top_level_us'))} in top-level ops"
+                + (f" over {fmt_int(cpu.get('steps'))} steps" if num(cpu.get("steps")) else "")
+                + ("; most self time in " + ", ".join(f"{text(r.get('name'), 60)} ({fmt_time_us(r.get('self_us'))})"
+                                                      for r in top) if top else "") + ".")
     if not parts or not total:
         if not ops:
             return "No GPU time was found in this trace."
@@ -346,3 +354,10 @@ def projection_line(analysis: Mapping[str, Any]) -> str:
         line += (f". The findings claim {fmt_time_us(claimed)} one by one: they overlap, and each µs is "
                  "counted once here")
     return line + "."
+
+
+def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(op, calls, self time, total time) rows of a CPU-only trace's breakdown."""
+    cpu = mapping(analysis.get("cpu"))
+    return [(text(r.get("name"), 120), fmt_int(r.get("calls")), fmt_time_us(r.get("self_us")),
+             fmt_time_us(r.get("total_us"))) for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)]

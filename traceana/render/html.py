@@ -17,6 +17,7 @@ from typing import Any
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_rows,
     lead_rows,
     finding_kind,
     finding_tags,
@@ -406,6 +407,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "verdict": verdict(a),
         "lead": [(text(lbl, 100), fmt_time_us(us), fmt_pct(p) if p is not None else "—")
                  for lbl, us, p in lead_rows(a)],
+        "cpu": cpu_rows(a),
         "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
         "device": _device(dev),
         "breakdown": _breakdown(a),

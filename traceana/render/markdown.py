@@ -24,6 +24,7 @@ from urllib.parse import quote
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_rows,
     lead_rows,
     finding_tags,
     over_roof_mark,
@@ -152,7 +153,7 @@ def _device(dev: Mapping[str, Any], image: str | None) -> list[str]:
 
 def _breakdown(analysis: Mapping[str, Any]) -> list[str]:
     parts, total = by_bound(analysis)
-    if not parts:
+    if not parts or not total:  # a CPU-only trace: no device time, no roofline talk
         return []
     lines = ["## Time by bound", "", table_row(["bound", "time", "%"]), "|---|--:|--:|"]
     for b in BOUNDS:
@@ -165,7 +166,11 @@ def _breakdown(analysis: Mapping[str, Any]) -> list[str]:
 def _lead_table(a: Mapping[str, Any]) -> list[str]:
     rows = lead_rows(a)
     if not rows:
-        return []
+        cpu = cpu_rows(a)
+        if not cpu:
+            return []
+        lines = ["## CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|"]
+        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu]
     lines = ["## Where the time went (primary device's span)", "", table_row(["part", "time", "% of span"]),
              "|---|--:|--:|"]
     for label, us, pct in rows:
@@ -224,7 +229,7 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
 def _coverage(analysis: Mapping[str, Any]) -> list[str]:
     cov = mapping(analysis.get("coverage"))
     device = cov.get("device_time_us")
-    if num(device) is None:
+    if num(device) is None or (not num(device) and analysis.get("cpu")):
         return []
     bits = [f"device {fmt_time_us(device)}"]
     for label, key in (("attributed", "attributed_time_us"), ("modelled", "modeled_time_us"),
@@ -250,7 +255,7 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
     warnings = _warning_items(a)
     warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
     return [
-        head + _device(mapping(a.get("device")), image),
+        head + ([] if a.get("cpu") else _device(mapping(a.get("device")), image)),
         _lead_table(a),
         _breakdown(a),
         _findings(a, findings),
