@@ -74,3 +74,40 @@ def test_misaligned_gemm_finding_uses_the_aligned_reference():
     # at the aligned GEMMs' 60% it would take 1083.5 x 0.2429 / 0.6 = 438.6 µs: saving 644.9 µs
     assert f["saving_us"] == pytest.approx(1083.5 * (1 - frac / 0.6))
     assert f["saving_us"] == pytest.approx(644.9, abs=0.1)
+
+
+@pytest.mark.parametrize("name,tile", [
+    # Tensile / hipBLASLt (MI300X, shared/traces/tracelens/mi300): MT = macro tile M x N x depthU; MI16x16x1
+    # is the matrix instruction and must not be read as the tile
+    ("Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT128x224x64_MI16x16x1_SN_LDSB1_AFC1", (128, 224)),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN_LDSB0", (320, 224)),
+    ("Cijk_Ailk_Bjlk_SB_Bias_AS_SAV_UserArgs_MT64x16x16_MI16x16x1_SN_LDSB0_AFC1", (64, 16)),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute", (128, 128)),
+    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", (128, 256)),
+    ("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized", (128, 256)),
+    ("cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align1", (256, 128)),
+    ("ampere_sgemm_128x64_nn", (128, 64)),
+    ("volta_h884gemm_256x128_ldg8_nn", (256, 128)),
+    ("triton_tem_fused_addmm_0", None),  # an Inductor template: no tile in the name
+    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false>", None),
+])
+def test_tile_from_each_librarys_kernel_names(name, tile):
+    assert gs.tile_of(name) == tile
+
+
+def test_unknown_tile_is_said_not_guessed():
+    row = {"id": "op1", "name": "aten::mm", "input_dims": [[4096, 4095], [4095, 4096]], "dtype": "bf16",
+           "family": "gemm", "flops": 2 * 4096 * 4096 * 4095, "bytes": 1e8, "count": 1, "device_time_us": 1000.0,
+           "bound": "compute", "kernels": [{"name": "triton_tem_fused_mm_0", "time_us": 1000.0, "count": 1}]}
+    a = gs.analyse(row, 132)
+    assert a["quant"] == [] and a["misaligned"] == {"K": 4095}
+    f = gs.shape_findings([row], {"peak_tflops": {"bf16_tc": 989.4}, "sms": 132, "dram_gbps": 3350.0}, 1000.0)
+    assert len(f) == 1 and "Tile unknown" in f[0]["text"] and "128x128" not in f[0]["text"]
+
+
+def test_wave_quantization_on_a_tensile_tile():
+    # M=N=4096 on MT256x256 tiles: 16 x 16 = 256 workgroups on 304 CUs (MI300X) = 1 wave,
+    # 256 / 304 = 84.2% wave efficiency; tile efficiency 100%
+    q = gs.quantization(1, 4096, 4096, gs.tile_of("Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1_SN"), 304)
+    assert (q["tiles_m"], q["tiles_n"], q["ctas"], q["waves"]) == (16, 16, 256, 1)
+    assert q["wave_eff"] == pytest.approx(256 / 304) and q["tile_eff"] == 1.0

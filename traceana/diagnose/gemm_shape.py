@@ -8,8 +8,13 @@ For C[M, N] = A[M, K] @ B[K, N] (batched B times):
               at the edges still cost a whole tile: efficiency = M*N / (ceil(M/tm)*tm * ceil(N/tn)*tn).
   wave        the tiles run in waves of one CTA per SM (large GEMM tiles fill an SM): with
               T = B*ceil(M/tm)*ceil(N/tn) tiles and S SMs, efficiency = T / (ceil(T/S)*S).
-The tile is read from the kernel name where it shows (`tilesize128x128x64`, `_256x128_`);
-otherwise 128x128 is assumed and 256x128 shown beside it. Pure arithmetic on the rows.
+The tile is read from the kernel name, by each library's naming convention (TILE_PATTERNS):
+Tensile / hipBLASLt `MT128x224x64` (macro tile M x N x depth; `MI16x16x1` is the matrix
+instruction, not the tile), cuBLAS `tilesize128x128x64`, cuBLAS nvjet `nvjet_tst_128x256_64x4`,
+CUTLASS 3 `..._128x256x64_1x2x1_...` (tile, then cluster), CUTLASS 2 and older cuBLAS
+`..._s1688gemm_256x128_32x3_...`, `ampere_sgemm_128x64_nn`. When the name shows no tile the
+finding says "tile unknown" and does no tile or wave arithmetic (a guess would mislead).
+Pure arithmetic on the rows.
 """
 
 from __future__ import annotations
@@ -25,8 +30,14 @@ MIN_SHARE = 0.005  # tile/wave findings from 0.5% of device time
 SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
 _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
-DEFAULT_TILES = ((128, 128), (256, 128))
-_TILE_RE = re.compile(r"(?:tilesize|_)(\d{2,3})x(\d{2,3})(?:x\d+)?(?:_|$)")
+# (library, pattern): first match wins; groups are the tile's M and N
+TILE_PATTERNS = (
+    ("Tensile/hipBLASLt", re.compile(r"(?:^|_)MT(\d+)x(\d+)x\d+(?:_|$)")),
+    ("cuBLAS", re.compile(r"tilesize(\d+)x(\d+)(?:x\d+)?")),
+    ("cuBLAS nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d+)x(\d+)_")),
+    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d+)x(\d+)x\d+_\d+x\d+x\d+_")),
+    ("CUTLASS/cuBLAS", re.compile(r"gemm\w*?_(\d{2,3})x(\d{2,3})(?:x\d+)?_")),
+)
 _ALIGN_RE = re.compile(r"align(\d+)")
 CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")
 
@@ -67,12 +78,24 @@ def gemm_dims(row: dict) -> tuple[int, int, int, int] | None:
         return None
 
 
+def tile_of(name: str) -> tuple[int, int] | None:
+    """The output tile (M x N per thread block / workgroup) a GEMM kernel's name shows, or None."""
+    for _, rx in TILE_PATTERNS:
+        m = rx.search(name)
+        if m:
+            tm, tn = int(m.group(1)), int(m.group(2))
+            if 8 <= tm <= 512 and 8 <= tn <= 512:
+                return tm, tn
+    return None
+
+
 def kernel_tile(kernels: list) -> tuple[int, int] | None:
+    """The tile of the signature's GEMM kernels (the first that shows one)."""
     for k in kernels or []:
         name = k.get("name", "") if isinstance(k, dict) else str(k)
-        m = _TILE_RE.search(name)
-        if m:
-            return int(m.group(1)), int(m.group(2))
+        t = tile_of(name)
+        if t:
+            return t
     return None
 
 
@@ -129,15 +152,15 @@ def analyse(row: dict, sms: int | None) -> dict | None:
     # weight too): they set the vector width. M only decides how many tiles there are.
     bad = {lab: v for lab, v in (("N", n), ("K", k)) if v % align}
     tile = kernel_tile(row.get("kernels"))
-    tiles = [tile] if tile else list(DEFAULT_TILES)
-    q = [quantization(b, m, n, t, sms) for t in tiles]
-    better = {"M": _better(m, align, tiles[0][0]), "N": _better(n, align, tiles[0][1]),
-              "K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
-    qq = q[0]
-    if sms and qq["wave_eff"] < 0.95:
-        step = sms // gcd(sms, b * qq["tiles_n"])  # M tiles per whole number of waves
-        lo, hi = (qq["tiles_m"] // step) * step, -(-qq["tiles_m"] // step) * step
-        better["wave_M"] = [x * tiles[0][0] for x in (lo, hi) if x > 0]
+    q = [quantization(b, m, n, tile, sms)] if tile else []
+    better = {"K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
+    if tile:
+        better.update({"M": _better(m, align, tile[0]), "N": _better(n, align, tile[1])})
+        qq = q[0]
+        if sms and qq["wave_eff"] < 0.95:
+            step = sms // gcd(sms, b * qq["tiles_n"])  # M tiles per whole number of waves
+            lo, hi = (qq["tiles_m"] // step) * step, -(-qq["tiles_m"] // step) * step
+            better["wave_M"] = [x * tile[0] for x in (lo, hi) if x > 0]
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
             "kernel_align": kernel_align(row.get("kernels")), "tile_from_kernel": tile is not None,
             "quant": q, "better": better}
@@ -177,8 +200,8 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
             ref[dt] = median(fr)
     out = []
     for r, a, pk, frac in facts:
-        q = a["quant"][0]
-        loss = 1 - q["eff"]
+        q = a["quant"][0] if a["quant"] else None
+        loss = 1 - q["eff"] if q else 0.0
         mis = a["misaligned"]
         quant = r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
         if not mis and not quant:
@@ -206,8 +229,11 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
                 parts.append(f"The aligned {a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% of theirs "
                              f"(median): at that rate it would take {u.us(t - est)}.")
                 saving = max(saving, est)
+        if not a["quant"]:
+            parts.append("Tile unknown: the kernel name shows no tile, so no tile or wave quantization is "
+                         "estimated.")
         for qq in a["quant"]:
-            parts.append(f"Tile {qq['tile']}{' (from the kernel name)' if a['tile_from_kernel'] else ' (assumed)'}: "
+            parts.append(f"Tile {qq['tile']} (from the kernel name): "
                          f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
                          f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
                          f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
@@ -217,7 +243,7 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
             if a["better"].get("wave_M"):
                 parts.append("Whole waves at M = " + " or ".join(f"{x:,}" for x in a["better"]["wave_M"])
                              + " (e.g. by changing the batch or sequence length per call).")
-            elif q["tile_eff"] < 0.9:
+            elif q and q["tile_eff"] < 0.9:
                 parts.append(f"M={a['better']['M']:,} / N={a['better']['N']:,} fill the tiles.")
         parts.append(f"Saving shown: {u.us(saving)}" + (" (no aligned GEMM of this dtype in the trace to compare "
                                                         "with: no estimate)." if not saving else "."))
