@@ -86,3 +86,37 @@ def test_t4_mul_then_sum_is_a_fusion_chain():
     # 2,184 + 991.583 µs (254 GB/s): 3,175.583 µs x 268,435,456 / 805,306,3xx = 1,058.5 µs
     assert "268,435,456 B" in f["text"]
     assert f["saving_us"] == pytest.approx(1058.53, abs=0.02)
+
+
+def test_chains_follow_real_dataflow_on_every_shared_trace():
+    """Never through a GEMM (but bmm -> softmax -> bmm, the unfused attention SDPA replaces), a
+    library op or a custom op; never copy -> copy (independent copies)."""
+    from tests.analyses import analysis
+    from tests.conftest import all_shared_traces
+
+    for rel in all_shared_traces():
+        a = analysis(rel)
+        by_id = {r["id"]: r for r in a["ops"]}
+        for f in a["findings"]:
+            if f["kind"] != "fusion":
+                continue
+            chain = f["title"].split("Fuse ", 1)[1].split(":", 1)[0].split(" → ")
+            for x, y in zip(chain, chain[1:]):
+                assert not (x in ("copy_", "clone", "_to_copy") and y in ("copy_", "clone", "_to_copy")), (rel, chain)
+                for g, other in ((x, y), (y, x)):
+                    if g in ("mm", "addmm", "linear", "_flash_attention_forward", "convolution"):
+                        raise AssertionError((rel, chain))
+                    if g in ("bmm", "baddbmm", "matmul"):
+                        assert other in ("_softmax", "softmax", "_safe_softmax"), (rel, chain)
+            assert all(by_id[i]["name"].startswith("aten::") for i in f["ops"]), (rel, chain)
+
+
+def test_rank0_tiny_chains_are_pitched_as_launches():
+    from tests.analyses import analysis
+
+    a = analysis("hta/rank0.json.gz")
+    tiny = [f for f in a["findings"] if f["kind"] == "fusion"]
+    assert tiny and all("launches → 1 per repetition" in f["title"] for f in tiny)
+    f = next(f for f in tiny if f["title"].startswith("Fuse copy_ → clamp_"))
+    # 13 ops on [1, 4096] tensors, 40 repetitions: launch-bound, the DRAM bytes are irrelevant
+    assert "13 launches → 1" in f["title"] and "not DRAM traffic" in f["text"]

@@ -1,6 +1,9 @@
 """Fusion opportunities: chains of memory-bound ops where each op's output feeds the next.
 
-An op instance is a link of a chain when (1) its signature is memory- or latency-bound,
+An op instance is a link of a chain when (1) its signature is a memory- or latency-bound aten op
+outside the library families (GEMM, convolution, attention, collectives, compiled kernels,
+embedding tables: they end a chain, as does any non-aten custom op), and not a copy directly
+after a copy (two copies in a row are independent copies),
 (2) it is the next op *that launched GPU work* on the same CPU thread, its kernels run on the
 same stream as the previous op's, and (3) data flows: one of its tensor inputs has the shape
 of the previous op's output. Output shapes follow the cost model's rules: broadcast of the
@@ -12,7 +15,12 @@ Each link is an intermediate tensor that makes a round trip through DRAM: writte
 producer and read back by the consumer. A fused kernel keeps it on chip, so fusion saves
 2 x its bytes (only the read when the producer works in place: its result lives on and must be
 written anyway). Time saved = bytes saved at the chain's own measured bandwidth (its bytes /
-its time). Identical chains (same sequence of op signatures) are grouped and summed.
+its time). When every op of the chain is latency-bound (tiny tensors), the chain costs launches,
+not traffic: the saving is its time minus one launch floor plus its roofline time per
+repetition, and the finding says so. Identical chains (same sequence of op signatures) are
+grouped and summed. Limit: the trace records shapes, not tensor identities, so two sibling
+consumers of one producer with identical shapes cannot be told from a chain; the finding says
+"as far as shapes and order show".
 """
 
 from __future__ import annotations
@@ -29,6 +37,14 @@ from traceana.link import Links
 from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")
+# Families that end a chain: library kernels (cuBLAS/cuDNN/flash/NCCL/FBGEMM) and compiled
+# kernels, which neither torch.compile nor a hand-written element-wise kernel fuses through.
+BREAKS_CHAIN = frozenset({"gemm", "conv", "attention", "comm", "compiled", "tbe"})
+COPY_OPS = frozenset({"copy_", "_to_copy", "to", "clone", "contiguous"})
+# The one fusion through GEMMs: unfused attention, batched GEMM -> softmax -> batched GEMM, which
+# fused attention (scaled_dot_product_attention) replaces. A batched GEMM links only to a softmax.
+ATTN_GEMMS = frozenset({"bmm", "baddbmm", "matmul"})
+SOFTMAX = frozenset({"_softmax", "softmax", "_safe_softmax"})
 _GEMM = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
 _REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
            "std", "var_mean", "std_mean", "logsumexp", "argmax", "argmin", "all", "any"}
@@ -153,9 +169,13 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     n_rows = len(rows)
     if n_rows == 0 or len(ops) == 0:
         return []
+    bgemm = np.array([r.get("family") == "gemm" and _short(r["name"]) in ATTN_GEMMS for r in rows], dtype=bool)
+    soft = np.array([_short(r["name"]) in SOFTMAX for r in rows], dtype=bool)
     cand = np.array([r.get("bound") in FUSABLE_BOUNDS and r.get("bytes") is not None and not r.get("opaque")
+                     and (r.get("family") not in BREAKS_CHAIN or bgemm[i]) and r["name"].startswith("aten::")
                      and not any(k["name"].startswith(("Memcpy", "Memset")) for k in r.get("kernels") or [])
-                     for r in rows], dtype=bool)
+                     for i, r in enumerate(rows)], dtype=bool)
+    is_copy = np.array([_short(r["name"]) in COPY_OPS for r in rows], dtype=bool)
     op_row = np.full(len(ops), -1, dtype=np.int64)
     op_stream = np.full(len(ops), -1, dtype=np.int64)
     m = (links.gpu_op >= 0) & (ev_row >= 0)
@@ -166,8 +186,10 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         return []
     seq = owned[np.lexsort((ops.ts[owned], ops.thread[owned]))]
     r = op_row[seq]
+    # two copies in a row are independent copies, not a producer and its consumer
     link = ((ops.thread[seq][1:] == ops.thread[seq][:-1]) & (op_stream[seq][1:] == op_stream[seq][:-1])
-            & cand[r[:-1]] & cand[r[1:]])
+            & cand[r[:-1]] & cand[r[1:]] & ~(is_copy[r[:-1]] & is_copy[r[1:]])
+            & ~(bgemm[r[:-1]] & ~soft[r[1:]]) & ~(bgemm[r[1:]] & ~soft[r[:-1]]))
     pos = np.flatnonzero(link)
     if len(pos) == 0:
         return []
@@ -209,6 +231,15 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         # the fused kernel still has to do the chain's FLOPs: never save below that floor
         floor = sum(rows[k].get("compute_time_us") or 0.0 for k in g["rows"]) * g["count"]
         saved_us = max(min(saved_us, g["time_us"] - floor), 0.0)
+        # tiny tensors: each op's time is its launch floor, not its bytes; fused, the chain is one
+        # kernel (one floor + the chain's roofline time), so the saving is launches, not traffic
+        g["launch_bound"] = all(rows[k].get("bound") == "latency" for k in g["rows"])
+        if g["launch_bound"]:
+            per_kernel = max((rows[k].get("launch_floor_us") or 0.0) / max(rows[k].get("kernel_count") or 1, 1)
+                             for k in g["rows"])
+            fused = g["count"] * (per_kernel + sum(rows[k].get("roofline_time_us") or 0.0 for k in g["rows"]))
+            g["kernels"] = sum(rows[k].get("kernel_count") or 1 for k in g["rows"])
+            saved_us = max(g["time_us"] - fused, 0.0)
         g.update({"bytes": chain_bytes, "measured_gbps": bw, "saving_us": saved_us,
                   "names": [rows[k]["name"] for k in g["rows"]], "ids": [rows[k]["id"] for k in g["rows"]]})
         g["fix"] = fix_for(g["names"])
@@ -229,6 +260,17 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
             inter.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(b)}) from {a.split('::', 1)[-1]}"
                          + (" (in place: read back only)" if a.endswith("_") else ""))
         per = g["saved_per_rep"]
+        if g.get("launch_bound"):
+            text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the "
+                    f"next (as far as shapes and order show). Its tensors are tiny ({u.nbytes(per)} of intermediates "
+                    f"per repetition): every op is launch-bound, so the chain costs {g['kernels']:g} kernel launches "
+                    f"per repetition, not DRAM traffic. Fused into one kernel it takes about one launch floor plus its "
+                    f"bytes: {u.us(g['time_us'])} would become {u.us(g['time_us'] - g['saving_us'])}. Fix: {g['fix']}; "
+                    "or capture the step in a CUDA graph (torch.compile mode='reduce-overhead'). "
+                    "(Assumes the intermediates are not needed elsewhere.)")
+            out.append({"kind": "fusion", "title": f"Fuse {chain}: {g['kernels']:g} launches → 1 per repetition",
+                        "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
+            continue
         text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
                 f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
                 + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
