@@ -111,3 +111,19 @@ def test_wave_quantization_on_a_tensile_tile():
     q = gs.quantization(1, 4096, 4096, gs.tile_of("Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1_SN"), 304)
     assert (q["tiles_m"], q["tiles_n"], q["ctas"], q["waves"]) == (16, 16, 256, 1)
     assert q["wave_eff"] == pytest.approx(256 / 304) and q["tile_eff"] == 1.0
+
+
+def test_tensile_tile_on_a_real_lm_head_is_read_in_blas_order():
+    """SGLang Qwen3-8B on MI300X: the lm_head [15, 4096] x [4096, 151936] ran MT256x16. torch calls
+    column-major BLAS with the operands swapped, so the 256 runs along torch's N, the 16 along M."""
+    from tests.analyses import analysis
+
+    a = analysis("tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz")
+    row = next(o for o in a["ops"] if o["name"] == "aten::mm" and o["input_dims"][:2] == [[15, 4096], [4096, 151936]])
+    q = gs.analyse(row, a["device"]["sms"])["quant"][0]
+    # N: ceil(151936 / 256) = 594 tiles; M: ceil(15 / 16) = 1 tile
+    assert (q["tile"], q["tiles_m"], q["tiles_n"]) == ("256x16", 594, 1)
+    # 151936*15 / (594*256 * 1*16) = 2,279,040 / 2,433,024 = 93.7%
+    assert q["tile_eff"] == pytest.approx(2_279_040 / 2_433_024)
+    # 594 workgroups on 304 CUs: 2 waves, 594 / 608 = 97.7%
+    assert q["waves"] == 2 and q["wave_eff"] == pytest.approx(594 / 608)

@@ -4,7 +4,9 @@ For C[M, N] = A[M, K] @ B[K, N] (batched B times):
   alignment   tensor cores take K and N (and M) in multiples of 16 bytes: 8 elements in
               fp16/bf16, 4 in tf32, 16 in fp8/int8. Otherwise cuBLAS/CUTLASS fall back to
               narrow-vector kernels (CUTLASS names them `align1` / `align2`) or pads.
-  tile        the output is cut into tm x tn tiles, one per thread block (CTA); partial tiles
+  tile        the output is cut into tm x tn tiles, one per thread block (CTA); torch calls
+              column-major BLAS with the operands swapped, so a kernel's tm runs along torch's N
+              and tn along torch's M; partial tiles
               at the edges still cost a whole tile: efficiency = M*N / (ceil(M/tm)*tm * ceil(N/tn)*tn).
   wave        the tiles run in waves of one CTA per SM (large GEMM tiles fill an SM): with
               T = B*ceil(M/tm)*ceil(N/tn) tiles and S SMs, efficiency = T / (ceil(T/S)*S).
@@ -152,15 +154,17 @@ def analyse(row: dict, sms: int | None) -> dict | None:
     # weight too): they set the vector width. M only decides how many tiles there are.
     bad = {lab: v for lab, v in (("N", n), ("K", k)) if v % align}
     tile = kernel_tile(row.get("kernels"))
-    q = [quantization(b, m, n, tile, sms)] if tile else []
+    # torch calls column-major BLAS with the operands swapped (C^T = B^T A^T), so a kernel's tile
+    # is (along the BLAS M = torch's N) x (along the BLAS N = torch's M)
+    q = [quantization(b, n, m, tile, sms)] if tile else []
     better = {"K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
     if tile:
-        better.update({"M": _better(m, align, tile[0]), "N": _better(n, align, tile[1])})
+        better.update({"M": _better(m, align, tile[1]), "N": _better(n, align, tile[0])})
         qq = q[0]
         if sms and qq["wave_eff"] < 0.95:
-            step = sms // gcd(sms, b * qq["tiles_n"])  # M tiles per whole number of waves
-            lo, hi = (qq["tiles_m"] // step) * step, -(-qq["tiles_m"] // step) * step
-            better["wave_M"] = [x * tile[0] for x in (lo, hi) if x > 0]
+            step = sms // gcd(sms, b * qq["tiles_m"])  # tiles along torch's M per whole number of waves
+            lo, hi = (qq["tiles_n"] // step) * step, -(-qq["tiles_n"] // step) * step
+            better["wave_M"] = [x * tile[1] for x in (lo, hi) if x > 0]
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
             "kernel_align": kernel_align(row.get("kernels")), "tile_from_kernel": tile is not None,
             "quant": q, "better": better}
@@ -233,7 +237,7 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
             parts.append("Tile unknown: the kernel name shows no tile, so no tile or wave quantization is "
                          "estimated.")
         for qq in a["quant"]:
-            parts.append(f"Tile {qq['tile']} (from the kernel name): "
+            parts.append(f"Tile {qq['tile']} (from the kernel name; BLAS order, N x M in torch's terms): "
                          f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
                          f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
                          f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
