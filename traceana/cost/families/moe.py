@@ -90,7 +90,7 @@ def fused_experts(call: OpCall) -> Cost | Unmodelled:
         s = call.tensor(i)
         if i in skip or s is None:
             continue
-        if s.shape and s.shape[0] == e and s.numel > e:  # per-expert scales / biases / zero points
+        if len(s.shape) >= 2 and s.shape[0] == e:  # per-expert scales / biases / zero points
             tr.add("read", f"arg{i} of {used} experts", (used,) + s.shape[1:], s.itemsize)
         else:
             tr.read("topk_weights" if i == twp else f"arg{i}", s)
