@@ -2,8 +2,8 @@
 
 Every GPU event gets one class: `memcpy/memset` by its kind, otherwise the first class whose
 pattern in _PATTERNS matches its lower-cased name (template arguments kept, parameter list
-dropped): KV-cache writes and optimizer steps, table lookups (other), communication (NCCL/RCCL
-and custom all-reduce kernels), attention, convolution, GEMM, normalization, reduction,
+dropped): KV-cache writes and optimizer steps, table lookups (other), communication (NCCL/RCCL/MSCCL,
+custom all-reduce, symmetric-memory, NVSHMEM, DeepEP / pplx expert dispatch and combine), attention, convolution, GEMM, normalization, reduction,
 elementwise, then `other`. The order matters: cuDNN's `implicit_gemm` convolution kernels are convolutions,
 a flash-attention kernel is attention even though it does GEMMs. No FLOPs are invented: the
 classes only say where the time went, and the report asks for record_shapes=True to cost it.
@@ -23,9 +23,13 @@ CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "norm
 
 _PATTERNS = (
     ("elementwise", r"reshape_and_cache|store_kv|multi_tensor_apply"),  # cache writes, optimizer steps
-    ("other", r"embedding|bounds_check"),  # table lookups (gathers)
+    ("other", r"embedding|bounds_check|deep_ep::layout"),  # table lookups (gathers), DeepEP routing layout
+    # NCCL / RCCL / MSCCL(++), custom all-reduce (vllm / sglang / aiter cross_device_reduce, ROCm quick
+    # reduce), torch symmetric memory (one/two-shot, multimem), NVSHMEM, DeepEP and pplx dispatch /
+    # combine, TensorRT-LLM MoE all-to-all
     ("communication", r"nccl|rccl|msccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|"
-                      r"all_?to_?all|sendrecv|custom_?ar"),
+                      r"all_?to_?all|sendrecv|custom_?ar|quickreduce|symmetric_memory|symm_mem|multimem|"
+                      r"nvshmem|deep_ep|pplx|moe_?a2a|lamport"),
     ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|paged_?att|flashinfer|xformers|"
                   r"cutlassf?_?mha|unified_attention|batch_?prefill|batch_?decode"),
     ("convolution", r"conv|scudnn|winograd|wgrad|dgrad|fprop|implicit_?convolve|miopen.*(fwd|bwd)|igemm_(fwd|bwd|wrw)|"

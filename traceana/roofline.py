@@ -37,14 +37,16 @@ DEFAULT_FLOOR_US = 2.0
 # (not the byte count) is the likely limiter.
 SCATTERED_FAMILIES = ("index", "embedding", "tbe")
 
-_MATRIX_KEY = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc", "uint8": "int8_tc"}
+_MATRIX_KEY = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "fp6": "fp6_tc", "fp4": "fp4_tc",
+               "int8": "int8_tc", "uint8": "int8_tc"}
 # Kernel-name fragments that mean an fp32-input GEMM ran on TF32 tensor cores (cuBLAS/CUTLASS
 # "s1688"/"s16816" tensor-op kernels, "tf32" in sm80+ xmma names, "xf32" on ROCm).
 TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s")
 PEAK_LABEL = {
     "fp64": "fp64", "fp64_tc": "fp64 tensor cores", "fp32": "fp32 (CUDA cores / vector)",
     "tf32_tc": "tf32 tensor cores", "bf16_tc": "bf16 tensor cores", "fp16_tc": "fp16 tensor cores",
-    "fp8_tc": "fp8 tensor cores", "int8_tc": "int8 tensor cores", "fp16": "fp16 (non-tensor)",
+    "fp8_tc": "fp8 tensor cores", "fp6_tc": "fp6 tensor cores", "fp4_tc": "fp4 tensor cores",
+    "int8_tc": "int8 tensor cores", "fp16": "fp16 (non-tensor)",
     "bf16": "bf16 (non-tensor)",
 }
 

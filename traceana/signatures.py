@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
+from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.cost.types import OpCall
 from traceana.link import CAUSE_KEYS, Links
 from traceana.load.model import Trace
@@ -72,7 +73,8 @@ def make_call(name: str, dims: bytes, types: bytes, strides: bytes, concrete: by
 
 
 # non-collective ops whose formula falls back on the world size (their bucket count is one per rank)
-WORLD_SIZE_OPS = frozenset({"fbgemm::block_bucketize_sparse_features"})
+# and the serving engines' / symmetric memory's own collectives (their group is a name, not a size)
+WORLD_SIZE_OPS = frozenset({"fbgemm::block_bucketize_sparse_features"}) | frozenset(CUSTOM_COMM)
 
 
 def _is_comm(name: str) -> bool:

@@ -135,7 +135,7 @@ class Cost:
 
     flops: float
     bytes: float
-    family: str  # gemm | conv | attention | pointwise | reduction | norm | memory | index | comm | compiled | other
+    family: str  # gemm | conv | attention | moe | pointwise | quant | reduction | norm | memory | index | comm | compiled | other
     dtype: str  # canonical dtype whose peak is the compute roof (fp32, bf16, fp16, fp8, ...)
     matrix: bool  # the work is matrix multiply (tensor cores / matrix units apply)
     flops_expr: str  # e.g. "2*M*N*K = 2*8192*8192*8192"

@@ -138,7 +138,7 @@ def _communication(row: dict) -> list[str]:
 def _compute_advice(row: dict, device: dict) -> str:
     peaks = device.get("peak_tflops") or {}
     dt, used = row.get("peak_dtype"), row.get("peak_tflops") or 0
-    if dt == "fp32" and row.get("family") in ("gemm", "conv", "attention"):
+    if dt == "fp32" and row.get("family") in ("gemm", "conv", "attention", "moe"):
         if "tf32_tc" in peaks:
             return (f"TF32 tensor cores would raise the roof to {peaks['tf32_tc']:g} TFLOP/s "
                     f"({peaks['tf32_tc'] / used:.1f}x): torch.set_float32_matmul_precision('high').")

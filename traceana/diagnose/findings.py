@@ -195,7 +195,7 @@ def memory_finding(row: dict, device: dict) -> dict:
     n, mean, floor = row["count"], row["mean_time_us"], row["memory_time_us"]
     fl_peak = row.get("peak_tflops")
     flop_us = row["flops"] / (fl_peak * 1e6) if fl_peak and row.get("flops") else None
-    matrix = row.get("family") in ("gemm", "conv", "attention")
+    matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
     if matrix:
         why = (f"Its FLOPs need {u.us(flop_us)} at {fl_peak:g} TFLOP/s, less than its bytes: the matrices are too "
                "thin or small for the FLOPs to matter (arithmetic intensity "
@@ -228,7 +228,7 @@ def memory_finding(row: dict, device: dict) -> dict:
 def compute_finding(row: dict, device: dict) -> dict:
     peaks = device.get("peak_tflops") or {}
     used, key = row.get("peak_tflops") or 0, row.get("peak_dtype")
-    matrix = row.get("family") in ("gemm", "conv", "attention")
+    matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
     tdt = gs.tensor_dtype(row) if matrix else None
     if key == "fp32" and matrix and tdt is None:
         f = _dtype_finding(row, device, peaks)

@@ -2,15 +2,19 @@
 
 from traceana.cost.families import (  # noqa: F401
     attention,
+    attention_paged,
     comm,
     conv,
     custom,
     gemm,
     index,
     memory,
+    moe,
     norm,
     pointwise,
     pool,
+    quant,
     reduction,
+    serving,
     tbe,
 )

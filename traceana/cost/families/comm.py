@@ -270,3 +270,70 @@ def comm_rates(cost: Cost, mean_us: float) -> dict | None:
             "bus_factor": d.get("bus_factor"), "bytes_per_rank": cost.bytes,
             "algbw_gbps": s / t if t > 0 else None, "busbw_gbps": cost.bytes / t if t > 0 else None}
 
+
+
+# ---------------------------------------------------------------- collectives outside NCCL
+
+# Ops of the serving engines and of torch's symmetric memory that run their own collective
+# kernels (custom all-reduce over IPC buffers, NVLink SHARP multimem, one-/two-shot all-reduce):
+# name -> (algorithm, position of the message tensor, what S is, position of an int group size).
+# Their group is a group_name string (not its size): the world size in distributedInfo is taken,
+# estimated, unless the op records it.
+CUSTOM_COMM = {
+    "_C_custom_ar::all_reduce": ("all_reduce", 1, "in", None),  # (fa, inp, out!, reg_buffer, sz)
+    "_C_custom_ar::qr_all_reduce": ("all_reduce", 1, "in", None),  # (fa, inp, out, quant_level, cast)
+    "sgl_kernel::all_reduce": ("all_reduce", 1, "in", None),  # (fa, inp, out!, reg_buffer, sz)
+    "vllm::all_reduce": ("all_reduce", 0, "in", None),  # (tensor, group_name)
+    "vllm::reduce_scatter": ("reduce_scatter", 0, "in", 2),  # (tensor, dim, world_size, group_name)
+    "vllm::all_gather": ("all_gather", 0, "in x n", 2),  # (tensor, dim, world_size, group_name)
+    "sglang::inplace_all_reduce": ("all_reduce", 0, "in", None),  # (tensor, group_name)
+    "sglang::outplace_all_reduce": ("all_reduce", 0, "in", None),  # (tensor, group_name, method)
+    "sglang::reg_all_gather_into_tensor": ("all_gather", 0, "out", None),  # (output, input, group_name)
+    "symm_mem::one_shot_all_reduce": ("all_reduce", 0, "in", None),  # (input, reduce_op, group_name)
+    "symm_mem::one_shot_all_reduce_out": ("all_reduce", 0, "in", None),
+    "symm_mem::one_shot_all_reduce_copy": ("all_reduce", 1, "in", None),  # (symm_buffer, local_input, ...)
+    "symm_mem::two_shot_all_reduce_": ("all_reduce", 0, "in", None),
+    "symm_mem::two_shot_all_reduce_out": ("all_reduce", 0, "in", None),
+    "symm_mem::multimem_all_reduce_": ("all_reduce", 0, "in", None),
+    "symm_mem::multimem_one_shot_all_reduce": ("all_reduce", 0, "in", None),
+    "symm_mem::multimem_one_shot_all_reduce_out": ("all_reduce", 0, "in", None),
+    "symm_mem::multimem_all_gather_out": ("all_gather", 2, "out", None),  # (input, group_name, out!)
+    "symm_mem::reduce_scatter_out": ("reduce_scatter", 0, "in", None),  # (input, group_name, split_last_dim, out!)
+}
+
+
+@formula(*CUSTOM_COMM)
+def custom_collective(call: OpCall) -> Cost | Unmodelled:
+    """A collective run by its own kernels: S from its tensor as the schema places it (all_gather:
+    the gathered output, or the input x n), bytes per rank = S x the nccl-tests bus factor of its
+    algorithm, so its achieved GB/s compares with NCCL's bus bandwidth."""
+    algo, pos, what, gpos = CUSTOM_COMM[call.name]
+    bad = shape_problem(call)
+    if bad:
+        return Unmodelled(bad)
+    t = call.tensor(pos)
+    if t is None:
+        return Unmodelled(f"{call.name}: argument {pos} (the message) is not a recorded tensor")
+    notes: list[str] = []
+    estimated = False
+    group = parse_int(call.scalar(gpos)) if gpos is not None else None
+    if not group or group <= 0:
+        world = _count(call.get("world_size"))
+        if not world:
+            return Unmodelled(f"{call.name}: group size unknown (a group name is recorded, not its size, and the "
+                              "trace has no distributedInfo world size)")
+        group, estimated = world, True
+        notes.append(f"group size not recorded (a group name): assumed the world size {world} (distributedInfo)")
+    s_elems = t.numel * (group if what == "in x n" else 1)
+    s_bytes = s_elems * t.itemsize
+    factor, fexpr = bus_factor(algo, group) if group > 1 else (0.0, "0 (a group of one sends nothing)")
+    label = {"in": "the input", "out": "the gathered output", "in x n": "the input x group size"}[what]
+    tr = Traffic().raw("send", "per rank", s_bytes * factor,
+                       f"{algo} of S = {fmt_int(s_elems)} elements ({label}) * {fmt_num(t.itemsize)} B = "
+                       f"{fmt_int(s_bytes)} B; x {fexpr} over n = {group} ranks")
+    notes.append("its own kernels (not NCCL): bytes = the nccl-tests bus bytes of the same collective, so "
+                 "achieved GB/s compares with NCCL's bus bandwidth (a one-shot kernel reads every peer's "
+                 "whole buffer: (n-1)*S, more than the ring's 2(n-1)/n*S)")
+    detail = (("algorithm", algo), ("bus_factor", factor), ("group_size", group), ("msg_bytes", s_bytes))
+    return make(0, tr, "comm", t.dtype, "a collective: no arithmetic counted (reduction adds ignored) = 0",
+                estimated=estimated, notes=notes, detail=detail)
