@@ -41,9 +41,11 @@ BREAK_CLASSES = frozenset({"gemm", "convolution", "attention", "communication", 
 _LIBRARY_KERNEL = re.compile(r"cudnn|miopen|cublas|hipblas|rocblas|nccl|rccl|fbgemm|cutlass|xmma|cijk_|nvjet|"
                              r"\bck::|ck_tile|aiter|triton_|flash|cub::", re.I)
 _NORM_FWD = frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_fused_rms_norm", "layer_norm",
-                       "rms_norm", "group_norm", "batch_norm", "_batch_norm_impl_index"})
+                       "rms_norm", "group_norm", "batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm",
+                       "miopen_batch_norm"})
 _NORM = _NORM_FWD | {"native_layer_norm_backward", "native_group_norm_backward", "native_batch_norm_backward",
-                     "_fused_rms_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data"}
+                     "_fused_rms_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data",
+                     "cudnn_batch_norm_backward", "miopen_batch_norm_backward"}
 # in-place ops that overwrite their self without reading it
 _OVERWRITE = frozenset({"fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
                         "geometric_", "log_normal_", "cauchy_", "copy_", "resize_", "set_"})
@@ -134,6 +136,8 @@ def _reduce_out(row: dict, name: str, ts: list[tuple[int, Tensor, float]]) -> Te
     axes = {d % len(src) for d in dims if -len(src) <= d < len(src)} if src else set()
     if len(axes) != len(dims):
         return None
+    if _concrete(row, k + 1) == "True":  # keepdim
+        return tuple(1 if i in axes else s for i, s in enumerate(src)), dt
     return tuple(s for i, s in enumerate(src) if i not in axes), dt
 
 

@@ -41,6 +41,7 @@ from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")
 REPEAT_WINDOW = 8  # ops back in which a repeated signature marks a parallel branch
+_OPTIMIZER_STEPS = frozenset({"mul_", "add_", "addcdiv_", "addcmul_", "lerp_", "sqrt_", "div_", "sub_"})
 _FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::copy",
                                  "aten::type_as", "aten::reshape", "aten::flatten", "aten::_reshape_alias"})
 
@@ -59,6 +60,9 @@ def fix_for(names: list[str]) -> str:
                 "(apex FusedLayerNorm, Transformer Engine)")
     if n & {"addcdiv_", "addcmul_", "lerp_", "_foreach_addcdiv_", "_foreach_mul_", "_foreach_add_"}:
         return "use a fused optimizer step: torch.optim.AdamW(..., fused=True) (or foreach=True)"
+    if {"mul_", "add_"} <= n <= _OPTIMIZER_STEPS:
+        return ("this looks like a per-parameter optimizer update (in-place mul_ / add_ on each tensor): use the "
+                "fused or foreach implementation (torch.optim.SGD/Adam/AdamW(..., fused=True) or foreach=True)")
     if n & {"silu", "sigmoid", "gelu"} and n & {"mul"}:
         return ("fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
                 "(Liger, xformers, Transformer Engine)")
