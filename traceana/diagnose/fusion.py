@@ -41,6 +41,8 @@ from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")
 REPEAT_WINDOW = 8  # ops back in which a repeated signature marks a parallel branch
+_SOFTMAX_OPS = frozenset({"_softmax", "softmax", "_safe_softmax"})
+_BATCHED = frozenset({"bmm", "baddbmm", "matmul"})
 _OPTIMIZER_STEPS = frozenset({"mul_", "add_", "addcdiv_", "addcmul_", "lerp_", "sqrt_", "div_", "sub_"})
 _FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::copy",
                                  "aten::type_as", "aten::reshape", "aten::flatten", "aten::_reshape_alias"})
@@ -222,9 +224,8 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     ok = _linked(trace, rows, seq, oe)
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    if len(starts) == 0:
-        return []
     r, th = oe["row"][seq], ops.thread[seq]
+    attention = _attention(rows, seq, r, th, oe, links.op_device_us)
     copies = [int(seq[k]) for i, j in zip(starts.tolist(), stops.tolist()) for k in range(i, j)
               if short(rows[int(r[k])]["name"]) == "copy_"]
     parent = _parent_names(trace, copies)
@@ -249,7 +250,46 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         g["saved_bytes"] += float(saved)
         g["launch_saved_us"] += float(t.sum() - t.max())
         g["gap_us"] += float(np.clip(oe["start"][idx][1:] - oe["end"][idx][:-1], 0, None).sum())
-    return sorted((_cost(g, rows) for g in groups.values()), key=lambda g: -g["saving_us"])
+    out = [_cost(g, rows) for g in groups.values()] + attention
+    return sorted(out, key=lambda g: -g["saving_us"])
+
+
+def _attention(rows: list[dict], seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
+               op_us: np.ndarray) -> list[dict]:
+    """Unfused attention: a batched GEMM writes scores S, softmax reads S and writes P, the next batched
+    GEMM reads P, back to back on one stream. Element-wise fusion stops at the GEMMs; a fused attention
+    kernel (Flash) keeps S and P on chip: 4 x |S| bytes less traffic per repetition (S and P, each
+    written and read back). Time saved (estimate): the softmax's measured time, plus the GEMMs' write
+    of S and read of P (the same 2 x |S| bytes) at the softmax's measured bandwidth, never more than
+    the three ops' time above the GEMMs' compute floor."""
+    st, first, last = oe["stream"][seq], oe["first"][seq], oe["last"][seq]
+    groups: dict[tuple, dict] = {}
+    for i in range(len(seq) - 2):
+        a, s_, b = (int(x) for x in r[i:i + 3])
+        if short(rows[s_]["name"]) not in _SOFTMAX_OPS or short(rows[a]["name"]) not in _BATCHED \
+                or short(rows[b]["name"]) not in _BATCHED or not th[i] == th[i + 1] == th[i + 2] \
+                or not st[i] == st[i + 1] == st[i + 2] >= 0 or first[i + 1] != last[i] + 1 \
+                or first[i + 2] != last[i + 1] + 1:
+            continue
+        f1, f2 = feeds(rows[a], rows[s_]), feeds(rows[s_], rows[b])
+        if f1 is None or f2 is None or rows[s_].get("bytes") is None:
+            continue
+        g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
+                                           "links": [f1, f2], "attention": True})
+        g["count"] += 1
+        g["time_us"] += float(op_us[seq[i:i + 3]].sum())
+        g["softmax_us"] += float(op_us[seq[i + 1]])
+    out = []
+    for g in groups.values():
+        key, n = g["rows"], g["count"]
+        per = 2 * sum(prod(s) * isz for s, isz in g["links"])  # S and P, each written and read back
+        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in key) * n  # the GEMMs' FLOPs stay
+        g.update({"saved_per_rep": per, "saved_bytes": per * n,
+                  "saving_us": max(min(2 * g["softmax_us"], g["time_us"] - floor), 0.0),
+                  "names": [rows[k]["name"] for k in key], "ids": [rows[k]["id"] for k in key],
+                  "fix": fix_for([rows[k]["name"] for k in key])})
+        out.append(g)
+    return out
 
 
 def _cost(g: dict, rows: list[dict]) -> dict:
@@ -290,12 +330,31 @@ def _stops(g: dict) -> str:
             "(e.g. a GEMM epilogue).")
 
 
+def _attention_finding(g: dict, chain: str) -> dict:
+    (s, isz), _ = g["links"]
+    text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream: the first GEMM writes the attention "
+            f"scores [{', '.join(map(str, s))}] ({u.nbytes(prod(s) * isz)}), the softmax reads them and writes the "
+            f"probabilities, the second GEMM reads those. Element-wise fusion stops at the GEMMs, but a fused "
+            f"attention kernel keeps both on chip: {u.nbytes(g['saved_per_rep'])} less traffic per repetition "
+            f"(scores and probabilities, each written and read back), {u.nbytes(g['saved_bytes'])} in all. Estimated "
+            f"saving {u.us(g['saving_us'])}: the softmax's measured {u.us(g['softmax_us'])} goes, and the GEMMs' "
+            f"write of the scores and read of the probabilities (the same bytes) at the softmax's bandwidth "
+            f"(at most the {u.us(g['time_us'])} the three take, less the GEMMs' compute floor). "
+            f"Fix: {g['fix']}.")
+    return {"kind": "fusion", "title": f"Fuse {chain} into one attention kernel: {u.nbytes(g['saved_bytes'])} less "
+                                       f"DRAM traffic", "text": text, "ops": list(dict.fromkeys(g["ids"])),
+            "saving_us": g["saving_us"]}
+
+
 def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
     out = []
     for g in groups[:limit]:
         if total_us <= 0 or g["saving_us"] < 0.001 * total_us:
             continue
         chain = " → ".join(short(n) for n in g["names"])
+        if g.get("attention"):
+            out.append(_attention_finding(g, chain))
+            continue
         inter = _intermediates(g)
         inter_s = "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
         head = (f"{chain} runs {g['count']:,} time(s) on one stream, each op reading the tensor the op before "
