@@ -6,9 +6,12 @@ saving_us, per kind (all upper bounds of what that one change recovers; the text
   tensor_core_dtype             measured time minus the time at the faster roof, assuming the op
                                 keeps the fraction of the roof it reaches now
   gemm_shape                    the share of the measured time spent on padding: 1 - tile x wave
-                                efficiency; for misaligned dims, the gap to the roof fraction that
-                                the trace's aligned GEMMs of the same dtype reach
-  fusion                        bytes of the intermediates at the chain's measured bandwidth
+                                efficiency (only when a kernel name shows the tile); for misaligned
+                                dims, the gap to the roof fraction that the trace's aligned GEMMs of
+                                the same dtype reach
+  fusion                        bytes of the intermediates at the chain's measured bandwidth; for
+                                chains of tiny (latency-bound) ops, the measured time of all but the
+                                longest kernel; for unfused attention, the softmax's time twice
   launch_bound                  kernel time above the roofs + the host-wait idle right before
   idle_gap                      host-wait and kernel-wait idle not already counted above
 Every saving is measured against the op's model time (launch floor + roofline time, roofline.py):

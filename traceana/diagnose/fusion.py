@@ -1,144 +1,56 @@
-"""Fusion opportunities: chains of memory-bound ops where each op's output feeds the next.
+"""Fusion opportunities: producer -> consumer paths of memory- or latency-bound ops.
 
-An op instance is a link of a chain when (1) its signature is a memory- or latency-bound aten op
-outside the library families (GEMM, convolution, attention, collectives, compiled kernels,
-embedding tables: they end a chain, as does any non-aten custom op), and not a copy directly
-after a copy (two copies in a row are independent copies),
-(2) it is the next op *that launched GPU work* on the same CPU thread, its kernels run on the
-same stream as the previous op's, and (3) data flows: one of its tensor inputs has the shape
-of the previous op's output. Output shapes follow the cost model's rules: broadcast of the
-tensor inputs for element-wise ops, the first input for in-place ops (`mul_`, `copy_`), the
-concatenated shape for `cat`, M x N for matrix multiplies; a reduction feeds the next op when
-that op reads its input with some dims reduced to 1 (keepdim) or dropped.
+A link a -> b joins two op instances when all of these hold (dataflow.py has the tensor rules):
+  order     b is the next op *that launched GPU work* on a's CPU thread, and no op of another
+            thread that ran in between reads a tensor like a's output;
+  stream    all kernels of a and of b ran on one stream, and b's first kernel is the next kernel
+            on that stream after a's last (nothing else ran in between);
+  data      b reads the tensor a writes (shape and dtype; `copy_` reads its source);
+  no break  neither is a library, GEMM, convolution, attention, collective, memcpy or compiled op;
+  no branch b is not a sibling of a: b does not repeat a's signature, is not followed by an op of
+            its own signature (the same op applied to several tensors, e.g. unrelated `copy_`s of q, k
+            and v: which one reads a's output is unknown) and does not repeat a recent op that started
+            from outside the chain (the same code on a second tensor, e.g. RoPE on q then on k);
+            signatures here include the instance's recorded strides;
+  fresh     when a writes a new tensor, b's matching input is laid out densely (a strided slice of
+            that shape is some other tensor);
+  scalar    a one-element intermediate links only out of a reduction (any scalar matches any other).
+Chains are the maximal runs of links; identical chains (same signatures) are grouped.
 
-Each link is an intermediate tensor that makes a round trip through DRAM: written by the
-producer and read back by the consumer. A fused kernel keeps it on chip, so fusion saves
-2 x its bytes (only the read when the producer works in place: its result lives on and must be
-written anyway). Time saved = bytes saved at the chain's own measured bandwidth (its bytes /
-its time). When every op of the chain is latency-bound (tiny tensors), the chain costs launches,
-not traffic: the saving is its time minus one launch floor plus its roofline time per
-repetition, and the finding says so. Identical chains (same sequence of op signatures) are
-grouped and summed. Limit: the trace records shapes, not tensor identities, so two sibling
-consumers of one producer with identical shapes cannot be told from a chain; the finding says
-"as far as shapes and order show".
+Savings. Each link's intermediate makes a DRAM round trip that a fused kernel keeps on chip:
+its write and its read back (only the read when the producer works in place on a tensor that
+lives on; a `copy_` under `to` / `contiguous` / `clone` fills a fresh tensor, so both count).
+Time saved = those bytes at the chain's own measured bandwidth, never below the chain's compute
+floor. Chains whose time is mostly in latency-bound ops (tiny tensors: launch and fixed per-kernel
+cost dominate) are pitched as fewer kernels instead: fused, the chain costs about its longest
+kernel, so the saving is the measured time of the others.
 """
 
 from __future__ import annotations
 
 from math import prod
 
+import msgspec
 import numpy as np
 
 from traceana import units as u
-
-from traceana.cost.dtypes import NON_TENSOR, dtype_info
-from traceana.cost.shapes import broadcast
+from traceana.diagnose.dataflow import (REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output,
+                                        reads, short)
 from traceana.link import Links
 from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")
-# Families that end a chain: library kernels (cuBLAS/cuDNN/flash/NCCL/FBGEMM) and compiled
-# kernels, which neither torch.compile nor a hand-written element-wise kernel fuses through.
-BREAKS_CHAIN = frozenset({"gemm", "conv", "attention", "comm", "compiled", "tbe"})
-COPY_OPS = frozenset({"copy_", "_to_copy", "to", "clone", "contiguous"})
-# The one fusion through GEMMs: unfused attention, batched GEMM -> softmax -> batched GEMM, which
-# fused attention (scaled_dot_product_attention) replaces. A batched GEMM links only to a softmax.
-ATTN_GEMMS = frozenset({"bmm", "baddbmm", "matmul"})
-SOFTMAX = frozenset({"_softmax", "softmax", "_safe_softmax"})
-_GEMM = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
-_REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
-           "std", "var_mean", "std_mean", "logsumexp", "argmax", "argmin", "all", "any"}
-
-
-def _short(name: str) -> str:
-    return name.split("::", 1)[-1]
-
-
-def _tensors(row: dict) -> list[tuple[tuple[int, ...], float]]:
-    """(shape, bytes per element) of each single-tensor input."""
-    out = []
-    for d, t in zip(row.get("input_dims") or [], row.get("input_types") or []):
-        info = dtype_info(t) if t not in NON_TENSOR else None
-        if info and isinstance(d, (list, tuple)) and all(isinstance(x, int) for x in d):
-            out.append((tuple(d), info[1]))
-    return out
-
-
-def out_shape(row: dict) -> tuple[int, ...] | None:
-    """The op's output shape by the cost model's rules, or None when it cannot be told."""
-    name = _short(row["name"])
-    ts = _tensors(row)
-    dims = row.get("input_dims") or []
-    if name == "cat" and dims and isinstance(dims[0], (list, tuple)) and dims[0] \
-            and all(isinstance(s, (list, tuple)) for s in dims[0]):
-        shapes = [tuple(s) for s in dims[0] if len(s)]
-        if not shapes or len({len(s) for s in shapes}) != 1:
-            return None
-        diff = [i for i in range(len(shapes[0])) if len({s[i] for s in shapes}) > 1]
-        axis = diff[0] if len(diff) == 1 else (len(shapes[0]) - 1 if not diff else None)
-        if axis is None:
-            return None
-        return tuple(sum(s[i] for s in shapes) if i == axis else shapes[0][i] for i in range(len(shapes[0])))
-    if not ts:
-        return None
-    if name.endswith("_"):
-        return ts[0][0]
-    if name in _GEMM:
-        mats = [s for s, _ in ts if len(s) >= 2]
-        if name in ("addmm", "baddbmm") and len(mats) >= 2:
-            a, b = mats[-2], mats[-1]
-        elif name == "linear" and len(mats) >= 2:
-            return mats[0][:-1] + (mats[1][0],)
-        elif len(mats) >= 2:
-            a, b = mats[0], mats[1]
-        else:
-            return None
-        return a[:-1] + (b[-1],)
-    if name in _REDUCE:
-        return None
-    return broadcast(*[s for s, _ in ts])
-
-
-def _squeeze(s: tuple[int, ...]) -> tuple[int, ...]:
-    i = 0
-    while i < len(s) - 1 and s[i] == 1:
-        i += 1
-    return s[i:]
-
-
-def _reduced_from(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
-    """dst looks like src reduced over some dims (kept as 1, or dropped), and is not src."""
-    if dst == src or not dst or prod(dst) >= prod(src):
-        return False
-    if len(dst) == len(src):
-        return all(d == s or d == 1 for d, s in zip(dst, src))
-    it = iter(src)
-    return all(any(d == s for s in it) for d in dst)  # dst is a subsequence of src
-
-
-def feeds(a: dict, b: dict) -> tuple[tuple[int, ...], float] | None:
-    """(intermediate shape, bytes per element) when a's output is one of b's inputs."""
-    ins = _tensors(b)
-    if _short(a["name"]) in _REDUCE:
-        src = _tensors(a)
-        if not src:
-            return None
-        for s, isz in ins:
-            if _reduced_from(src[0][0], s):
-                return s, isz
-        return None
-    out = out_shape(a)
-    if out is None or not out:
-        return None
-    for s, isz in ins:
-        if s == out or (_squeeze(s) == _squeeze(out) and len(out) > 1):
-            return s, isz
-    return None
+REPEAT_WINDOW = 8  # ops back in which a repeated signature marks a parallel branch
+_SOFTMAX_OPS = frozenset({"_softmax", "softmax", "_safe_softmax"})
+_BATCHED = frozenset({"bmm", "baddbmm", "matmul"})
+_OPTIMIZER_STEPS = frozenset({"mul_", "add_", "addcdiv_", "addcmul_", "lerp_", "sqrt_", "div_", "sub_"})
+_FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::copy",
+                                 "aten::type_as", "aten::reshape", "aten::flatten", "aten::_reshape_alias"})
 
 
 def fix_for(names: list[str]) -> str:
-    """What fuses this chain, from the op names in it."""
-    n = {_short(x) for x in names}
+    """What fuses this chain, from the op names in it (and the library ops around it)."""
+    n = {short(x) for x in names}
     if n & {"_softmax", "softmax", "_safe_softmax"} and n & {"bmm", "baddbmm", "matmul"}:
         return ("use fused attention: torch.nn.functional.scaled_dot_product_attention (Flash / "
                 "memory-efficient kernels) never writes the attention-score matrix to DRAM")
@@ -150,6 +62,9 @@ def fix_for(names: list[str]) -> str:
                 "(apex FusedLayerNorm, Transformer Engine)")
     if n & {"addcdiv_", "addcmul_", "lerp_", "_foreach_addcdiv_", "_foreach_mul_", "_foreach_add_"}:
         return "use a fused optimizer step: torch.optim.AdamW(..., fused=True) (or foreach=True)"
+    if {"mul_", "add_"} <= n <= _OPTIMIZER_STEPS:
+        return ("this looks like a per-parameter optimizer update (in-place mul_ / add_ on each tensor): use the "
+                "fused or foreach implementation (torch.optim.SGD/Adam/AdamW(..., fused=True) or foreach=True)")
     if n & {"silu", "sigmoid", "gelu"} and n & {"mul"}:
         return ("fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
                 "(Liger, xformers, Transformer Engine)")
@@ -163,89 +78,272 @@ def fix_for(names: list[str]) -> str:
     return "torch.compile fuses such element-wise chains into one Triton kernel"
 
 
+def _op_events(trace: Trace, links: Links, ev_row: np.ndarray) -> dict[str, np.ndarray]:
+    """Per op instance: its row, stream (-2 when several), stream positions and kernel span."""
+    ops, gpu = trace.ops, trace.gpu
+    n = len(ops)
+    ev = np.flatnonzero(links.gpu_op >= 0)
+    skey = gpu.device * 1_000_003 + gpu.stream
+    order = np.lexsort((gpu.ts, skey))
+    pos = np.empty(len(gpu), dtype=np.int64)
+    pos[order] = np.arange(len(gpu))
+    op_of = links.gpu_op[ev]
+    row = np.full(n, -1, dtype=np.int64)
+    row[op_of] = ev_row[ev]
+    bad_row = np.zeros(n, dtype=bool)
+    bad_row[op_of[ev_row[ev] < 0]] = True
+    lo_s = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi_s = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo_s, op_of, skey[ev])
+    np.maximum.at(hi_s, op_of, skey[ev])
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    np.minimum.at(first, op_of, pos[ev])
+    np.maximum.at(last, op_of, pos[ev])
+    start = np.full(n, np.inf)
+    end = np.full(n, -np.inf)
+    np.minimum.at(start, op_of, gpu.ts[ev])
+    np.maximum.at(end, op_of, gpu.ts[ev] + gpu.dur[ev])
+    stream = np.where(lo_s == hi_s, lo_s, -2)
+    row[bad_row] = -1
+    return {"row": row, "stream": stream, "first": first, "last": last, "start": start, "end": end}
+
+
+def _parent_names(trace: Trace, idx: list[int]) -> dict[int, str]:
+    """Name of the innermost op enclosing each op in idx (same thread), where it is near."""
+    ops = trace.ops
+    order = np.lexsort((-ops.end, ops.ts, ops.thread))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    out = {}
+    for i in idx:
+        for k in range(rank[i] - 1, max(rank[i] - 17, -1), -1):
+            j = order[k]
+            if ops.thread[j] != ops.thread[i]:
+                break
+            if ops.ts[j] <= ops.ts[i] and ops.end[j] >= ops.end[i]:
+                out[i] = trace.names[ops.name[j]]
+                break
+    return out
+
+
+def _pair(a: dict, b: dict) -> tuple[int, ...] | None:
+    """The arguments of b that read a's output, when a -> b can be a link (signatures only)."""
+    f = feeds(a, b)
+    if f is None or fills_out_buffer(a, b):
+        return None
+    if prod(f[0]) <= 1 and short(a["name"]) not in REDUCTIONS:
+        return None  # a single element matches any other one: only a reduction's result is told apart
+    t = output(a)
+    return tuple(i for i, _, _ in reads(b, t)) if t else None
+
+
+def _strides(raw: bytes, cache: dict[bytes, object]) -> object:
+    if raw not in cache:
+        try:
+            cache[raw] = msgspec.json.decode(raw) if raw else None
+        except msgspec.DecodeError:
+            cache[raw] = None
+    return cache[raw]
+
+
+def _linked(trace: Trace, rows: list[dict], seq: np.ndarray, oe: dict[str, np.ndarray]) -> np.ndarray:
+    """ok[i]: seq[i] -> seq[i + 1] is a producer -> consumer link."""
+    ops = trace.ops
+    r = oe["row"][seq]
+    cand = np.array([r_.get("bound") in FUSABLE_BOUNDS and r_.get("bytes") is not None
+                     and not r_.get("opaque") and breaks(r_) is None for r_ in rows], dtype=bool)
+    st, th = oe["stream"][seq], ops.thread[seq]
+    pre = ((th[1:] == th[:-1]) & (st[1:] == st[:-1]) & (st[1:] >= 0) & cand[r[:-1]] & cand[r[1:]]
+           & (oe["first"][seq][1:] == oe["last"][seq][:-1] + 1) & (r[1:] != r[:-1]))
+    ok = np.zeros(len(pre), dtype=bool)
+    inlink = np.zeros(len(seq), dtype=bool)
+    pair: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    stride_cache: dict[bytes, object] = {}
+    multi = len(np.unique(th)) > 1
+    all_ts = ops.ts[seq]
+    by_ts = np.argsort(all_ts, kind="stable")
+    sig = [(int(x), ops.strides[int(o)]) for x, o in zip(r.tolist(), seq.tolist())]  # per instance
+    for i in np.flatnonzero(pre).tolist():
+        a, b = int(r[i]), int(r[i + 1])
+        if (a, b) not in pair:
+            pair[(a, b)] = _pair(rows[a], rows[b])
+        args = pair[(a, b)]
+        if not args:
+            continue
+        back = next((j for j in range(i, max(i - REPEAT_WINDOW, -1), -1) if th[j] == th[i] and sig[j] == sig[i + 1]),
+                    None)
+        if back is not None and not inlink[back]:
+            continue  # b repeats an op that started a branch: the same code on a second tensor
+        if i + 2 < len(seq) and th[i + 2] == th[i] and sig[i + 2] == sig[i + 1]:
+            continue  # b is one of several identical ops in a row (q, k, v copies): which one reads a is unknown
+        if not in_place(rows[a]["name"]):  # a fresh output is dense: a strided slice of that shape is another tensor
+            st_b = _strides(ops.strides[int(seq[i + 1])], stride_cache)
+            dims_b = rows[b]["input_dims"]
+            if isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k]) for k in args):
+                continue
+        if multi and _read_elsewhere(rows, r, th, all_ts, by_ts, i):
+            continue
+        ok[i] = inlink[i + 1] = True
+    return ok
+
+
+def _read_elsewhere(rows: list[dict], r: np.ndarray, th: np.ndarray, ts: np.ndarray, by_ts: np.ndarray,
+                    i: int) -> bool:
+    """An op of another thread that ran between seq[i] and seq[i + 1] reads a tensor like seq[i]'s output."""
+    t = output(rows[int(r[i])])
+    s_ts = ts[by_ts]
+    lo, hi = np.searchsorted(s_ts, ts[i], "right"), np.searchsorted(s_ts, ts[i + 1], "left")
+    for k in by_ts[lo:hi].tolist():
+        if th[k] != th[i] and r[k] >= 0 and t is not None and reads(rows[int(r[k])], t):
+            return True
+    return False
+
+
+def _neighbour(rows: list[dict], r: np.ndarray, th: np.ndarray, i: int, j: int) -> str | None:
+    """Why the chain stops at seq[j] although data flows between seq[i] and seq[j] (the library note)."""
+    if not 0 <= j < len(r) or th[j] != th[i] or r[j] < 0:
+        return None
+    a, b = (i, j) if j > i else (j, i)
+    why = breaks(rows[int(r[j])])
+    if why and feeds(rows[int(r[a])], rows[int(r[b])]) is not None:
+        return why
+    return None
+
+
 def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> list[dict]:
     """Groups of identical fusable chains, most time saved first."""
-    ops, gpu = trace.ops, trace.gpu
-    n_rows = len(rows)
-    if n_rows == 0 or len(ops) == 0:
+    ops = trace.ops
+    if not rows or len(ops) == 0 or len(trace.gpu) == 0:
         return []
-    bgemm = np.array([r.get("family") == "gemm" and _short(r["name"]) in ATTN_GEMMS for r in rows], dtype=bool)
-    soft = np.array([_short(r["name"]) in SOFTMAX for r in rows], dtype=bool)
-    cand = np.array([r.get("bound") in FUSABLE_BOUNDS and r.get("bytes") is not None and not r.get("opaque")
-                     and (r.get("family") not in BREAKS_CHAIN or bgemm[i]) and r["name"].startswith("aten::")
-                     and not any(k["name"].startswith(("Memcpy", "Memset")) for k in r.get("kernels") or [])
-                     for i, r in enumerate(rows)], dtype=bool)
-    is_copy = np.array([_short(r["name"]) in COPY_OPS for r in rows], dtype=bool)
-    op_row = np.full(len(ops), -1, dtype=np.int64)
-    op_stream = np.full(len(ops), -1, dtype=np.int64)
-    m = (links.gpu_op >= 0) & (ev_row >= 0)
-    op_row[links.gpu_op[m]] = ev_row[m]
-    op_stream[links.gpu_op[m]] = gpu.device[m] * 1_000_003 + gpu.stream[m]
-    owned = np.flatnonzero(op_row >= 0)
+    oe = _op_events(trace, links, ev_row)
+    owned = np.flatnonzero(oe["row"] >= 0)
     if len(owned) < 2:
         return []
     seq = owned[np.lexsort((ops.ts[owned], ops.thread[owned]))]
-    r = op_row[seq]
-    # two copies in a row are independent copies, not a producer and its consumer
-    link = ((ops.thread[seq][1:] == ops.thread[seq][:-1]) & (op_stream[seq][1:] == op_stream[seq][:-1])
-            & cand[r[:-1]] & cand[r[1:]] & ~(is_copy[r[:-1]] & is_copy[r[1:]])
-            & ~(bgemm[r[:-1]] & ~soft[r[1:]]) & ~(bgemm[r[1:]] & ~soft[r[:-1]]))
-    pos = np.flatnonzero(link)
-    if len(pos) == 0:
-        return []
-    code = r[pos] * n_rows + r[pos + 1]
-    uniq, inv = np.unique(code, return_inverse=True)
-    saved_of = np.zeros(len(uniq))
-    inter: list[tuple | None] = []
-    for k, c in enumerate(uniq.tolist()):
-        a, b = rows[c // n_rows], rows[c % n_rows]
-        f = feeds(a, b)
-        inter.append(f)
-        if f is not None:
-            nbytes = prod(f[0]) * f[1]
-            saved_of[k] = nbytes * (1 if _short(a["name"]).endswith("_") else 2)
-    ok = np.zeros(len(link), dtype=bool)
-    ok[pos] = saved_of[inv] > 0
-    saved_link = np.zeros(len(link))
-    saved_link[pos] = saved_of[inv]
-    # runs of consecutive ok links: a chain covers seq[i .. j + 1]
+    ok = _linked(trace, rows, seq, oe)
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    r, th = oe["row"][seq], ops.thread[seq]
+    attention = _attention(rows, seq, r, th, oe, links.op_device_us)
+    copies = [int(seq[k]) for i, j in zip(starts.tolist(), stops.tolist()) for k in range(i, j)
+              if short(rows[int(r[k])]["name"]) == "copy_"]
+    parent = _parent_names(trace, copies)
     op_us = links.op_device_us
     groups: dict[tuple, dict] = {}
     for i, j in zip(starts.tolist(), stops.tolist()):
+        idx = seq[i:j + 1]
         key = tuple(r[i:j + 1].tolist())
+        inter = [feeds(rows[key[k]], rows[key[k + 1]]) for k in range(len(key) - 1)]
+        fresh = [not in_place(rows[key[k]]["name"]) or parent.get(int(idx[k]), "") in _FRESH_COPY_PARENTS
+                 for k in range(len(key) - 1)]
+        saved = sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(inter, fresh))
+        t = op_us[idx]
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0,
-                               "links": [inter[int(inv[np.searchsorted(pos, p)])] for p in range(i, j)],
-                               "saved_per_rep": float(saved_link[i:j].sum())}
+            g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter,
+                               "fresh": fresh, "launch_saved_us": 0.0, "gap_us": 0.0,
+                               "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
+                               "before": _neighbour(rows, r, th, i, i - 1), "after": _neighbour(rows, r, th, j, j + 1)}
         g["count"] += 1
-        g["time_us"] += float(op_us[seq[i:j + 1]].sum())
-        g["saved_bytes"] += float(saved_link[i:j].sum())
+        g["time_us"] += float(t.sum())
+        g["saved_bytes"] += float(saved)
+        g["launch_saved_us"] += float(t.sum() - t.max())
+        g["gap_us"] += float(np.clip(oe["start"][idx][1:] - oe["end"][idx][:-1], 0, None).sum())
+    out = [_cost(g, rows) for g in groups.values()] + attention
+    return sorted(out, key=lambda g: -g["saving_us"])
+
+
+def _attention(rows: list[dict], seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
+               op_us: np.ndarray) -> list[dict]:
+    """Unfused attention: a batched GEMM writes scores S, softmax reads S and writes P, the next batched
+    GEMM reads P, back to back on one stream. Element-wise fusion stops at the GEMMs; a fused attention
+    kernel (Flash) keeps S and P on chip: 4 x |S| bytes less traffic per repetition (S and P, each
+    written and read back). Time saved (estimate): the softmax's measured time, plus the GEMMs' write
+    of S and read of P (the same 2 x |S| bytes) at the softmax's measured bandwidth, never more than
+    the three ops' time above the GEMMs' compute floor."""
+    st, first, last = oe["stream"][seq], oe["first"][seq], oe["last"][seq]
+    groups: dict[tuple, dict] = {}
+    for i in range(len(seq) - 2):
+        a, s_, b = (int(x) for x in r[i:i + 3])
+        if short(rows[s_]["name"]) not in _SOFTMAX_OPS or short(rows[a]["name"]) not in _BATCHED \
+                or short(rows[b]["name"]) not in _BATCHED or not th[i] == th[i + 1] == th[i + 2] \
+                or not st[i] == st[i + 1] == st[i + 2] >= 0 or first[i + 1] != last[i] + 1 \
+                or first[i + 2] != last[i + 1] + 1:
+            continue
+        f1, f2 = feeds(rows[a], rows[s_]), feeds(rows[s_], rows[b])
+        if f1 is None or f2 is None or rows[s_].get("bytes") is None:
+            continue
+        g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
+                                           "links": [f1, f2], "attention": True})
+        g["count"] += 1
+        g["time_us"] += float(op_us[seq[i:i + 3]].sum())
+        g["softmax_us"] += float(op_us[seq[i + 1]])
     out = []
     for g in groups.values():
-        chain_bytes = sum(rows[k]["bytes"] for k in g["rows"]) * g["count"]
-        bw = chain_bytes / (g["time_us"] * 1e3) if g["time_us"] > 0 else None  # GB/s
+        key, n = g["rows"], g["count"]
+        per = 2 * sum(prod(s) * isz for s, isz in g["links"])  # S and P, each written and read back
+        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in key) * n  # the GEMMs' FLOPs stay
+        g.update({"saved_per_rep": per, "saved_bytes": per * n,
+                  "saving_us": max(min(2 * g["softmax_us"], g["time_us"] - floor), 0.0),
+                  "names": [rows[k]["name"] for k in key], "ids": [rows[k]["id"] for k in key],
+                  "fix": fix_for([rows[k]["name"] for k in key])})
+        out.append(g)
+    return out
+
+
+def _cost(g: dict, rows: list[dict]) -> dict:
+    key, n = g["rows"], g["count"]
+    chain_bytes = sum(rows[k]["bytes"] for k in key) * n
+    lat_us = sum(rows[k]["mean_time_us"] for k in key if rows[k]["bound"] == "latency") * n
+    g["launch_bound"] = g["time_us"] > 0 and lat_us >= 0.5 * g["time_us"]
+    bw = chain_bytes / (g["time_us"] * 1e3) if g["time_us"] > 0 else None  # GB/s
+    if g["launch_bound"]:
+        saved_us = g["launch_saved_us"]
+    else:
         saved_us = g["time_us"] * min(g["saved_bytes"] / chain_bytes, 1.0) if chain_bytes > 0 else 0.0
         # the fused kernel still has to do the chain's FLOPs: never save below that floor
-        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in g["rows"]) * g["count"]
+        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in key) * n
         saved_us = max(min(saved_us, g["time_us"] - floor), 0.0)
-        # tiny tensors: each op's time is its launch floor, not its bytes; fused, the chain is one
-        # kernel (one floor + the chain's roofline time), so the saving is launches, not traffic
-        g["launch_bound"] = all(rows[k].get("bound") == "latency" for k in g["rows"])
-        if g["launch_bound"]:
-            per_kernel = max((rows[k].get("launch_floor_us") or 0.0) / max(rows[k].get("kernel_count") or 1, 1)
-                             for k in g["rows"])
-            fused = g["count"] * (per_kernel + sum(rows[k].get("roofline_time_us") or 0.0 for k in g["rows"]))
-            g["kernels"] = sum(rows[k].get("kernel_count") or 1 for k in g["rows"])
-            saved_us = max(g["time_us"] - fused, 0.0)
-        g.update({"bytes": chain_bytes, "measured_gbps": bw, "saving_us": saved_us,
-                  "names": [rows[k]["name"] for k in g["rows"]], "ids": [rows[k]["id"] for k in g["rows"]]})
-        g["fix"] = fix_for(g["names"])
-        out.append(g)
-    out.sort(key=lambda g: -g["saving_us"])
+    g.update({"bytes": chain_bytes, "measured_gbps": bw, "saving_us": saved_us, "saved_per_rep": g["saved_bytes"] / n,
+              "names": [rows[k]["name"] for k in key], "ids": [rows[k]["id"] for k in key]})
+    g["fix"] = fix_for(g["names"])
+    return g
+
+
+def _intermediates(g: dict) -> list[str]:
+    out = []
+    for (shape, isz), a, fresh in zip(g["links"], g["names"][:-1], g["fresh"]):
+        out.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(prod(shape) * isz)}) from {short(a)}"
+                   + ("" if fresh else " (in place: read back only)"))
     return out
+
+
+def _stops(g: dict) -> str:
+    notes = [f"its input comes from an op it cannot be fused with ({g['before']})" if g["before"] else "",
+             f"its output goes on into an op it cannot be fused with ({g['after']})" if g["after"] else ""]
+    notes = [x for x in notes if x]
+    if not notes:
+        return ""
+    return (" The chain stops there: " + "; ".join(notes) + ". torch.compile does not fuse through library ops "
+            "(cuBLAS/cuDNN/NCCL/FBGEMM kernels, custom ops); going further needs a kernel that does both "
+            "(e.g. a GEMM epilogue).")
+
+
+def _attention_finding(g: dict, chain: str) -> dict:
+    (s, isz), _ = g["links"]
+    text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream: the first GEMM writes the attention "
+            f"scores [{', '.join(map(str, s))}] ({u.nbytes(prod(s) * isz)}), the softmax reads them and writes the "
+            f"probabilities, the second GEMM reads those. Element-wise fusion stops at the GEMMs, but a fused "
+            f"attention kernel keeps both on chip: {u.nbytes(g['saved_per_rep'])} less traffic per repetition "
+            f"(scores and probabilities, each written and read back), {u.nbytes(g['saved_bytes'])} in all. Estimated "
+            f"saving {u.us(g['saving_us'])}: the softmax's measured {u.us(g['softmax_us'])} goes, and the GEMMs' "
+            f"write of the scores and read of the probabilities (the same bytes) at the softmax's bandwidth "
+            f"(at most the {u.us(g['time_us'])} the three take, less the GEMMs' compute floor). "
+            f"Fix: {g['fix']}.")
+    return {"kind": "fusion", "title": f"Fuse {chain} into one attention kernel: {u.nbytes(g['saved_bytes'])} less "
+                                       f"DRAM traffic", "text": text, "ops": list(dict.fromkeys(g["ids"])),
+            "saving_us": g["saving_us"]}
 
 
 def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
@@ -253,31 +351,31 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
     for g in groups[:limit]:
         if total_us <= 0 or g["saving_us"] < 0.001 * total_us:
             continue
-        chain = " → ".join(n.split("::", 1)[-1] for n in g["names"])
-        inter = []
-        for (shape, isz), a in zip(g["links"], g["names"][:-1]):
-            b = prod(shape) * isz
-            inter.append(f"[{', '.join(map(str, shape))}] ({u.nbytes(b)}) from {a.split('::', 1)[-1]}"
-                         + (" (in place: read back only)" if a.endswith("_") else ""))
-        per = g["saved_per_rep"]
-        if g.get("launch_bound"):
-            text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the "
-                    f"next (as far as shapes and order show). Its tensors are tiny ({u.nbytes(per)} of intermediates "
-                    f"per repetition): every op is launch-bound, so the chain costs {g['kernels']:g} kernel launches "
-                    f"per repetition, not DRAM traffic. Fused into one kernel it takes about one launch floor plus its "
-                    f"bytes: {u.us(g['time_us'])} would become {u.us(g['time_us'] - g['saving_us'])}. Fix: {g['fix']}; "
-                    "or capture the step in a CUDA graph (torch.compile mode='reduce-overhead'). "
-                    "(Assumes the intermediates are not needed elsewhere.)")
-            out.append({"kind": "fusion", "title": f"Fuse {chain}: {g['kernels']:g} launches → 1 per repetition",
-                        "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
+        chain = " → ".join(short(n) for n in g["names"])
+        if g.get("attention"):
+            out.append(_attention_finding(g, chain))
             continue
-        text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream, each op's output feeding the next "
-                f"(as far as shapes and order show). Intermediates that round-trip through DRAM: "
-                + "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
-                + f". Fused, they stay on chip: {u.nbytes(per)} less traffic per repetition (the producer's write and the consumer's read; in place, the read only), "
-                  f"{u.nbytes(g['saved_bytes'])} in all. The chain moves {u.nbytes(g['bytes'])} in {u.us(g['time_us'])} "
-                  f"({u.rate_gbps(g['measured_gbps'])} measured); at that bandwidth the saved bytes take "
-                  f"{u.us(g['saving_us'])}. Fix: {g['fix']}. (Assumes the intermediates are not needed elsewhere.)")
-        out.append({"kind": "fusion", "title": f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic",
-                    "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"]})
+        inter = _intermediates(g)
+        inter_s = "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")
+        head = (f"{chain} runs {g['count']:,} time(s) on one stream, each op reading the tensor the op before "
+                f"wrote (shapes and dtypes match; nothing else ran on the stream or read it in between). ")
+        if g["launch_bound"]:
+            k = g["kernels"]
+            text = (head + f"Its tensors are tiny (intermediates: {inter_s}): the time is launch and fixed per-kernel "
+                    f"cost, not DRAM traffic ({u.nbytes(g['saved_per_rep'])} per repetition would stay on chip). "
+                    f"Fused, its {k} kernels become 1: it then costs about its longest kernel, so the other kernels' "
+                    f"measured time goes, {u.us(g['saving_us'])} in all ({u.us(g['saving_us'] / g['count'])} per "
+                    f"repetition); the GPU also sat idle {u.us(g['gap_us'])} between these kernels waiting for "
+                    f"launches (not counted). Fix: {g['fix']}.")
+            title = f"Fuse {chain}: {k} kernels -> 1 (tiny tensors: launch-bound)"
+        else:
+            text = (head + f"Intermediates that round-trip through DRAM: {inter_s}. Fused, they stay on chip: "
+                    f"{u.nbytes(g['saved_per_rep'])} less traffic per repetition (each intermediate's write and read "
+                    f"back; in place, the read only), {u.nbytes(g['saved_bytes'])} in all. The chain moves "
+                    f"{u.nbytes(g['bytes'])} in {u.us(g['time_us'])} ({u.rate_gbps(g['measured_gbps'])} measured); "
+                    f"at that bandwidth the saved bytes take {u.us(g['saving_us'])}. Fix: {g['fix']}. "
+                    "(Assumes no later op reads the intermediates.)")
+            title = f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic"
+        out.append({"kind": "fusion", "title": title, "text": text + _stops(g), "ops": list(dict.fromkeys(g["ids"])),
+                    "saving_us": g["saving_us"]})
     return out

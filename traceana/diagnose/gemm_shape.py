@@ -4,19 +4,22 @@ For C[M, N] = A[M, K] @ B[K, N] (batched B times):
   alignment   tensor cores take K and N (and M) in multiples of 16 bytes: 8 elements in
               fp16/bf16, 4 in tf32, 16 in fp8/int8. Otherwise cuBLAS/CUTLASS fall back to
               narrow-vector kernels (CUTLASS names them `align1` / `align2`) or pads.
-  tile        the output is cut into tm x tn tiles, one per thread block (CTA); torch calls
-              column-major BLAS with the operands swapped, so a kernel's tm runs along torch's N
-              and tn along torch's M; partial tiles
-              at the edges still cost a whole tile: efficiency = M*N / (ceil(M/tm)*tm * ceil(N/tn)*tn).
-  wave        the tiles run in waves of one CTA per SM (large GEMM tiles fill an SM): with
-              T = B*ceil(M/tm)*ceil(N/tn) tiles and S SMs, efficiency = T / (ceil(T/S)*S).
-The tile is read from the kernel name, by each library's naming convention (TILE_PATTERNS):
-Tensile / hipBLASLt `MT128x224x64` (macro tile M x N x depth; `MI16x16x1` is the matrix
-instruction, not the tile), cuBLAS `tilesize128x128x64`, cuBLAS nvjet `nvjet_tst_128x256_64x4`,
-CUTLASS 3 `..._128x256x64_1x2x1_...` (tile, then cluster), CUTLASS 2 and older cuBLAS
-`..._s1688gemm_256x128_32x3_...`, `ampere_sgemm_128x64_nn`. When the name shows no tile the
-finding says "tile unknown" and does no tile or wave arithmetic (a guess would mislead).
-Pure arithmetic on the rows.
+  tile        the output is cut into tiles, one per thread block (CTA / workgroup); partial tiles
+              at the edges still cost a whole tile: efficiency = M*N / (ceil(M/tM)*tM * ceil(N/tN)*tN).
+  wave        the tiles run in waves of one tile per SM / CU (large GEMM tiles fill one): with
+              T = B*ceil(M/tM)*ceil(N/tN) tiles and S SMs/CUs (the device's `sms`),
+              efficiency = T / (ceil(T/S)*S).
+The tile is read from the kernel name, by library naming convention (TILE_PATTERNS):
+  Tensile / hipBLASLt  `Cijk_Alik_Bljk_..._MT256x128x64_MI16x16x1_...`: macro tile MT0 x MT1 x DepthU
+  cuBLAS xmma          `sm90_xmma_gemm_..._tilesize128x128x64_...`
+  cuBLASLt nvjet       `nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT`: tile M x N, then K x stages
+  CUTLASS 3            `cutlass3x_sm90_tensorop_s64x128x16gemm_..._128x128x64_2x1x1_0_tnt_...`:
+                       tile M x N x K before the cluster shape (the `s64x128x16` is the MMA)
+  CUTLASS 2 / cuBLAS   `cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4`, `ampere_sgemm_128x64_nn`
+The libraries are column-major BLAS: PyTorch computes its row-major C[M, N] as C^T = B^T A^T, so
+the name's first tile dim runs along N and the second along M. When the name shows no tile (CK
+templates, gemv, split-K helpers, unknown libraries) the finding says "tile unknown" and does no
+tile or wave arithmetic. Pure arithmetic on the rows.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ MIN_SHARE = 0.005  # tile/wave findings from 0.5% of device time
 SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
 _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
-# (library, pattern): first match wins; groups are the tile's M and N
+# (library, pattern): the first two groups are the tile's BLAS m x n. Most specific first.
 TILE_PATTERNS = (
-    ("Tensile/hipBLASLt", re.compile(r"(?:^|_)MT(\d+)x(\d+)x\d+(?:_|$)")),
-    ("cuBLAS", re.compile(r"tilesize(\d+)x(\d+)(?:x\d+)?")),
-    ("cuBLAS nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d+)x(\d+)_")),
-    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d+)x(\d+)x\d+_\d+x\d+x\d+_")),
-    ("CUTLASS/cuBLAS", re.compile(r"gemm\w*?_(\d{2,3})x(\d{2,3})(?:x\d+)?_")),
+    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d+)x(\d+)x\d+(?:_|$)")),
+    ("cuBLAS xmma", re.compile(r"tilesize(\d+)x(\d+)(?:x\d+)?")),
+    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d+)x(\d+)_\d+x\d+(?:_|$)")),
+    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d+)x(\d+)x\d+_\d+x\d+x\d+(?:_|$)")),
+    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d+x\d+)?(?:_|$)")),
 )
 _ALIGN_RE = re.compile(r"align(\d+)")
 CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")
@@ -80,22 +83,19 @@ def gemm_dims(row: dict) -> tuple[int, int, int, int] | None:
         return None
 
 
-def tile_of(name: str) -> tuple[int, int] | None:
-    """The output tile (M x N per thread block / workgroup) a GEMM kernel's name shows, or None."""
-    for _, rx in TILE_PATTERNS:
+def parse_tile(name: str) -> tuple[int, int, str] | None:
+    """(tile m, tile n, library) in the library's BLAS (column-major) order, read from a kernel name."""
+    for lib, rx in TILE_PATTERNS:
         m = rx.search(name)
-        if m:
-            tm, tn = int(m.group(1)), int(m.group(2))
-            if 8 <= tm <= 512 and 8 <= tn <= 512:
-                return tm, tn
+        if m and int(m.group(1)) > 0 and int(m.group(2)) > 0:
+            return int(m.group(1)), int(m.group(2)), lib
     return None
 
 
-def kernel_tile(kernels: list) -> tuple[int, int] | None:
-    """The tile of the signature's GEMM kernels (the first that shows one)."""
+def kernel_tile(kernels: list) -> tuple[int, int, str] | None:
+    """The tile of the first kernel whose name shows one (BLAS m x n, library)."""
     for k in kernels or []:
-        name = k.get("name", "") if isinstance(k, dict) else str(k)
-        t = tile_of(name)
+        t = parse_tile(k.get("name", "") if isinstance(k, dict) else str(k))
         if t:
             return t
     return None
@@ -124,13 +124,15 @@ def tensor_dtype(row: dict) -> str | None:
 
 
 def quantization(b: int, m: int, n: int, tile: tuple[int, int], sms: int | None) -> dict:
+    """Tile and wave arithmetic for tile = (tile along M, tile along N); "tile" names it as a
+    kernel name writes it (BLAS m x n, i.e. N x M)."""
     tm, tn = tile
     tiles_m, tiles_n = ceil(m / tm), ceil(n / tn)
     tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn) if m and n else 1.0
     ctas = b * tiles_m * tiles_n
     waves = ceil(ctas / sms) if sms else None
     wave_eff = ctas / (waves * sms) if sms and waves else 1.0
-    return {"tile": f"{tm}x{tn}", "tiles_m": tiles_m, "tiles_n": tiles_n, "ctas": ctas, "waves": waves,
+    return {"tile": f"{tn}x{tm}", "tiles_m": tiles_m, "tiles_n": tiles_n, "ctas": ctas, "waves": waves,
             "tile_eff": tile_eff, "wave_eff": wave_eff, "eff": tile_eff * wave_eff}
 
 
@@ -153,20 +155,18 @@ def analyse(row: dict, sms: int | None) -> dict | None:
     # K and N are the contiguous dims of row-major A[M, K], B[K, N] and C[M, N] (K of a transposed
     # weight too): they set the vector width. M only decides how many tiles there are.
     bad = {lab: v for lab, v in (("N", n), ("K", k)) if v % align}
-    tile = kernel_tile(row.get("kernels"))
-    # torch calls column-major BLAS with the operands swapped (C^T = B^T A^T), so a kernel's tile
-    # is (along the BLAS M = torch's N) x (along the BLAS N = torch's M)
-    q = [quantization(b, n, m, tile, sms)] if tile else []
+    kt = kernel_tile(row.get("kernels"))
+    # the name's BLAS m x n is N x M of the row-major product
+    q = quantization(b, m, n, (kt[1], kt[0]), sms) if kt else None
     better = {"K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
-    if tile:
-        better.update({"M": _better(m, align, tile[1]), "N": _better(n, align, tile[0])})
-        qq = q[0]
-        if sms and qq["wave_eff"] < 0.95:
-            step = sms // gcd(sms, b * qq["tiles_m"])  # tiles along torch's M per whole number of waves
-            lo, hi = (qq["tiles_n"] // step) * step, -(-qq["tiles_n"] // step) * step
-            better["wave_M"] = [x * tile[1] for x in (lo, hi) if x > 0]
+    if q:
+        better.update({"M": _better(m, align, kt[1]), "N": _better(n, align, kt[0])})
+    if q and sms and q["wave_eff"] < 0.95:
+        step = sms // gcd(sms, b * q["tiles_n"])  # M tiles per whole number of waves
+        lo, hi = (q["tiles_m"] // step) * step, -(-q["tiles_m"] // step) * step
+        better["wave_M"] = [x * kt[1] for x in (lo, hi) if x > 0]
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
-            "kernel_align": kernel_align(row.get("kernels")), "tile_from_kernel": tile is not None,
+            "kernel_align": kernel_align(row.get("kernels")), "tile_library": kt[2] if kt else None,
             "quant": q, "better": better}
 
 
@@ -184,6 +184,19 @@ def _tc_frac(r: dict, pk: float | None, bw: float | None) -> float | None:
         return None
     floor = max(r["flops"] / (pk * 1e6), (r["bytes"] or 0) / (bw * 1e3) if bw else 0.0)
     return r["count"] * floor / r["device_time_us"]
+
+
+def _tile_text(a: dict, sms: int | None) -> str:
+    q = a["quant"]
+    if q is None:
+        return ("Tile unknown: no kernel name of this GEMM shows its tile (the naming conventions read are "
+                "Tensile/hipBLASLt MT, cuBLAS xmma tilesize, cuBLASLt nvjet, CUTLASS 2 and 3), so no tile or "
+                "wave arithmetic is done.")
+    tn, tm = q["tile"].split("x")
+    return (f"Tile {q['tile']} from the kernel name ({a['tile_library']}, BLAS m x n: {tn} along N, {tm} along M): "
+            f"{q['tiles_m']}x{q['tiles_n']} tiles (M x N), tile efficiency {q['tile_eff'] * 100:.1f}% (M*N / padded "
+            f"tiles); {q['ctas']:,} tiles on {sms or '?'} SMs/CUs (one tile per SM/CU at a time assumed) = "
+            f"{q['waves'] or '?'} wave(s), wave efficiency {q['wave_eff'] * 100:.1f}% (tiles / (waves x SMs)).")
 
 
 def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:
@@ -204,10 +217,10 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
             ref[dt] = median(fr)
     out = []
     for r, a, pk, frac in facts:
-        q = a["quant"][0] if a["quant"] else None
+        q = a["quant"]
         loss = 1 - q["eff"] if q else 0.0
         mis = a["misaligned"]
-        quant = r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
+        quant = q is not None and r["bound"] == "compute" and loss >= 0.15 and r["device_time_us"] >= MIN_SHARE * total_us
         if not mis and not quant:
             continue
         t = r["device_time_us"]
@@ -233,21 +246,13 @@ def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict
                 parts.append(f"The aligned {a['dtype']} GEMMs in this trace reach {dt_ref * 100:.0f}% of theirs "
                              f"(median): at that rate it would take {u.us(t - est)}.")
                 saving = max(saving, est)
-        if not a["quant"]:
-            parts.append("Tile unknown: the kernel name shows no tile, so no tile or wave quantization is "
-                         "estimated.")
-        for qq in a["quant"]:
-            parts.append(f"Tile {qq['tile']} (from the kernel name; BLAS order, N x M in torch's terms): "
-                         f"{qq['tiles_m']}x{qq['tiles_n']} tiles per matrix, tile efficiency "
-                         f"{qq['tile_eff'] * 100:.1f}% (M*N / padded tiles); {qq['ctas']:,} CTAs on {sms or '?'} SMs "
-                         f"(one CTA per SM assumed) = {qq['waves'] or '?'} wave(s), wave efficiency "
-                         f"{qq['wave_eff'] * 100:.1f}% (CTAs / (waves x SMs)).")
+        parts.append(_tile_text(a, sms))
         if quant:
             parts.append(f"{loss * 100:.1f}% of the tensor-core time is padding (1 - tile x wave efficiency).")
             if a["better"].get("wave_M"):
                 parts.append("Whole waves at M = " + " or ".join(f"{x:,}" for x in a["better"]["wave_M"])
                              + " (e.g. by changing the batch or sequence length per call).")
-            elif q and q["tile_eff"] < 0.9:
+            elif q["tile_eff"] < 0.9:
                 parts.append(f"M={a['better']['M']:,} / N={a['better']['N']:,} fill the tiles.")
         parts.append(f"Saving shown: {u.us(saving)}" + (" (no aligned GEMM of this dtype in the trace to compare "
                                                         "with: no estimate)." if not saving else "."))

@@ -221,3 +221,25 @@ def foreach(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(bad)
     weight, read_self = _FOREACH[call.name.split("::", 1)[1]]
     return foreach_list(call, weight, read_self)
+
+
+def output_tensor(call: OpCall) -> tuple[tuple[int, ...], str, tuple[int, ...]] | None:
+    """(shape, dtype, operand positions) of the tensor an element-wise op writes; None when the
+    op is not one of OPS or its operands do not tell (the data-flow rules of fusion use this)."""
+    short = call.name.split("::", 1)[-1]
+    base = _BASE.get(short)
+    if base is None:
+        return None
+    positions, _, rule, _ = OPS[base]
+    tensors = [t for t in (call.tensor(i) for i in positions) if t is not None]
+    if not tensors:
+        return None
+    if short != base:  # in place: self
+        self_t = call.tensor(0)
+        return (self_t.shape, self_t.dtype, positions) if self_t is not None else None
+    shape = broadcast(*(t.shape for t in tensors))
+    if shape is None:
+        return None
+    outs = [t for t in (call.tensor(i) for i in range(max(positions) + 1, len(call.dims))) if t is not None]
+    dtype = outs[0].dtype if len(outs) == 1 else _out_dtype(call, rule, positions, tensors)
+    return shape, dtype, positions
