@@ -44,11 +44,14 @@ def default_output(trace: str) -> str:
               help="Several rank files: where to analyse them (local worker processes, or a Dask cluster).")
 @click.option("--jobs", "jobs", type=click.IntRange(1, None), default=None, metavar="N",
               help="Several rank files: at most N local worker processes (default: cores, capped by memory).")
+@click.option("--strict", is_flag=True,
+              help="Several rank files: when they do not look like one run (duplicate rank ids, differing "
+                   "world sizes, devices or steps), exit 2 instead of warning.")
 @ci_options
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
-           **ci: object) -> None:
+           strict: bool = False, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -70,7 +73,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta)
+                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta,
+                            strict=strict)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
