@@ -170,6 +170,21 @@ def test_phases_from_torch_names_and_shapes_that_differ(tmp_path):
     assert any("Shapes differ between ranks for aten::sum" in t for t in st["text"])
 
 
+def test_extra_time_in_ops_whose_shapes_differ_is_called_more_work(tmp_path):
+    # rank 3 records aten::sum with other dims and its sum kernel runs 10x longer:
+    # compute C x 1.003 + 9 x 991.583 x 1.003 = 237401.658 + 8951.020 = 246352.678; own 249456.040;
+    # the median own time is ranks 4 and 5's (240741.711 + 240978.403) / 2 = 240860.057
+    compute, doc = ranks_doc(tmp_path, slow={3: {"sum": 10.0}}, reshape=(3,))
+    st = doc["straggler"]
+    assert st["rank"] == 3 and not st["near_tie"] and st["lead_class"] == "memory"
+    assert st["extra_us"] == pytest.approx(249456.040 - 240860.057, abs=1e-2)
+    (d,) = st["shapes_differ"]
+    # aten::sum: rank 3's 991.583 x 1.003 x 10 = 9945.578 µs, not compared with the others' ~995
+    assert d["name"] == "aten::sum" and d["rank_us"] == pytest.approx(991.583 * scale(3) * 10)
+    lead = next(t for t in st["text"] if t.startswith("The largest difference"))
+    assert "Most of it is in ops whose input shapes differ between ranks (aten::sum)" in lead
+
+
 def test_eight_ranks_html_and_markdown(eight, tmp_path):
     d = tmp_path / "run"
     make_rank_dir(d, n=8, straggler=5)
@@ -250,7 +265,8 @@ def test_two_sampled_hta_ranks(tmp_path):
     assert "aten::mm" in differ and "aten::mm" in {o["name"] for o in st["ops"]}
     assert not any(o["name"].startswith("torch::autograd::CppNode<SplitLookup") for o in st["ops"])
     ph = {p["phase"]: p for p in st["phases"]}
-    assert {p: ph[p]["source"] for p in ph} == {p: f"## {p} ## annotations" for p in ("forward", "backward", "optimizer")}
+    assert list(ph) == ["forward", "backward", "optimizer"]
+    assert all(ph[p]["source"] == f"## {p} ## annotations" for p in ph)
     # backward GPU work per step: rank 1 182144 / 2 = 91072 µs against rank 0's 138262 / 2 = 69131
     assert (ph["backward"]["rank"], ph["backward"]["work_us"]) == (1, 91072.0)
     assert len(doc["analyses"]) == 2 and doc["analyses"][0]["schema"] == "traceana.analysis/1"
@@ -332,7 +348,8 @@ def test_cross_rank_is_pure_and_handles_no_steps():
     assert not doc["summary"]["per_step"] and doc["summary"]["unit"].startswith("per trace")
     r0, r1 = doc["ranks"]
     assert r0["step_us"] == a["trace"]["span_us"] and r0["collective_us"] == 0
-    assert (r0["rank"], r1["rank"]) == (0, 1) and r0["rank_source"] == "order"  # no distributedInfo, no rank in the name
+    # no distributedInfo, no rank in the file name: the order
+    assert (r0["rank"], r1["rank"]) == (0, 1) and r0["rank_source"] == "order"
     # no rank_facts: GPU busy from the timeline's union over the device's span
     assert r0["busy_pct"] == pytest.approx(gpu_busy_pct(a))
     assert doc["straggler"]["extra_us"] == 0 and "No rank stands out" in doc["straggler"]["text"][0]

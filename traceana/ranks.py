@@ -216,7 +216,8 @@ def check_inputs(rows: list[dict[str, Any]]) -> list[str]:
     """Why these rank files may not be one run (empty when nothing says so): duplicate rank
     ids, differing world sizes, devices or captured ProfilerStep numbers."""
     problems = []
-    dups = {k: v for k, v in _by(rows, "rank").items() if len(v) > 1}
+    named = [r for r in rows if r["rank_source"] != "order"]  # an id from the order is no evidence
+    dups = {k: v for k, v in _by(named, "rank").items() if len(v) > 1}
     if dups:
         k, files = next(iter(sorted(dups.items())))
         src = next(r["rank_source"] for r in rows if r["rank"] == k)
@@ -224,7 +225,8 @@ def check_inputs(rows: list[dict[str, Any]]) -> list[str]:
         problems.append(f"rank {k} appears in {len(files)} files ({and_files(files)}; rank from the {src}){more}")
     worlds = {k: v for k, v in _by(rows, "world_size").items() if k is not None}
     if len(worlds) > 1:
-        problems.append("world sizes differ (" + "; ".join(f"{k} on {_few(v)}" for k, v in sorted(worlds.items())) + ")")
+        each = "; ".join(f"{k} on {_few(v)}" for k, v in sorted(worlds.items()))
+        problems.append(f"world sizes differ ({each})")
     elif worlds:
         (world,) = worlds
         beyond = [r["label"] for r in rows if r["rank_source"] == "distributedInfo" and not 0 <= r["rank"] < world]
@@ -234,7 +236,8 @@ def check_inputs(rows: list[dict[str, Any]]) -> list[str]:
             problems.append(f"{len(rows)} rank files for a world size of {world}")
     devices = {k: v for k, v in _by(rows, "device").items() if k}
     if len(devices) > 1:
-        problems.append("devices differ (" + "; ".join(f"{k[:60]} on {_few(v)}" for k, v in sorted(devices.items())) + ")")
+        each = "; ".join(f"{k[:60]} on {_few(v)}" for k, v in sorted(devices.items()))
+        problems.append(f"devices differ ({each})")
     stepped = [r for r in rows if r["steps"]]
     if stepped and len(stepped) < len(rows):
         problems.append(f"ProfilerStep annotations in {len(stepped)} of {len(rows)} files")

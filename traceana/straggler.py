@@ -136,7 +136,9 @@ def _lead_text(lead: dict, ops: list[dict], differ: list[dict], unit: str) -> st
     pos = [o for o in ops if o["delta_us"] > 0 and o["class"] == cls]
     lead_ops = "; ".join(f"{o['sig']} +{ms(o['delta_us'])}" for o in pos[:3])
     out = (f"The largest difference is in {_CLASS_WORDS.get(cls, cls)}: {ms(lead['rank_us'])} {unit} against the "
-           f"median rank's {ms(lead['median_us'])} (+{ms(lead['delta_us'])})" + (f", led by {lead_ops}" if lead_ops else ""))
+           f"median rank's {ms(lead['median_us'])} (+{ms(lead['delta_us'])})")
+    if lead_ops:
+        out += f", led by {lead_ops}"
     dd = [d for d in differ if d["class"] == cls and d["rank_us"] > d["median_us"]]
     dd_extra = sum(d["rank_us"] - d["median_us"] for d in dd)
     if dd and dd_extra > sum(o["delta_us"] for o in pos):

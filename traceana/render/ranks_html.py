@@ -165,7 +165,7 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {"tool": f"{text(tool.get('name')) or 'traceana'} {text(tool.get('version'))}".strip(),
             "facts": facts, "headline": headline, "unit": unit, "rows": rows, "sections": sections,
             "straggler": straggler, "failed": failed, "classes": CLASSES, "warning": warning,
-            "unmatched": fmt_int(summary.get("collectives_unmatched")) if num(summary.get("collectives_unmatched")) else ""}
+            "unmatched": fmt_int(unmatched) if (unmatched := num(summary.get("collectives_unmatched"))) else ""}
 
 
 def _pct100(v: Any) -> float | None:
@@ -217,7 +217,8 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
         for t in v["straggler"]["text"]:
             out.append(f"> {_md(t)}")
         out.append("")
-    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives | of which waiting |",
+    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
+            "| of which waiting |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in v["rows"]:
         mark = " **straggler**" if r["straggler"] else ""
