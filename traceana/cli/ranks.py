@@ -29,7 +29,9 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
                  strict: bool = False) -> None:
     """Analyse every rank file, compare, write the report. Files that do not look like one run
     (duplicate rank ids, differing world sizes, devices or steps) give one warning line on
-    stderr and in the report; with `strict`, that line is the error (exit 2, nothing written)."""
+    stderr and in the report; with `strict` (or --strict, which arrives in `ci`), that line is
+    the error (exit 2, nothing written)."""
+    strict = strict or bool(ci.get("strict"))
     from traceana.gates import parse_all
     from traceana.parallel import find_rank_files, map_ranks, split
     from traceana.progress import progress

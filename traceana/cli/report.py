@@ -51,7 +51,7 @@ def default_output(trace: str) -> str:
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
-           strict: bool = False, **ci: object) -> None:
+           **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -73,8 +73,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
-                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta,
-                            strict=strict)
+                                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta), hta)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
