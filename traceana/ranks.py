@@ -135,7 +135,8 @@ def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
     sigs: dict[str, dict[str, Any]] = {}
     for o in ops:
         t = _num(o.get("device_time_us")) or 0.0
-        cls = "collective" if _is_collective_row(o) else str(o.get("bound") or "unmodelled")
+        bound = str(o.get("bound") or "unmodelled")
+        cls = "collective" if bound == "communication" or _is_collective_row(o) else bound
         by_class[cls if cls in by_class else "unmodelled"] += t
         key, shown = _sig(o)
         s = sigs.setdefault(key, {"sig": shown, "name": str(o.get("name") or ""), "class": cls, "us": 0.0})

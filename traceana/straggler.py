@@ -19,12 +19,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from traceana.rank_facts import PHASES
+from traceana.render import BOUNDS
 
 #: Ranks whose own time is within this % of the slowest's are a near-tie: no single straggler.
 NEAR_TIE_PCT = 2.0
-CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
+#: The classes a rank's device time is split into: every op bound (communication, NCCL/RCCL
+#: or not, is "collective"), plus unknown (no peak for the dtype).
+CLASSES = tuple(b for b in BOUNDS if b != "communication") + ("unknown", "collective")
 _CLASS_WORDS = {"compute": "compute-bound device time", "memory": "memory-bound device time",
                 "latency": "latency-bound device time (short kernels, launch overhead)",
+                "underutilised": "device time of ops far below both roofs (grid, access pattern, occupancy)",
+                "host_link": "device time of host<->device copies",
+                "peer_link": "device time of GPU<->GPU copies",
                 "unknown": "device time of ops with no peak for their dtype",
                 "unmodelled": "device time of ops traceana has no cost model for",
                 "opaque": "device time of opaque kernels (no shapes)"}
@@ -135,7 +141,8 @@ def _lead_text(lead: dict, ops: list[dict], differ: list[dict], unit: str) -> st
     cls = lead["class"]
     pos = [o for o in ops if o["delta_us"] > 0 and o["class"] == cls]
     lead_ops = "; ".join(f"{o['sig']} +{ms(o['delta_us'])}" for o in pos[:3])
-    out = (f"The largest difference is in {_CLASS_WORDS.get(cls, cls)}: {ms(lead['rank_us'])} {unit} against the "
+    words = _CLASS_WORDS.get(cls, f"device time of {cls} ops")
+    out = (f"The largest difference is in {words}: {ms(lead['rank_us'])} {unit} against the "
            f"median rank's {ms(lead['median_us'])} (+{ms(lead['delta_us'])})")
     if lead_ops:
         out += f", led by {lead_ops}"

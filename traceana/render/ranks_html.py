@@ -25,8 +25,7 @@ from traceana.render import (
     text,
 )
 from traceana.render.json_out import render_json
-
-CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
+from traceana.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
