@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# ../shared next to the checkout; TRACEANA_SHARED names it elsewhere (a git worktree in another folder)
+SHARED = Path(os.environ.get("TRACEANA_SHARED") or REPO.parent / "shared")
 TRACES = SHARED / "traces"
 SAMPLES = REPO / "sample_traces"
 

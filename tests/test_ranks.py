@@ -1,21 +1,33 @@
-"""Cross-rank reports: 8 synthetic ranks with a known straggler, and the 2 sampled HTA ranks."""
+"""Cross-rank reports: synthetic ranks with known stragglers, near-ties, phases and shapes;
+the real HTA rank traces (one job's two ranks; two different runs; a rank given twice).
+
+Synthetic ranks (tests/rank_traces.py): the T4 sample's kernels, rank r scaled by
+1 + 0.001 r; their sum on rank 0 is C = 236691.583 µs. The first kernel starts 2103.362 µs
+after the step's first op, and every rank's all-reduce lasts 1000 µs + (slowest compute - its
+compute), so every step ends together: step = 2103.362 + slowest + 1000, and a rank's own
+time (step less its wait) = 3103.362 + its compute.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import statistics
 import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import REPO, shared_trace
-from tests.rank_traces import COLL_BASE, POW_FACTOR, make_rank_dir, scale
+from tests.rank_traces import COLL_BASE, make_rank_dir, scale
 from traceana.analysis import analyze
-from traceana.ranks import collective_kind, cross_rank, rank_facts
+from traceana.parallel import analyze_rank
+from traceana.ranks import NEAR_TIE_PCT, collective_kind, cross_rank, rank_facts
 
-POW_US = 2167.0  # the T4 sample's pow kernel (8192x8192 fp32): 2.167 ms
+C = 236691.583  # the T4 sample's kernels, µs: 1141 + 230208 + 2184 + 991.583 + 2167
+POW = 2167.0
+MM = 230208.0
+HEAD = 2103.362  # first op (aten::ones) 119523.272 -> first kernel 121626.634
 
 
 def cli(*args, cwd=None):
@@ -23,10 +35,17 @@ def cli(*args, cwd=None):
                           cwd=cwd or REPO, timeout=120)
 
 
+def ranks_doc(tmp_path, n=8, **kw):
+    """Synthetic ranks analysed in this process (no CLI) -> (compute by rank, cross-rank dict)."""
+    compute = make_rank_dir(tmp_path, n=n, **kw)
+    analyses = [analyze_rank(str(tmp_path / f"rank{r}.json.gz"))["analysis"] for r in range(n)]
+    return compute, cross_rank(analyses)
+
+
 @pytest.fixture(scope="module")
 def eight(tmp_path_factory):
     d = tmp_path_factory.mktemp("ranks") / "run"
-    compute = make_rank_dir(d, n=8, straggler=5)
+    compute = make_rank_dir(d, n=8, straggler=5)  # rank 5's pow kernel 4x longer
     out = d.parent / "ranks.json"
     proc = cli("report", str(d), "-o", str(out), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
@@ -36,37 +55,135 @@ def eight(tmp_path_factory):
 def test_eight_ranks_find_the_straggler_and_why(eight):
     compute, doc, proc = eight
     s = doc["summary"]
-    assert s["ranks"] == 8 and s["per_step"] and s["failed"] == 0
+    assert s["ranks"] == 8 and s["per_step"] and s["failed"] == 0 and s["consistent"] and s["warning"] is None
     assert [r["rank"] for r in doc["ranks"]] == list(range(8))  # rank0..rank7, natural order
+    # rank 5: C x 1.005 + 3 x 2167 x 1.005 = 237875.041 + 6533.505 = 244408.546 µs of compute
+    assert compute[5] == pytest.approx(C * scale(5) + 3 * POW * scale(5))
     st = doc["straggler"]
-    assert st["rank"] == 5 and st["lead_class"] == "memory"
+    assert st["rank"] == 5 and st["lead_class"] == "memory" and not st["near_tie"] and st["ties"] == []
+    # own time = 3103.362 + compute: rank 5 247511.908; the median is ranks 3 and 4's
+    # (240505.019 + 240741.711) / 2 = 240623.365, so the extra is 6888.543 µs (2.86%)
+    assert st["own_us"] == pytest.approx(HEAD + COLL_BASE + compute[5], abs=1e-3)
+    assert st["median_own_us"] == pytest.approx(HEAD + COLL_BASE + (compute[3] + compute[4]) / 2, abs=1e-3)
+    assert st["extra_us"] == pytest.approx(6888.543, abs=1e-2)
+    # the nearest, rank 7 (3103.362 + C x 1.007 = 241451.786), is 2.45% below rank 5: > 2%, no tie
+    assert (st["own_us"] - doc["ranks"][7]["own_us"]) / st["own_us"] * 100 == pytest.approx(2.448, abs=1e-3)
     pow_row = st["ops"][0]
     assert pow_row["name"] == "aten::pow"
-    # rank 5's pow: 2167 µs x 1.005 x 1.6 = 3484.536 µs
-    assert pow_row["rank_us"] == pytest.approx(POW_US * scale(5) * POW_FACTOR)
-    # median of the 8 ranks' pow: the 4th and 5th of 2167 x (1.000, 1.001, 1.002, 1.003, 1.004,
-    # 1.006, 1.007) and 3484.5 -> (2173.501 + 2175.668) / 2 = 2174.5845 µs; extra 1309.95 µs
-    assert pow_row["median_us"] == pytest.approx((POW_US * scale(3) + POW_US * scale(4)) / 2)
-    assert pow_row["delta_us"] == pytest.approx(1309.9515, abs=1e-3)
+    assert pow_row["rank_us"] == pytest.approx(POW * scale(5) * 4)  # 2167 x 1.005 x 4 = 8711.34
+    # median pow: ranks 3 and 4: 2167 x (1.003 + 1.004) / 2 = 2174.5845; extra 6536.7555
+    assert pow_row["median_us"] == pytest.approx(POW * (scale(3) + scale(4)) / 2)
+    assert pow_row["delta_us"] == pytest.approx(6536.7555, abs=1e-3)
+    assert st["shapes_differ"] == []  # every rank ran the same shapes
     assert "rank 5 is the straggler" in st["text"][0]
     assert any("waited for it" in t for t in st["text"])
-    assert "rank 5 is the straggler" in proc.stdout
+    assert "rank 5 is the straggler" in proc.stdout and proc.stderr == ""
 
 
-def test_eight_ranks_collective_wait_is_time_beyond_the_quickest(eight):
+def test_eight_ranks_collective_wait_and_gpu_busy(eight):
     compute, doc, _ = eight
     slowest = max(compute.values())
     for r in doc["ranks"]:
-        # collective = 1000 + (slowest compute - own compute); the least is rank 5's 1000 µs,
-        # so wait = slowest - own compute (rank 0: 239181.74 - 236691.58 = 2490.16 µs)
+        # one all-reduce per step, matched across ranks; the least is rank 5's 1000 µs,
+        # so wait = collective - 1000 = slowest - own compute (rank 0: 244408.546 - 236691.583 = 7716.963)
         assert r["collective_us"] == pytest.approx(COLL_BASE + slowest - compute[r["rank"]], abs=1e-3)
         assert r["collective_wait_us"] == pytest.approx(slowest - compute[r["rank"]], abs=1e-3)
+        assert r["collective_transfer_us"] == pytest.approx(COLL_BASE, abs=1e-3)
         assert r["collective_by_kind_us"] == {"AllReduce": pytest.approx(r["collective_us"])}
-    # every rank waits for rank 5, so their step times are equal (a synchronous step)
+        # GPU busy: kernels back to back from the first kernel to the end of the step:
+        # (slowest + 1000) / (2103.362 + slowest + 1000) = 245408.546 / 247511.908 = 99.150%
+        assert r["busy_pct"] == pytest.approx((slowest + COLL_BASE) / (HEAD + slowest + COLL_BASE) * 100, abs=1e-6)
+        assert r["busy_pct"] <= 100
+    assert doc["ranks"][0]["collective_wait_us"] == pytest.approx(7716.963, abs=1e-3)
     steps = [r["step_us"] for r in doc["ranks"]]
-    assert max(steps) - min(steps) < 1e-2  # ts ~3.8e12 µs: doubles keep ~5e-4 µs
+    assert max(steps) - min(steps) < 1e-2  # a synchronous step; ts ~3.8e12 µs: doubles keep ~5e-4 µs
     total = sum(slowest - c for c in compute.values())
     assert doc["summary"]["collective_wait_us_total"] == pytest.approx(total, abs=1e-2)
+    assert doc["summary"]["collectives_unmatched"] == 0
+
+
+def test_per_phase_stragglers_from_annotations(eight):
+    _, doc, _ = eight
+    ph = {p["phase"]: p for p in doc["straggler"]["phases"]}
+    assert list(ph) == ["forward", "backward", "optimizer"]
+    assert ph["optimizer"]["source"] == "## optimizer ## annotations"
+    # optimizer = the pow kernel: rank 5 2167 x 1.005 x 4 = 8711.34 µs; median 2174.5845 (ranks 3, 4)
+    opt = ph["optimizer"]
+    assert (opt["rank"], opt["work_us"], opt["median_us"]) == (5, pytest.approx(8711.34), pytest.approx(2174.5845))
+    assert opt["ties"] == [] and "rank 5 does the most GPU work" in opt["text"]
+    # forward = fill + mm = 231349 x scale(r): rank 7 is the most, but rank 0 is only
+    # 1 - 1/1.007 = 0.70% below it: all 8 ranks within 2%, no single straggler
+    fwd = ph["forward"]
+    assert fwd["work_us"] == pytest.approx((1141 + MM) * scale(7)) and len(fwd["ties"]) == 7
+    assert "8 ranks are within 2%" in fwd["text"] and "no single straggler" in fwd["text"]
+    # backward = mul_ + sum: 3175.583 x scale(r); the all-reduce is launched in it, and its
+    # wait (rank 0: 7716.963) is counted in the backward phase
+    assert ph["backward"]["work_us"] == pytest.approx((2184 + 991.583) * scale(7))
+    r0 = doc["ranks"][0]["phases"]
+    assert r0["backward"]["wait_us"] == pytest.approx(7716.963, abs=1e-3)
+    assert r0["backward"]["collective_us"] == pytest.approx(8716.963, abs=1e-3)
+    assert r0["forward"]["wait_us"] == 0
+
+
+def test_near_tie_names_both_ranks(tmp_path):
+    # ranks 3 and 5 both have a slow pow (x4.0 and x3.9): own times
+    # 3103.362 + 1.003 C + 3 x 2167 x 1.003 = 247025.522 and 3103.362 + 1.005 C + 2.9 x 2167 x 1.005 = 247294.125:
+    # 0.11% apart, within 2%
+    compute, doc = ranks_doc(tmp_path, slow={3: {"pow": 4.0}, 5: {"pow": 3.9}})
+    st = doc["straggler"]
+    assert st["rank"] == 5 and st["near_tie"] and st["ties"] == ["rank 3"]
+    assert st["own_us"] - doc["ranks"][3]["own_us"] == pytest.approx(247294.125 - 247025.522, abs=1e-2)
+    assert st["text"][0] == ("rank 3 and rank 5 are within 2% in own time (step time less collective wait): "
+                             "no single straggler.")
+    assert NEAR_TIE_PCT == 2.0
+    from traceana.render.ranks_html import build_view
+
+    v = build_view(doc)
+    assert v["straggler"]["title"] == "No single straggler: rank 5 and 1 other rank within 2%"
+    assert not any(r["straggler"] for r in v["rows"])  # nobody is marked the straggler
+
+
+def test_phases_from_torch_names_and_shapes_that_differ(tmp_path):
+    # rank 2: mm x1.08 (forward); rank 5: pow x5 (optimizer); rank 3 records aten::sum with other dims.
+    # No ## marks: backward from the autograd engine op, optimizer from Optimizer.step#, forward derived.
+    compute, doc = ranks_doc(tmp_path, slow={2: {"mm": 1.08}, 5: {"pow": 5.0}}, phases="torch", reshape=(3,))
+    st = doc["straggler"]
+    # rank 2's compute: C x 1.002 + 0.08 x 230208 x 1.002 = 237164.966 + 18453.473; own 258721.801
+    assert st["rank"] == 2 and not st["near_tie"]
+    assert st["own_us"] == pytest.approx(HEAD + COLL_BASE + compute[2], abs=1e-3)
+    assert st["own_us"] == pytest.approx(258721.801, abs=1e-2)
+    ph = {p["phase"]: p for p in st["phases"]}
+    assert ph["forward"]["source"].startswith("derived")
+    assert ph["backward"]["source"].startswith("autograd engine ops")
+    assert ph["optimizer"]["source"] == "Optimizer.step# ranges"
+    # forward: rank 2 (1141 + 1.08 x 230208) x 1.002 = 250265.171; the median: ranks 4 and 5
+    # (231349 x 1.004 + 231349 x 1.005) / 2 = 232390.0705; extra 17875.10
+    assert (ph["forward"]["rank"], ph["forward"]["ties"]) == (2, [])
+    assert ph["forward"]["work_us"] == pytest.approx((1141 + 1.08 * MM) * scale(2))
+    assert ph["forward"]["extra_us"] == pytest.approx(17875.1005, abs=1e-3)
+    # optimizer: rank 5's pow 2167 x 1.005 x 5 = 10889.175
+    assert (ph["optimizer"]["rank"], ph["optimizer"]["work_us"]) == (5, pytest.approx(10889.175))
+    assert ph["backward"]["ties"] and "no single straggler" in ph["backward"]["text"]
+    # aten::sum: rank 3's signature is its own, so it is named, not compared
+    assert [d["name"] for d in st["shapes_differ"]] == ["aten::sum"] and st["shapes_differ"][0]["signatures"] == 2
+    assert all(o["name"] != "aten::sum" for o in st["ops"])
+    assert any("Shapes differ between ranks for aten::sum" in t for t in st["text"])
+
+
+def test_extra_time_in_ops_whose_shapes_differ_is_called_more_work(tmp_path):
+    # rank 3 records aten::sum with other dims and its sum kernel runs 10x longer:
+    # compute C x 1.003 + 9 x 991.583 x 1.003 = 237401.658 + 8951.020 = 246352.678; own 249456.040;
+    # the median own time is ranks 4 and 5's (240741.711 + 240978.403) / 2 = 240860.057
+    compute, doc = ranks_doc(tmp_path, slow={3: {"sum": 10.0}}, reshape=(3,))
+    st = doc["straggler"]
+    # the slow reduction is memory-bound (or, with the launch-floor time model, underutilised)
+    assert st["rank"] == 3 and not st["near_tie"] and st["lead_class"] in ("memory", "underutilised")
+    assert st["extra_us"] == pytest.approx(249456.040 - 240860.057, abs=1e-2)
+    (d,) = st["shapes_differ"]
+    # aten::sum: rank 3's 991.583 x 1.003 x 10 = 9945.578 µs, not compared with the others' ~995
+    assert d["name"] == "aten::sum" and d["rank_us"] == pytest.approx(991.583 * scale(3) * 10)
+    lead = next(t for t in st["text"] if t.startswith("The largest difference"))
+    assert "Most of it is in ops whose input shapes differ between ranks (aten::sum)" in lead
 
 
 def test_eight_ranks_html_and_markdown(eight, tmp_path):
@@ -79,11 +196,12 @@ def test_eight_ranks_html_and_markdown(eight, tmp_path):
     assert "skipped 1 non-trace entry" in p.stderr
     page = html.read_text()
     assert page.count('class="rank-section"') == 8 and "Straggler: rank 5" in page
-    assert "aten::pow" in page and "<script" not in page
+    assert "aten::pow" in page and "<script" not in page and "By phase" in page
     p = cli("report", str(d / "rank0.json.gz"), str(d / "rank5.json.gz"), "-o", str(md), "-q")
     assert p.returncode == 0, p.stderr
     text = md.read_text()
     assert "| rank 5 **straggler** |" in text and "### rank 0" in text
+    assert "| optimizer | rank 5 |" in text and "99.2%" in text  # GPU busy, 99.150%
 
 
 def test_saved_cross_rank_report_renders_without_the_traces(eight, tmp_path):
@@ -102,26 +220,129 @@ def test_saved_cross_rank_report_renders_without_the_traces(eight, tmp_path):
     assert p.returncode == 1 and "--fail-on" in p.stderr
 
 
-def test_two_sampled_hta_ranks(tmp_path):
+# ----------------------------------------------------------------------------- real traces
+
+
+def _hta_dir(tmp_path, *names):
     d = tmp_path / "ranks"
     d.mkdir()
-    for n in ("sampled_rank-0.json.gz", "sampled_rank-1.json.gz"):
+    for n in names:
         shutil.copy(shared_trace(f"hta/{n}"), d / n)
+    return d
+
+
+def test_two_sampled_hta_ranks(tmp_path):
+    d = _hta_dir(tmp_path, "sampled_rank-0.json.gz", "sampled_rank-1.json.gz")
     out = tmp_path / "r.json"
     p = cli("report", str(d), "-o", str(out), "-q")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 0 and p.stderr == "", p.stderr
     doc = json.loads(out.read_text())
+    s = doc["summary"]
+    assert s["consistent"] and s["problems"] == [] and s["per_step"]  # one job: world size 128, steps 551-552
     r0, r1 = doc["ranks"]
-    assert (r0["rank"], r1["rank"]) == (0, 1)  # from the file names: no distributedInfo
-    assert doc["summary"]["per_step"]
-    # NCCL time per step: rank 0 198.1 ms, rank 1 189.5 ms -> rank 0 waits 8.6 ms longer
-    assert r0["collective_us"] > r1["collective_us"]
-    assert r0["collective_wait_us"] == pytest.approx(r0["collective_us"] - r1["collective_us"])
-    assert r1["collective_wait_us"] == 0
-    assert doc["straggler"]["rank"] == 1
+    assert (r0["rank"], r1["rank"]) == (0, 1) and r0["rank_source"] == "distributedInfo"
+    # steps 551, 552: rank 0 (607312 + 622928) / 2 = 615120 µs; rank 1 (607904 + 630639) / 2 = 619271.5
+    assert (r0["step_us"], r1["step_us"]) == (615120.0, 619271.5)
+    # GPU busy (union inside the steps): rank 0 547656 / 1230240 = 44.52%, rank 1 580050 / 1238543 = 46.83%
+    # (a sum of durations would say 607844 / 1230240 = 49.4% and 667530 / 1238543 = 53.9%)
+    assert r0["busy_pct"] == pytest.approx(547656 / 1230240 * 100)
+    assert r1["busy_pct"] == pytest.approx(580050 / 1238543 * 100)
+    # NCCL per step: rank 0 396199 / 2 = 198099.5 µs, rank 1 379053 / 2 = 189526.5; matched by
+    # (step, phase, kind, order) the waits are 47230 / 2 = 23615 and 84073 / 2 = 42036.5
+    assert (r0["collective_us"], r1["collective_us"]) == (198099.5, 189526.5)
+    assert (r0["collective_wait_us"], r1["collective_wait_us"]) == (23615.0, 42036.5)
+    # own = step - wait: 615120 - 23615 = 591505; 619271.5 - 42036.5 = 577235: rank 0 is
+    # (591505 - 577235) / 591505 = 2.41% longer, beyond the 2% tie margin
+    assert (r0["own_us"], r1["own_us"]) == (591505.0, 577235.0)
+    st = doc["straggler"]
+    assert st["rank"] == 0 and not st["near_tie"]
+    # its GPU did less work than rank 1's: the extra is host-side
+    assert any("Its GPU does no more work" in t for t in st["text"])
+    # recsys: embedding lookups and all_to_all have data-dependent shapes, not compared per op
+    differ = {d["name"] for d in st["shapes_differ"]}
+    assert "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>" in differ
+    assert "record_param_comms" in differ and st["shapes_differ_count"] == 35
+    # an op name can have both: aten::mm's shared shapes are compared, its other shapes are not
+    assert "aten::mm" in differ and "aten::mm" in {o["name"] for o in st["ops"]}
+    assert not any(o["name"].startswith("torch::autograd::CppNode<SplitLookup") for o in st["ops"])
+    ph = {p["phase"]: p for p in st["phases"]}
+    assert list(ph) == ["forward", "backward", "optimizer"]
+    assert all(ph[p]["source"] == f"## {p} ## annotations" for p in ph)
+    # backward GPU work per step: rank 1 182144 / 2 = 91072 µs against rank 0's 138262 / 2 = 69131
+    assert (ph["backward"]["rank"], ph["backward"]["work_us"]) == (1, 91072.0)
     assert len(doc["analyses"]) == 2 and doc["analyses"][0]["schema"] == "traceana.analysis/1"
     p = cli("report", str(d), "-o", str(tmp_path / "r.html"), "-q")
-    assert p.returncode == 0 and "Straggler: rank 1" in (tmp_path / "r.html").read_text()
+    assert p.returncode == 0 and "Straggler: rank 0" in (tmp_path / "r.html").read_text()
+
+
+def test_files_from_different_runs_warn_once(tmp_path):
+    control, test = shared_trace("hta/control.json.gz"), shared_trace("hta/test.json.gz")
+    out = tmp_path / "r.json"
+    p = cli("report", control, test, "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    warn = [line for line in p.stderr.splitlines() if "do not look like one run" in line]
+    assert len(warn) == 1 and "world sizes differ (2 on rank 1; 8 on rank 3)" in warn[0]
+    assert "devices differ (NVIDIA A100-PG509-200 on rank 3; Tesla V100-SXM2-16GB on rank 1)" in warn[0]
+    doc = json.loads(out.read_text())
+    s = doc["summary"]
+    assert not s["consistent"] and len(s["problems"]) == 2 and s["warning"] in warn[0]
+    assert "spread_pct" not in s and doc["straggler"] is None and s["collective_wait_us_total"] is None
+    for r in doc["ranks"]:
+        assert r["vs_median_pct"] is None and r["own_us"] is None and r["collective_wait_us"] is None
+    # GPU busy is a union: control 388539 / 464945 = 83.57%, test 717122 / 744401 = 96.34%
+    # (it was 107.9% and 129.5%: device time summed over overlapping streams)
+    assert doc["ranks"][0]["busy_pct"] == pytest.approx(388539 / 464945 * 100)
+    assert doc["ranks"][1]["busy_pct"] == pytest.approx(717122 / 744401 * 100)
+    md = tmp_path / "r.md"
+    assert cli("render", str(out), "-o", str(md), "-q").returncode == 0
+    assert "> **Warning:** these 2 rank files do not look like one run" in md.read_text()
+    p = cli("report", control, test, "-o", str(tmp_path / "s.html"), "--strict")
+    assert p.returncode == 2 and not (tmp_path / "s.html").exists()
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("traceana: --strict: these 2 rank files do not look")
+
+
+def test_the_same_rank_twice(tmp_path):
+    src = shared_trace("hta/sampled_rank-0.json.gz")
+    d = tmp_path / "run"
+    d.mkdir()
+    shutil.copy(src, d / "a.json.gz")
+    shutil.copy(src, d / "copy.json.gz")  # a copy: the same rank id 0 in two files
+    p = cli("report", str(d), "-o", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["summary"]["problems"] == ["rank 0 appears in 2 files (a.json.gz, copy.json.gz; rank from the "
+                                          "distributedInfo)"]
+    assert doc["straggler"] is None and p.stderr.count("do not look like one run") == 1
+    assert cli("report", str(d), "-o", str(tmp_path / "s.json"), "--strict").returncode == 2
+    # one file by two paths (a symlink, and a/../a): analysed once, said so; nothing to compare
+    os.symlink(d / "a.json.gz", tmp_path / "link.json.gz")
+    again = str(d / ".." / "run" / "a.json.gz")
+    p = cli("report", str(d / "a.json.gz"), str(tmp_path / "link.json.gz"), again, "-o", str(tmp_path / "t.json"))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("is the same file as") == 2 and "analysed once" in p.stderr
+    one = json.loads((tmp_path / "t.json").read_text())
+    assert one["summary"]["ranks"] == 1 and one["straggler"] is None and one["summary"]["consistent"]
+
+
+def test_single_trace_lead_uses_the_same_union_as_the_timeline():
+    from traceana.render import by_bound, gpu_busy, verdict
+
+    a = analyze(shared_trace("hta/control.json.gz"))
+    b = gpu_busy(a)
+    dev = a["breakdown"]["devices"][0]
+    # one device (3): busy 388587 µs of a 464594 µs span = 83.64%; the sum of durations is 501567
+    assert (b["busy_us"], b["span_us"], b["devices"]) == (388587.0, 464594.0, 1)
+    assert b["busy_pct"] == pytest.approx(388587 / 464594 * 100) and a["breakdown"]["total_us"] == 501567.0
+    assert b["busy_us"] == dev["busy_us"] and b["primary"]["device"] == 3
+    assert sum(b["by_category"].values()) == pytest.approx(b["busy_us"])
+    parts, total = by_bound(a)
+    assert total == 388587.0 and sum(parts.values()) <= total
+    # the lead states the union (388.6 ms busy, 83.6% of the span), never the 501.6 ms sum
+    v = verdict(a)
+    assert ("388.6 ms GPU busy" in v or "Busy 83.6%" in v) and "501.6 ms" not in v
+    from traceana.render.html import render_html
+
+    assert "388.6 ms</span> GPU busy (wall-clock: overlapping streams counted once)" in render_html(a)
 
 
 def test_cross_rank_is_pure_and_handles_no_steps():
@@ -132,20 +353,35 @@ def test_cross_rank_is_pure_and_handles_no_steps():
     assert not doc["summary"]["per_step"] and doc["summary"]["unit"].startswith("per trace")
     r0, r1 = doc["ranks"]
     assert r0["step_us"] == a["trace"]["span_us"] and r0["collective_us"] == 0
-    assert (r0["rank"], r1["rank"]) == (0, 1)  # no distributedInfo, no rank in the name: order
+    # no distributedInfo, no rank in the file name: the order
+    assert (r0["rank"], r1["rank"]) == (0, 1) and r0["rank_source"] == "order"
+    # no rank_facts: GPU busy from the timeline's union over the device's span
+    assert r0["busy_pct"] == pytest.approx(gpu_busy_pct(a))
     assert doc["straggler"]["extra_us"] == 0 and "No rank stands out" in doc["straggler"]["text"][0]
     one = cross_rank([a])
     assert one["straggler"] is None and one["summary"]["ranks"] == 1
 
 
-def test_rank_facts_steps_and_collectives(tmp_path):
+def gpu_busy_pct(a):
+    d = a["breakdown"]["devices"][0]
+    return d["busy_us"] / d["span_us"] * 100
+
+
+def test_rank_facts_steps_phases_and_collectives(tmp_path):
     from traceana.load import load_trace
 
     make_rank_dir(tmp_path, n=2, straggler=1)
     f = rank_facts(load_trace(str(tmp_path / "rank0.json.gz")))
-    assert f["rank"] == 0 and f["world_size"] == 2 and f["step_numbers"] == [1]
+    assert f["rank"] == 0 and f["world_size"] == 2 and f["step_numbers"] == [1] and f["device"] == 0
     assert f["collective_kernels"] == 1 and list(f["collective_by_kind"]) == ["AllReduce"]
-    assert statistics.mean(f["steps"]) > f["collective_us"] > 0
+    # rank 1 computes C x 1.001 + 3 x 2167 x 1.001 = 236928.275 + 6507.501 = 243435.776;
+    # rank 0's all-reduce: 1000 + 243435.776 - 236691.583 = 1000 + 6744.193
+    assert f["collectives"] == [[0, "AllReduce", 0, pytest.approx(COLL_BASE + 6744.193, abs=1e-3), "backward"]]
+    assert f["phase_source"]["forward"] == "## forward ## annotations"
+    assert f["phases"]["optimizer"]["work_us"] == pytest.approx(POW)  # rank 0's pow, unscaled
+    # busy: every kernel, back to back, inside the step: C + 7741.388 of 2103.362 + C + 7741.388
+    assert f["busy_us"] == pytest.approx(C + COLL_BASE + 6744.193, abs=1e-3)
+    assert f["window_us"] == pytest.approx(HEAD + C + COLL_BASE + 6744.193, abs=1e-3)
 
 
 @pytest.mark.parametrize("name,kind", [

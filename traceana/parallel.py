@@ -36,10 +36,22 @@ def _natural(name: str) -> list[Any]:
     return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
 
 
-def find_rank_files(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
+def _file_key(path: str) -> Any:
+    """One key per file however it is reached (symlinks, `a/../a`, hard links)."""
+    try:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return os.path.realpath(path)
+
+
+def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None = None
+                    ) -> tuple[list[str], list[str]]:
     """The trace files named by `inputs` (files, or directories whose regular *.json /
     *.json.gz files are taken, not recursively), in natural order; and what was skipped in
-    those directories. BadInput when a directory has no trace file or an input is missing."""
+    those directories. A file reached by two paths is taken once: (kept, dropped) path pairs
+    are appended to `repeats` when given. BadInput when a directory has no trace file or an
+    input is missing."""
     files: list[str] = []
     skipped: list[str] = []
     for inp in inputs:
@@ -67,13 +79,15 @@ def find_rank_files(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
             files.append(inp)
         else:
             raise BadInput(f"{inp}: no such file")
-    seen: set[str] = set()
+    seen: dict[Any, str] = {}
     unique = []
     for f in files:
-        key = os.path.realpath(f)
+        key = _file_key(f)
         if key not in seen:
-            seen.add(key)
+            seen[key] = f
             unique.append(f)
+        elif repeats is not None and f != seen[key]:
+            repeats.append((seen[key], f))
     return unique, skipped
 
 
@@ -86,7 +100,7 @@ def analyze_rank(path: str, options: Any = None) -> dict[str, Any]:
     a 512-rank report."""
     from traceana.analysis import Options, analyze_trace
     from traceana.load import load_trace
-    from traceana.ranks import rank_facts
+    from traceana.rank_facts import rank_facts
 
     t0 = time.perf_counter()
     out: dict[str, Any] = {"path": path, "file": os.path.basename(path)}

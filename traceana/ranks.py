@@ -1,98 +1,41 @@
 """Cross-rank view: many per-rank analyses in, one plain-data comparison out.
 
-`rank_facts(trace)` is what the per-rank worker records besides the Analysis (step times,
-collective kernel time); `cross_rank(analyses)` is pure: a list of Analysis dicts (each
-carrying its `rank_facts`) -> the cross-rank dict (schema "traceana.ranks/1") that
-render/ranks_html.py renders. Nothing here reads a file.
+`rank_facts(trace)` (traceana/rank_facts.py) is what the per-rank worker records besides the
+Analysis; `cross_rank(analyses)` is pure: a list of Analysis dicts (each carrying its
+`rank_facts`) -> the cross-rank dict (schema "traceana.ranks/1") that render/ranks_html.py
+renders. Nothing here reads a file.
 
 Definitions (README "Many ranks"):
 - step time: the mean duration of the rank's distinct ProfilerStep#N annotations; without
   steps, the trace's span. When every rank has steps, every per-rank time below is per step
   (total / steps), so ranks that captured different step counts compare fairly.
-- collective time: device time of NCCL / RCCL kernels (names containing "nccl" or "rccl").
-  A rank's collective *wait* is its collective time minus the least of any rank: the time it
-  spent in collectives beyond what the fastest-to-sync rank needed, i.e. waiting for others.
-- a rank's own time is its step time minus its collective wait. In a synchronous job every
-  rank's step ends together; the straggler is the rank the others wait for: the longest own
-  time. Its extra own time over the median rank is split by class (the bounds; collectives
-  are a class of their own) and by op signature.
+- GPU busy: the union of the rank's GPU event intervals inside its step windows (each instant
+  once, however many streams run): at most 100% of the step time, never a sum of durations.
+- collective time: device time of NCCL / RCCL kernels launched inside the steps. Each
+  collective is matched across ranks by (step, phase, kind, its place among that step's
+  collectives of that kind and phase); a rank's *wait* in it is its time there less the least of any rank's (the
+  rank that arrived last hardly waits). The rest of its collective time is the transfer.
+- own time: step time less collective wait (traceana/straggler.py finds the straggler).
+- the inputs are checked to come from one run (check_inputs): duplicate rank ids, differing
+  world sizes, devices or captured steps give one warning, and no cross-rank comparison.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from traceana import __version__
+from traceana.rank_facts import COLLECTIVE, PHASES, collective_kind, rank_facts
+from traceana.straggler import CLASSES, NEAR_TIE_PCT, median, straggler
+
+__all__ = ["CLASSES", "NEAR_TIE_PCT", "SCHEMA", "check_inputs", "collective_kind", "cross_rank", "rank_facts"]
 
 SCHEMA = "traceana.ranks/1"
-COLLECTIVE = re.compile(r"nccl|rccl", re.IGNORECASE)
-_KINDS = (("AllReduce", r"all_?reduce"), ("ReduceScatter", r"reduce_?scatter"), ("AllGather", r"all_?gather"),
-          ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"), ("SendRecv", r"send_?recv"),
-          ("Send", r"send"), ("Recv", r"recv"), ("Reduce", r"reduce"))
-_KIND_RE = [(k, re.compile(p, re.IGNORECASE)) for k, p in _KINDS]
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
-#: Classes the straggler's extra time is split into (the bounds, then collectives).
-CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
 TOP_OPS = 5
-_CLASS_WORDS = {"compute": "compute-bound device time", "memory": "memory-bound device time",
-                "latency": "latency-bound device time (short kernels, launch overhead)",
-                "unknown": "device time of ops with no peak for their dtype",
-                "unmodelled": "device time of ops traceana has no cost model for",
-                "opaque": "device time of opaque kernels (no shapes)"}
-
-
-def collective_kind(name: str) -> str:
-    """AllReduce, AllGather, ... from an NCCL/RCCL kernel name; "other" when it says none."""
-    for kind, rx in _KIND_RE:
-        if rx.search(name):
-            return kind
-    return "other"
-
-
-def rank_facts(trace: Any) -> dict[str, Any]:
-    """Per-rank facts the Analysis does not hold: ProfilerStep durations (by step number,
-    the longest when a step is annotated on several threads) and NCCL/RCCL kernel time."""
-    names = trace.names
-    ann = trace.annotations
-    steps: dict[int, float] = {}
-    for code, ts, end in zip(ann.name.tolist(), ann.ts.tolist(), ann.end.tolist()):
-        m = _STEP.match(names[code])
-        if m:
-            n = int(m.group(1))
-            steps[n] = max(steps.get(n, 0.0), end - ts)
-    gpu = trace.gpu
-    coll_codes = [i for i, n in enumerate(names) if COLLECTIVE.search(n)]
-    by_kind: dict[str, float] = {}
-    count = 0
-    total = 0.0
-    if coll_codes and len(gpu):
-        mask = np.isin(gpu.name, np.array(coll_codes, dtype=gpu.name.dtype)) & (gpu.kind == 0)
-        count = int(mask.sum())
-        if count:
-            codes, inv = np.unique(gpu.name[mask], return_inverse=True)
-            t = np.bincount(inv, weights=gpu.dur[mask])
-            for c, us in zip(codes.tolist(), t.tolist()):
-                k = collective_kind(names[c])
-                by_kind[k] = by_kind.get(k, 0.0) + us
-            total = float(gpu.dur[mask].sum())
-    dist = trace.distributed or {}
-    rank = dist.get("rank")
-    return {
-        "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        "world_size": dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
-        "steps": [steps[k] for k in sorted(steps)],
-        "step_numbers": sorted(steps),
-        "collective_us": total,
-        "collective_kernels": count,
-        "collective_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
-    }
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -146,21 +89,45 @@ def _sig(op: Mapping[str, Any]) -> tuple[str, str]:
     return key, (f"{name[:100]} ({d}; {t})" if d or t else name[:100])
 
 
-def _rank_label(a: Mapping[str, Any], facts: Mapping[str, Any], index: int) -> tuple[int, str]:
-    rank = facts.get("rank")
+def _rank_label(a: Mapping[str, Any], facts: Mapping[str, Any], index: int) -> tuple[int, str, str]:
+    """(rank id, label, where the id came from: distributedInfo, the file name, or the order)."""
+    rank, src = facts.get("rank"), "distributedInfo"
     if not isinstance(rank, int) or isinstance(rank, bool):
         rank = _map(_map(a.get("trace")).get("distributed")).get("rank")
     if not isinstance(rank, int) or isinstance(rank, bool):
         m = _RANK_IN_NAME.search(str(_map(a.get("trace")).get("file") or ""))
-        rank = int(m.group(1)) if m else index
-    return rank, f"rank {rank}"
+        rank, src = (int(m.group(1)), "file name") if m else (index, "order")
+    return rank, f"rank {rank}", src
+
+
+def _phases(facts: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    out = {}
+    for p, v in _map(facts.get("phases")).items():
+        v = _map(v)
+        if p in PHASES:
+            out[p] = {k: _num(v.get(k)) or 0.0 for k in ("wall_us", "work_us", "collective_us")}
+            out[p]["wait_us"] = 0.0
+    return out
+
+
+def _collectives(facts: Mapping[str, Any]) -> list[tuple] | None:
+    raw = facts.get("collectives")
+    if not isinstance(raw, (list, tuple)):
+        return None
+    out = []
+    for c in raw:
+        if isinstance(c, (list, tuple)) and len(c) == 5 and _num(c[3]) is not None:
+            out.append((c[0], str(c[1]), c[2], float(c[3]), str(c[4] or "")))
+    return out
 
 
 def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
     """The per-rank numbers (totals; scaled to per-step later when every rank has steps)."""
+    from traceana.render import gpu_busy
+
     facts = _map(a.get("rank_facts"))
     tr = _map(a.get("trace"))
-    rank, label = _rank_label(a, facts, index)
+    rank, label, source = _rank_label(a, facts, index)
     steps = [s for s in (_num(x) for x in _list(facts.get("steps"))) if s is not None and s > 0]
     span = _num(tr.get("span_us")) or 0.0
     ops = [o for o in _list(a.get("ops")) if isinstance(o, Mapping)]
@@ -168,31 +135,134 @@ def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
     sigs: dict[str, dict[str, Any]] = {}
     for o in ops:
         t = _num(o.get("device_time_us")) or 0.0
-        cls = "collective" if _is_collective_row(o) else str(o.get("bound") or "unmodelled")
+        bound = str(o.get("bound") or "unmodelled")
+        cls = "collective" if bound == "communication" or _is_collective_row(o) else bound
         by_class[cls if cls in by_class else "unmodelled"] += t
         key, shown = _sig(o)
         s = sigs.setdefault(key, {"sig": shown, "name": str(o.get("name") or ""), "class": cls, "us": 0.0})
         s["us"] += t
-    coverage = _map(a.get("coverage"))
-    device_us = _num(coverage.get("device_time_us"))
+    device_us = _num(_map(a.get("coverage")).get("device_time_us"))
     if device_us is None:
         device_us = sum(by_class.values())
     coll = _num(facts.get("collective_us"))
     if coll is None:  # no facts (a saved analysis): the collective op rows are the best we have
         coll = by_class["collective"]
+    busy, window = _num(facts.get("busy_us")), _num(facts.get("window_us"))
+    if busy is None or not window:  # no facts: the timeline's union over the device's span
+        b = gpu_busy(a)
+        busy, window = (b["primary"]["busy_us"], b["primary"]["span_us"]) if b else (None, None)
     dev = _map(a.get("device"))
+    world = facts.get("world_size", _map(tr.get("distributed")).get("world_size"))
     return {
-        "rank": rank, "label": label, "file": str(tr.get("file") or ""),
-        "steps": len(steps), "step_us_total": sum(steps) if steps else span, "span_us": span,
-        "device_us": device_us, "by_class": by_class, "sigs": sigs,
+        "rank": rank, "label": label, "rank_source": source, "file": str(tr.get("file") or ""),
+        "world_size": world if isinstance(world, int) and not isinstance(world, bool) else None,
+        "steps": len(steps), "step_numbers": [n for n in _list(facts.get("step_numbers")) if isinstance(n, int)],
+        "step_us_total": sum(steps) if steps else span, "span_us": span,
+        "device_us": device_us, "by_class": by_class, "sigs": sigs, "busy_us": busy, "window_us": window,
         "collective_us": coll, "collective_by_kind": dict(_map(facts.get("collective_by_kind"))),
-        "device": str(dev.get("name") or ""), "device_key": dev.get("key"),
+        "collectives": _collectives(facts), "phases": _phases(facts),
+        "phase_source": {k: str(v) for k, v in _map(facts.get("phase_source")).items()},
+        "device": str(dev.get("name") or ""), "device_key": dev.get("key"), "events": _num(tr.get("events")),
         "warnings": len(_list(a.get("warnings"))),
     }
 
 
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
+def _waits(rows: list[dict[str, Any]]) -> int:
+    """Each rank's collective wait (total µs; per phase too), from collectives matched across
+    ranks by (step, phase, kind, ordinal): its time less the least of any rank's. Ranks without the
+    sequence (a saved analysis) fall back to collective time less the least of any rank's.
+    Returns how many collectives had no counterpart on another rank (not counted as wait)."""
+    for r in rows:
+        r["wait_total"] = 0.0
+    if len(rows) < 2:
+        return 0
+    if any(r["collectives"] is None for r in rows):
+        least = min(r["collective_us"] * r["scale"] for r in rows)
+        for r in rows:
+            r["wait_total"] = (r["collective_us"] * r["scale"] - least) / r["scale"] if r["scale"] else 0.0
+        return 0
+    table: dict[tuple, list[tuple[int, float, str]]] = {}
+    for i, r in enumerate(rows):
+        for step, kind, k, us, phase in r["collectives"]:
+            table.setdefault((step, phase, kind, k), []).append((i, us, phase))
+    unmatched = 0
+    for entries in table.values():
+        if len(entries) < 2:
+            unmatched += len(entries)
+            continue
+        least = min(us for _, us, _ in entries)
+        for i, us, phase in entries:
+            rows[i]["wait_total"] += us - least
+            if phase in rows[i]["phases"]:
+                rows[i]["phases"][phase]["wait_us"] += us - least
+    return unmatched
+
+
+def _steps_text(nums: Sequence[int]) -> str:
+    if not nums:
+        return "no steps"
+    if list(nums) == list(range(nums[0], nums[0] + len(nums))) and len(nums) > 1:
+        return f"#{nums[0]}-#{nums[-1]}"
+    return ", ".join(f"#{n}" for n in nums[:4]) + (" …" if len(nums) > 4 else "")
+
+
+def _by(rows: list[dict[str, Any]], key: str) -> dict[Any, list[str]]:
+    out: dict[Any, list[str]] = {}
+    for r in rows:
+        out.setdefault(r[key], []).append(r["label"] if key != "rank" else r["file"])
+    return out
+
+
+def check_inputs(rows: list[dict[str, Any]]) -> list[str]:
+    """Why these rank files may not be one run (empty when nothing says so): duplicate rank
+    ids, differing world sizes, devices or captured ProfilerStep numbers."""
+    problems = []
+    named = [r for r in rows if r["rank_source"] != "order"]  # an id from the order is no evidence
+    dups = {k: v for k, v in _by(named, "rank").items() if len(v) > 1}
+    if dups:
+        k, files = next(iter(sorted(dups.items())))
+        src = next(r["rank_source"] for r in rows if r["rank"] == k)
+        more = f" (and {len(dups) - 1} more rank ids)" if len(dups) > 1 else ""
+        problems.append(f"rank {k} appears in {len(files)} files ({and_files(files)}; rank from the {src}){more}")
+    worlds = {k: v for k, v in _by(rows, "world_size").items() if k is not None}
+    if len(worlds) > 1:
+        each = "; ".join(f"{k} on {_few(v)}" for k, v in sorted(worlds.items()))
+        problems.append(f"world sizes differ ({each})")
+    elif worlds:
+        (world,) = worlds
+        beyond = [r["label"] for r in rows if r["rank_source"] == "distributedInfo" and not 0 <= r["rank"] < world]
+        if beyond:
+            problems.append(f"{_few(beyond)} outside the world size {world}")
+        if len(rows) > world:
+            problems.append(f"{len(rows)} rank files for a world size of {world}")
+    devices = {k: v for k, v in _by(rows, "device").items() if k}
+    if len(devices) > 1:
+        each = "; ".join(f"{k[:60]} on {_few(v)}" for k, v in sorted(devices.items()))
+        problems.append(f"devices differ ({each})")
+    stepped = [r for r in rows if r["steps"]]
+    if stepped and len(stepped) < len(rows):
+        problems.append(f"ProfilerStep annotations in {len(stepped)} of {len(rows)} files")
+    else:
+        runs = {}
+        for r in stepped:
+            runs.setdefault(tuple(r["step_numbers"]), []).append(r["label"])
+        if len(runs) > 1:
+            problems.append("captured steps differ (" + "; ".join(f"{_steps_text(list(k))} on {_few(v)}"
+                                                                  for k, v in sorted(runs.items())) + ")")
+    return problems
+
+
+def _few(labels: Sequence[str]) -> str:
+    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+
+
+def and_files(files: Sequence[str]) -> str:
+    return _few([f[:80] for f in files])
+
+
+def warning_line(problems: Sequence[str], n: int) -> str:
+    return (f"these {n} rank files do not look like one run: " + "; ".join(problems)
+            + ". Each rank is reported on its own; no straggler or spread is computed.")
 
 
 def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
@@ -201,123 +271,71 @@ def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[s
     from traceana.render import verdict
 
     rows = [_one(a, i) for i, a in enumerate(analyses)]
+    problems = check_inputs(rows) if len(rows) > 1 else []
     per_step = bool(rows) and all(r["steps"] > 0 for r in rows)
     for r in rows:
-        scale = 1.0 / r["steps"] if per_step else 1.0
-        r["scale"] = scale
-        r["step_us"] = r["step_us_total"] * scale
-        r["device_us_scaled"] = r["device_us"] * scale
-        r["by_class_scaled"] = {c: v * scale for c, v in r["by_class"].items()}
-        r["collective_us_scaled"] = r["collective_us"] * scale
-    min_coll = min((r["collective_us_scaled"] for r in rows), default=0.0)
-    med_step = _median([r["step_us"] for r in rows])
+        r["scale"] = 1.0 / r["steps"] if per_step else 1.0
+    compare = len(rows) >= 2 and not problems
+    unmatched = 0
+    if compare:
+        unmatched = _waits(rows)
+    for r in rows:
+        r.setdefault("wait_total", 0.0)
+    for r in rows:
+        sc = r["scale"]
+        r["step_us"] = r["step_us_total"] * sc
+        r["by_class_scaled"] = {c: v * sc for c, v in r["by_class"].items()}
+        r["collective_us_scaled"] = r["collective_us"] * sc
+        r["wait_us"] = r["wait_total"] * sc
+        r["own_us"] = r["step_us"] - r["wait_us"]
+        r["phases"] = {p: {k: v * sc for k, v in d.items()} for p, d in r["phases"].items()}
+    med_step = median([r["step_us"] for r in rows])
     out_ranks = []
     for r, a in zip(rows, analyses):
-        r["wait_us"] = r["collective_us_scaled"] - min_coll
         top = [o for o in _list(a.get("ops")) if isinstance(o, Mapping)][:TOP_OPS]
+        busy_pct = r["busy_us"] / r["window_us"] * 100 if r["busy_us"] is not None and r["window_us"] else None
         out_ranks.append({
-            "rank": r["rank"], "label": r["label"], "file": r["file"], "steps": r["steps"],
+            "rank": r["rank"], "label": r["label"], "rank_source": r["rank_source"], "file": r["file"],
+            "world_size": r["world_size"], "steps": r["steps"], "step_numbers": r["step_numbers"],
             "step_us": r["step_us"], "span_us": r["span_us"],
-            "vs_median_pct": (r["step_us"] / med_step - 1) * 100 if med_step > 0 else None,
-            "device_us": r["device_us_scaled"],
-            "busy_pct": r["device_us_scaled"] / r["step_us"] * 100 if r["step_us"] > 0 else None,
+            "vs_median_pct": (r["step_us"] / med_step - 1) * 100 if compare and med_step > 0 else None,
+            "device_us": r["device_us"] * r["scale"],
+            "busy_us": r["busy_us"] * r["scale"] if r["busy_us"] is not None else None,
+            "busy_pct": min(busy_pct, 100.0) if busy_pct is not None else None,
             "by_class_us": r["by_class_scaled"],
-            "collective_us": r["collective_us_scaled"], "collective_wait_us": r["wait_us"],
-            "own_us": r["step_us"] - r["wait_us"],
+            "collective_us": r["collective_us_scaled"],
+            "collective_wait_us": r["wait_us"] if compare else None,
+            "collective_transfer_us": r["collective_us_scaled"] - r["wait_us"] if compare else None,
+            "own_us": r["own_us"] if compare else None,
             "collective_by_kind_us": {k: v * r["scale"] for k, v in r["collective_by_kind"].items()},
+            "phases": r["phases"], "phase_source": r["phase_source"],
             "device": r["device"], "device_key": r["device_key"],
             "verdict": verdict(a), "warnings": r["warnings"],
             "top_ops": [{"id": o.get("id"), "name": o.get("name"), "sig": _sig(o)[1], "bound": o.get("bound"),
                          "device_time_us": (_num(o.get("device_time_us")) or 0.0) * r["scale"],
                          "roof_pct": _num(o.get("roof_pct"))} for o in top],
         })
-    steps_known = per_step
     summary: dict[str, Any] = {
-        "ranks": len(rows), "failed": len(failed), "per_step": steps_known,
-        "unit": "per step" if steps_known else "per trace (no ProfilerStep annotations in every rank)",
+        "ranks": len(rows), "failed": len(failed), "per_step": per_step,
+        "unit": "per step" if per_step else "per trace (no ProfilerStep annotations in every rank)",
         "median_step_us": med_step,
         "min_step_us": min((r["step_us"] for r in rows), default=None),
         "max_step_us": max((r["step_us"] for r in rows), default=None),
-        "collective_us_median": _median([r["collective_us_scaled"] for r in rows]),
-        "collective_wait_us_total": sum(r["wait_us"] for r in rows),
+        "collective_us_median": median([r["collective_us_scaled"] for r in rows]),
+        "collective_wait_us_total": sum(r["wait_us"] for r in rows) if compare else None,
+        "collectives_unmatched": unmatched,
         "devices": sorted({r["device"] for r in rows if r["device"]}),
+        "consistent": not problems, "problems": problems,
+        "warning": warning_line(problems, len(rows)) if problems else None,
+        "near_tie_pct": NEAR_TIE_PCT,
     }
-    if rows and med_step > 0:
+    if compare and med_step > 0:
         summary["spread_pct"] = (summary["max_step_us"] - summary["min_step_us"]) / med_step * 100
-    straggler = _straggler(rows, per_step) if len(rows) >= 2 else None
     return {
         "schema": SCHEMA,
         "tool": {"name": "traceana", "version": __version__},
         "summary": summary,
         "ranks": out_ranks,
-        "straggler": straggler,
+        "straggler": straggler(rows, per_step) if compare else None,
         "failed": [{"file": str(f.get("file") or ""), "error": str(f.get("error") or "")} for f in failed],
     }
-
-
-def _straggler(rows: list[dict[str, Any]], per_step: bool) -> dict[str, Any]:
-    """The rank with the longest *own* step time (step time minus its collective wait: in a
-    synchronous job every rank's step ends together, and the straggler is the one the others
-    wait for), and where its extra own time over the median rank goes."""
-    for r in rows:
-        r["own_us"] = r["step_us"] - r["wait_us"]
-    slow = max(rows, key=lambda r: (r["own_us"], -rows.index(r)))
-    med_own = _median([r["own_us"] for r in rows])
-    extra = slow["own_us"] - med_own
-    unit = "per step" if per_step else "in the trace"
-    classes = []
-    for c in CLASSES:
-        med = _median([r["by_class_scaled"][c] for r in rows])
-        mine = slow["by_class_scaled"][c]
-        classes.append({"class": c, "rank_us": mine, "median_us": med, "delta_us": mine - med})
-    all_sigs = sorted({k for r in rows for k in r["sigs"]})
-    ops = []
-    for k in all_sigs:
-        vals = [r["sigs"][k]["us"] * r["scale"] if k in r["sigs"] else 0.0 for r in rows]
-        med = _median(vals)
-        mine = slow["sigs"][k]["us"] * slow["scale"] if k in slow["sigs"] else 0.0
-        info = slow["sigs"].get(k) or next(r["sigs"][k] for r in rows if k in r["sigs"])
-        ops.append({"sig": info["sig"], "key": k, "name": info["name"], "class": info["class"], "rank_us": mine, "median_us": med,
-                    "delta_us": mine - med, "delta_pct": (mine / med - 1) * 100 if med > 0 else None})
-    ops.sort(key=lambda o: (-o["delta_us"], o["key"]))
-    work = [c for c in classes if c["class"] != "collective"]
-    device_delta = sum(c["delta_us"] for c in work)
-    unexplained = extra - device_delta
-    lead = max(work, key=lambda c: c["delta_us"])
-    others_wait = [r["wait_us"] for r in rows if r is not slow]
-    text = []
-    if extra <= 0 or med_own <= 0:
-        text.append(f"No rank stands out: {slow['label']} takes the longest, {_ms(slow['own_us'])} {unit} of its own "
-                    f"time (step time less collective wait), no more than the median rank.")
-    else:
-        text.append(f"{slow['label']} is the straggler: its own time (step time less collective wait) is "
-                    f"{_ms(slow['own_us'])} {unit}, {_ms(extra)} ({extra / med_own * 100:.1f}%) more than the "
-                    f"median rank's {_ms(med_own)}.")
-        if lead["delta_us"] > 0:
-            pos = [o for o in ops if o["delta_us"] > 0 and o["class"] != "collective"][:3]
-            lead_ops = "; ".join(f"{o['sig']} +{_ms(o['delta_us'])}" for o in pos)
-            text.append(f"The largest difference is in {_CLASS_WORDS.get(lead['class'], lead['class'])}: "
-                        f"{_ms(lead['rank_us'])} {unit} against the median rank's {_ms(lead['median_us'])} "
-                        f"(+{_ms(lead['delta_us'])})"
-                        + (f", led by {lead_ops}." if lead_ops else "."))
-        if others_wait and max(others_wait) > 0.01 * med_own and slow["wait_us"] <= _median(others_wait):
-            text.append(f"The other ranks waited for it: their collectives took up to {_ms(max(others_wait))} "
-                        f"{unit} longer than the quickest rank's (median wait {_ms(_median(others_wait))}; "
-                        f"{slow['label']} waited {_ms(slow['wait_us'])}).")
-        if unexplained > 0.1 * extra:
-            text.append(f"{_ms(unexplained)} of its extra time is not device time: host-side work (data loading, "
-                        "CPU ops, launches) or an idle GPU.")
-    return {
-        "rank": slow["rank"], "label": slow["label"], "file": slow["file"], "step_us": slow["step_us"],
-        "own_us": slow["own_us"], "median_own_us": med_own, "extra_us": extra,
-        "extra_pct": extra / med_own * 100 if med_own > 0 else None,
-        "lead_class": lead["class"] if lead["delta_us"] > 0 else None,
-        "by_class": classes, "ops": ops[:10], "device_delta_us": device_delta,
-        "unexplained_us": unexplained, "text": text,
-    }
-
-
-def _ms(us: float) -> str:
-    ms = us / 1000
-    a = abs(ms)
-    return f"{ms:.3f} ms" if a < 10 else f"{ms:.2f} ms" if a < 100 else f"{ms:,.1f} ms"

@@ -25,7 +25,13 @@ def default_output(inputs: Sequence[str]) -> str:
 
 
 def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, force: bool, quiet: bool,
-                 executor: str, jobs: int | None, ci: Mapping[str, Any], options: Any, hta: bool) -> None:
+                 executor: str, jobs: int | None, ci: Mapping[str, Any], options: Any, hta: bool,
+                 strict: bool = False) -> None:
+    """Analyse every rank file, compare, write the report. Files that do not look like one run
+    (duplicate rank ids, differing world sizes, devices or steps) give one warning line on
+    stderr and in the report; with `strict` (or --strict, which arrives in `ci`), that line is
+    the error (exit 2, nothing written)."""
+    strict = strict or bool(ci.get("strict"))
     from traceana.gates import parse_all
     from traceana.parallel import find_rank_files, map_ranks, split
     from traceana.progress import progress
@@ -40,8 +46,11 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     out = output or default_output(inputs)
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
-    files, skipped = find_rank_files(inputs)
+    repeats: list[tuple[str, str]] = []
+    files, skipped = find_rank_files(inputs, repeats)
     check_output(out, files, force)
+    for kept, dropped in repeats:
+        click.echo(f"traceana: {dropped} is the same file as {kept}: analysed once", err=True)
     if hta:
         from traceana.diagnose.hta_views import available
 
@@ -59,8 +68,14 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
         what = (f"{inputs[0]}: is a directory of {len(files)} trace file{'s' if len(files) != 1 else ''}"
                 if len(inputs) == 1 else f"{len(files)} trace files")
         raise BadInput(f"{what} and none could be analysed (first: {first})")
-    doc = ranks_document(cross_rank(analyses, failed), analyses, where)
+    cross = cross_rank(analyses, failed)
+    warning = cross["summary"].get("warning")
+    if warning and strict:
+        raise BadInput(f"--strict: {warning.split('. Each rank')[0]}")
+    doc = ranks_document(cross, analyses, where)
     write_text(out, render_ranks(doc, fmt))
+    if warning:  # even with -q: the comparison the user asked for was not made
+        click.echo(f"traceana: warning: {warning}", err=True)
     if not quiet:
         for f in failed:
             click.echo(f"traceana: rank file not analysed: {f['error']}", err=True)
@@ -87,11 +102,13 @@ def summary(doc: Mapping[str, Any], out: str) -> str:
     from traceana.render import fmt_time_us
 
     s = doc["summary"]
+    wait = s.get("collective_wait_us_total")
     lines = [f"{s['ranks']} ranks analysed {doc.get('ran', '')}; median step {fmt_time_us(s['median_step_us'])} "
-             f"({s['unit']}), collective wait {fmt_time_us(s['collective_wait_us_total'])} over all ranks"]
+             f"({s['unit']})" + (f", collective wait {fmt_time_us(wait)} over all ranks" if wait is not None else "")]
     strag = doc.get("straggler")
     if strag:
         lines += [f"  {t}" for t in strag["text"][:3]]
+        lines += [f"  {p['text']}" for p in strag.get("phases", [])]
     if s.get("failed"):
         lines.append(f"  {s['failed']} rank file(s) could not be analysed")
     lines.append(f"report written to {out}")

@@ -50,6 +50,9 @@ def default_output(trace: str) -> str:
               help="Several rank files: where to analyse them (local worker processes, or a Dask cluster).")
 @click.option("--jobs", "jobs", type=click.IntRange(1, None), default=None, metavar="N",
               help="Several rank files: at most N local worker processes (default: cores, capped by memory).")
+@click.option("--strict", is_flag=True,
+              help="Several rank files: when they do not look like one run (duplicate rank ids, differing "
+                   "world sizes, devices or steps), exit 2 instead of warning.")
 @ci_options
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,

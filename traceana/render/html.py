@@ -31,6 +31,7 @@ from traceana.render import (
     fmt_si,
     fmt_sig,
     fmt_time_us,
+    gpu_busy,
     fmt_types,
     mapping,
     num,
@@ -234,7 +235,10 @@ def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
         width = 100.0 * us / scale if scale > 0 else 0.0
         segments.append({"bound": b, "time": fmt_time_us(us), "pct": fmt_pct(share(us, total)),
                          "width": f"{width:.3f}", "shown": width > 0})
-    return {"total": fmt_time_us(total), "segments": segments}
+    busy = gpu_busy(analysis)
+    what = "GPU busy (wall-clock: overlapping streams counted once)" if busy and busy["busy_us"] > 0 \
+        else "total device time"
+    return {"total": fmt_time_us(total), "segments": segments, "what": what}
 
 
 #: Colours of the timeline categories the bound palette in report.css does not have.

@@ -15,6 +15,7 @@ from typing import Any
 from traceana.render import (
     bound_of,
     fmt_dims,
+    fmt_int,
     fmt_pct,
     fmt_time_us,
     fmt_types,
@@ -24,8 +25,7 @@ from traceana.render import (
     text,
 )
 from traceana.render.json_out import render_json
-
-CLASSES = ("compute", "memory", "latency", "unknown", "unmodelled", "opaque", "collective")
+from traceana.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
@@ -81,6 +81,8 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     rows, sections = [], []
     max_step = max((num(r.get("step_us")) or 0.0 for r in ranks), default=0.0)
     strag = mapping(doc.get("straggler"))
+    extra = num(strag.get("extra_us"))
+    clear = bool(strag) and not strag.get("near_tie") and (extra is None or extra > 0)
     for i, r in enumerate(ranks):
         label = text(r.get("label"), 60) or f"rank {i}"
         anchor = _anchor(label, i, seen)
@@ -91,10 +93,10 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
             "steps": text(r.get("steps")), "step": fmt_time_us(step),
             "step_bar": (step or 0.0) / max_step * 100 if max_step else 0.0,
             "vs_median": _signed_pct(r.get("vs_median_pct")),
-            "own": fmt_time_us(r.get("own_us")), "busy": fmt_pct(r.get("busy_pct")),
+            "own": fmt_time_us(r.get("own_us")), "busy": fmt_pct(_pct100(r.get("busy_pct"))),
             "collective": fmt_time_us(r.get("collective_us")), "wait": fmt_time_us(r.get("collective_wait_us")),
             "classes": classes, "device": text(r.get("device"), 80),
-            "straggler": strag.get("label") == r.get("label") and bool(strag),
+            "straggler": clear and strag.get("label") == r.get("label"),
         })
         a = analyses[i] if i < len(analyses) else {}
         ops = []
@@ -113,8 +115,26 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         })
     straggler = None
     if strag:
+        label = text(strag.get("label"), 60)
+        ties = [text(t, 60) for t in seq(strag.get("ties"))]
         straggler = {
-            "label": text(strag.get("label"), 60), "text": [text(t, 800) for t in seq(strag.get("text"))],
+            "label": label, "near_tie": bool(strag.get("near_tie")) and bool(ties),
+            "title": (f"Straggler: {label}" if clear else "No rank stands out" if extra is not None and extra <= 0
+                      else f"No single straggler: {label} and {len(ties)} other rank{'s' if len(ties) > 1 else ''} "
+                      f"within {fmt_pct(strag.get('near_tie_pct')).replace('.0%', '%')}"),
+            "text": [text(t, 800) for t in seq(strag.get("text"))],
+            "phases": [{"phase": text(p.get("phase"), 20), "source": text(p.get("source"), 200),
+                        "label": text(p.get("label"), 60), "work": fmt_time_us(p.get("work_us")),
+                        "median": fmt_time_us(p.get("median_us")), "extra": _signed_us(p.get("extra_us")),
+                        "pct": _signed_pct(p.get("extra_pct")), "wait": fmt_time_us(p.get("wait_us")),
+                        "ties": ", ".join(text(t, 60) for t in seq(p.get("ties"))[:8]),
+                        "text": text(p.get("text"), 400)}
+                       for p in seq(strag.get("phases")) if isinstance(p, Mapping)],
+            "differ": [{"name": text(d.get("name"), 200), "cls": text(d.get("class"), 20),
+                        "sigs": text(d.get("signatures")), "rank": fmt_time_us(d.get("rank_us")),
+                        "range": f"{fmt_time_us(d.get('min_us'))} – {fmt_time_us(d.get('max_us'))}"}
+                       for d in seq(strag.get("shapes_differ")) if isinstance(d, Mapping)],
+            "differ_count": text(strag.get("shapes_differ_count")),
             "classes": [{"cls": text(c.get("class"), 20), "rank": fmt_time_us(c.get("rank_us")),
                          "median": fmt_time_us(c.get("median_us")), "delta": _signed_us(c.get("delta_us"))}
                         for c in seq(strag.get("by_class")) if isinstance(c, Mapping)
@@ -126,9 +146,11 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         }
     tool = mapping(doc.get("tool"))
     facts = [("ranks", text(summary.get("ranks"))), ("times", unit),
-             ("median step", fmt_time_us(summary.get("median_step_us"))),
-             ("spread", fmt_pct(summary.get("spread_pct"))),
-             ("collective wait (all ranks)", fmt_time_us(summary.get("collective_wait_us_total")))]
+             ("median step", fmt_time_us(summary.get("median_step_us")))]
+    if num(summary.get("spread_pct")) is not None:
+        facts.append(("spread", fmt_pct(summary.get("spread_pct"))))
+    if num(summary.get("collective_wait_us_total")) is not None:
+        facts.append(("collective wait (all ranks)", fmt_time_us(summary.get("collective_wait_us_total"))))
     devices = [text(d, 80) for d in seq(summary.get("devices"))]
     if devices:
         facts.append(("devices", ", ".join(devices[:4]) + (" …" if len(devices) > 4 else "")))
@@ -136,11 +158,19 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         facts.append(("ran", text(doc.get("ran"), 200)))
     failed = [{"file": text(f.get("file"), 200), "error": text(f.get("error"), 400)}
               for f in seq(doc.get("failed")) if isinstance(f, Mapping)]
-    headline = straggler["text"][0] if straggler and straggler["text"] else (
-        f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed.")
+    warning = text(summary.get("warning"), 1200)
+    headline = warning or (straggler["text"][0] if straggler and straggler["text"] else (
+        f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed."))
     return {"tool": f"{text(tool.get('name')) or 'traceana'} {text(tool.get('version'))}".strip(),
             "facts": facts, "headline": headline, "unit": unit, "rows": rows, "sections": sections,
-            "straggler": straggler, "failed": failed, "classes": CLASSES}
+            "straggler": straggler, "failed": failed, "classes": CLASSES, "warning": warning,
+            "unmatched": fmt_int(unmatched) if (unmatched := num(summary.get("collectives_unmatched"))) else ""}
+
+
+def _pct100(v: Any) -> float | None:
+    """A share that cannot exceed 100% (GPU busy of a window), held to it for a hand-edited file."""
+    n = num(v)
+    return None if n is None else max(0.0, min(n, 100.0))
 
 
 def _signed_us(v: Any) -> str:
@@ -179,11 +209,15 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
     out = ["# traceana cross-rank report", ""]
     out.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
     out.append("")
+    if v["warning"]:
+        out += [f"> **Warning:** {_md(v['warning'])}", ""]
     if v["straggler"]:
+        out += [f"## {_md(v['straggler']['title'])}", ""]
         for t in v["straggler"]["text"]:
             out.append(f"> {_md(t)}")
         out.append("")
-    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives | wait |",
+    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
+            "| of which waiting |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in v["rows"]:
         mark = " **straggler**" if r["straggler"] else ""
@@ -191,11 +225,25 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
                    f"{r['busy']} | {r['collective']} | {r['wait']} |")
     out.append("")
     s = v["straggler"]
+    if s and s["phases"]:
+        out += ["## By phase (GPU work of the kernels launched in it)", "",
+                "| phase | most work | its work | median rank | extra | its wait | within the tie margin |",
+                "|---|---|---:|---:|---:|---:|---|"]
+        for p in s["phases"]:
+            out.append(f"| {p['phase']} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
+                       f"| {p['wait']} | {_md(p['ties']) or '—'} |")
+        out.append("")
     if s and s["ops"]:
         out += [f"## Where {_md(s['label'])}'s extra time goes", "",
                 "| op signature | class | this rank | median rank | extra |", "|---|---|---:|---:|---:|"]
         for o in s["ops"][:8]:
             out.append(f"| {_md(o['sig'])} | {o['cls']} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |")
+        out.append("")
+    if s and s["differ"]:
+        out += [f"## Ops whose shapes differ between ranks (not compared; {s['differ_count']})", "",
+                "| op | class | signatures | this rank | range over ranks |", "|---|---|---:|---:|---|"]
+        for d in s["differ"][:8]:
+            out.append(f"| {_md(d['name'])} | {d['cls']} | {d['sigs']} | {d['rank']} | {d['range']} |")
         out.append("")
     out += ["## Each rank", ""]
     for sec in v["sections"]:
