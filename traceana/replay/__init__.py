@@ -52,7 +52,8 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
         if given:
             raise
         trace.warnings.append(f"a capture folder sits beside the trace ({path}) but cannot be used: {exc}")
-        return trace, links, {"source": "beside", "folder": path, "error": str(exc), "files": []}
+        return trace, links, {"source": "beside", "folder": path, "error": str(exc), "files": [],
+                              "note": f"capture folder beside the trace not used: {exc}"}
     graphs: list[Captured] = []
     per_file: list[int] = []
     for k, (f, ct) in enumerate(zip(files, caps)):
@@ -69,6 +70,7 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
                               "calls): graph replays stay opaque")
     trace, links, stats = _align_all(trace, links, graphs, caps, files)
     info.update(stats)
+    info["note"] = _note(info)
     if stats["unaligned_launches"]:
         trace.warnings.append(f"{stats['unaligned_launches']} of {stats['graph_launches']} graph launches did not "
                               "align with a captured graph: their kernels stay opaque (graph unaligned)")
@@ -131,6 +133,16 @@ def _align_all(trace: Trace, links: Links, graphs: list[Captured], caps: list[Tr
         "aligned_time_us": float(sum(gpu.dur[m.events].sum() for m in matches)),
         "unaligned": [{"reason": k, "events": v[0], "time_us": v[1]} for k, v in reasons.items()],
     }
+
+
+def _note(info: dict) -> str:
+    """One line for the report: which capture files, and how much of the replay they explained."""
+    used = ", ".join(f"{f['file']}" + (f" (batch {f['batch_size']}" + (f", {f['mode']})" if f["mode"] else ")")
+                                       if f["batch_size"] is not None else "")
+                     for f in info["files"][:4]) + (", ..." if len(info["files"]) > 4 else "")
+    return (f"{info['aligned_launches']} of {info['graph_launches']} graph launches "
+            f"({info['aligned_events']:,} of {info['replay_events']:,} replayed events) aligned with "
+            f"{info['captured_graphs']} captured graph(s) from {used}")
 
 
 def _fits(toks: tuple[int, ...], cap_tokens: list[tuple[int, ...]]) -> list[tuple[int, list]]:
