@@ -17,10 +17,12 @@ def op(name, ts, dur, ext, dims=None, types=None, strides=None, concrete=None, t
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def launch(ts, corr, ext=None, name="cudaLaunchKernel", tid=1, dur=2):
+def launch(ts, corr, ext=None, name="cudaLaunchKernel", tid=1, dur=2, extra=None):
     args = {"correlation": corr}
     if ext is not None:
         args["External id"] = ext
+    if extra:
+        args.update(extra)
     return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
             "args": args}
 
@@ -66,3 +68,35 @@ def tbe_lookup_args(weights=96000, tables=1, lookups=61072, bags=8192, rows=1000
             (tables,), (tables,), (), (), (), (), ())
     types = TBE_TYPES if weighted else TBE_TYPES[:14] + ("",) + TBE_TYPES[15:]
     return dims, types
+
+
+def annotation(name, ts, dur, tid=1):
+    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {}}
+
+
+def capture_trace(ops, t0=100.0, begin="hipStreamBeginCapture", end="hipStreamEndCapture",
+                  launch_name="hipLaunchKernel", named=True):
+    """A graph capture as roctracer records it: BeginCapture, then per (op name, dims, types,
+    kernel name) one op with the launch of its kernel inside (the launch names the kernel in its
+    `kernel` arg when `named`; CUPTI's launches do not), then EndCapture. Captured kernels do not
+    run: no kernel events."""
+    events = [launch(t0, 1, name=begin)]
+    t = t0 + 10
+    for i, (name, dims, types, kname) in enumerate(ops):
+        events.append(op(name, t, 8, 1000 + i, dims=dims, types=types))
+        events.append(launch(t + 2, 10 + i, ext=1000 + i, name=launch_name,
+                             extra={"kernel": kname} if named else None))
+        t += 10
+    events.append(launch(t, 9, name=end))
+    return events
+
+
+def graph_replay(kernels, corr, t0, name="hipGraphLaunch", gap=1.0):
+    """One graph launch and the kernels it ran ((kernel name, µs) each, back to back)."""
+    events = [launch(t0, corr, name=name, dur=5)]
+    t = t0 + 10
+    for kname, dur in kernels:
+        events.append(kernel(kname, t, dur, corr))
+        t += dur + gap
+    return events

@@ -32,19 +32,31 @@ PINNED = {
     "tracelens/perf_model/normalization_layer_test.json.gz": (100.0, 0.0, 0.0),
     "tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz": (100.0, 0.0, 0.0),
     "tracelens/torch_compile_triton/trace.json.gz": (100.0, 0.0, 0.0),
-    "tracelens/vllm_piecewise/graph_execution.json.gz": (3.9, 96.0, 0.0),
+    # graph replays aligned with their capture (traceana/replay): was 3.9 / 96.0 / 0.0
+    "tracelens/vllm_piecewise/graph_execution.json.gz": (20.0, 0.0, 80.0),
     "tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz": (100.0, 0.0, 0.0),
     "tracelens/sglang_decode/capture_traces/bs_32_rank0.json.gz": (100.0, 0.0, 0.0),
-    "tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz": (1.1, 98.9, 0.0),
+    "tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz": (78.1, 0.2, 21.8),  # was 1.1 / 98.9 / 0.0
     "tracelens/vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz":
         (86.0, 0.0, 14.0),
-    "tracelens/vllm_decode_full/graph_execution.json.gz": (3.0, 96.9, 0.0),
+    "tracelens/vllm_decode_full/graph_execution.json.gz": (33.1, 0.0, 66.9),  # was 3.0 / 96.9 / 0.0
     "tracelens/vllm_piecewise/capture_traces/graph_capture_rank_0.1773709679453551615.pt.trace.json.gz":
         (99.2, 0.0, 0.8),
 }
-# Traces added to shared/ after the 2% goal was met, whose serving ops (vLLM custom ops) have no
-# formula yet: pinned, and held to the limit once issue 13's serving families land.
-OVER_LIMIT = {"tracelens/vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"}
+# Serving traces over the 2% limit, each for a named reason (issue 13 stays open for them):
+#  - the vLLM replays, now aligned with their capture, are mostly `vllm::moe_forward`, whose expert
+#    weights the layer holds (not arguments): the intermediate size is not recorded (recoverable from
+#    the expert-weight views recorded inside it; not done yet);
+#  - the SGLang replay's paged attention is `sglang_profiler::attention_paged_attention_ragged_*`,
+#    a profiler range with no formula yet;
+#  - the vLLM decode capture runs 29 µs of kernels, 4 µs of them an `aten::index` whose index
+#    tensors were not recorded.
+OVER_LIMIT = {
+    "tracelens/vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz",
+    "tracelens/vllm_decode_full/graph_execution.json.gz",
+    "tracelens/vllm_piecewise/graph_execution.json.gz",
+    "tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+}
 
 LIMIT = 2.0
 TOLERANCE = 0.1

@@ -30,6 +30,7 @@ from traceana.diagnose.run import diagnose
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
+from traceana.replay import attach as attach_capture
 from traceana.roofline import judge, launch_floor
 from traceana.signatures import Group, calls_named, group_ops
 
@@ -48,6 +49,10 @@ class Options:
     meta: bool = False
     launch_floor_us: float | None = None  # per-kernel launch floor; None: the device's default
     host_link_gbps: float | None = None  # the host link's per-direction GB/s; None: the table's
+    # a graph capture trace (file, or folder with execution_details.json) for the trace's graph replays;
+    # with find_capture, a capture_traces/ folder beside the trace is used when none is given
+    capture: str | None = None
+    find_capture: bool = True
 
 
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
@@ -59,6 +64,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("link")
     links = link(trace)
+    trace, links, capture = attach_capture(trace, links, options.capture, options.find_capture)
     groups = group_ops(trace, links)
     warnings = list(trace.warnings)
     dev_id, props = _primary_device(trace, warnings)
@@ -114,6 +120,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
                           if n.startswith("ProfilerStep#")}),
             "link": {"by_nesting": links.by_nesting, "by_external_id": links.by_external_id,
                      "external_ids_reliable": links.external_ids_reliable},
+            **({"capture": capture} if capture is not None else {}),
         },
         "device": device_dict,
         "coverage": coverage,

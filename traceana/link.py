@@ -21,6 +21,9 @@ CAUSES = {
     "no_launch": "no launch event in the trace (launched before the profiled window opened, "
                  "or the CPU side was not captured)",
     "graph_replay": "CUDA/HIP graph replay: kernels run under one graph launch, not per op",
+    "graph_unaligned": "CUDA/HIP graph replay whose kernels did not line up with any captured graph (names or "
+                       "count differ beyond the few events a profiler drops, or captures of several batch sizes "
+                       "fit equally), so no capturing op is known for them",
     "outside_op": "launched outside any profiled op (e.g. a compiled region's runtime or a "
                   "library call with no aten op around it)",
     "compiled": "torch.compile region: the Triton/compiled kernel's launch recorded no shapes",
@@ -146,7 +149,7 @@ def link(trace: Trace) -> Links:
             gpu_op[todo] = hit
             by_ext += int((hit >= 0).sum())
 
-    cause = _causes(trace, gpu_launch, gpu_op)
+    cause = causes(trace, gpu_launch, gpu_op)
     _warn(trace, la, ops, gpu, gpu_launch, cause, by_ext)
     attributed = gpu_op >= 0
     op_us = np.bincount(gpu_op[attributed], weights=gpu.dur[attributed], minlength=len(ops)) \
@@ -156,7 +159,7 @@ def link(trace: Trace) -> Links:
                  by_nesting, by_ext, reliable)
 
 
-def _causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:
+def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:
     """Per GPU event: -1 when its op recorded shapes, else the index of the opaque cause."""
     names = trace.names
     cause = np.full(len(gpu_op), -1, dtype=np.int8)

@@ -46,6 +46,10 @@ def default_output(trace: str) -> str:
               help="Cost ops that have no formula by running them on meta tensors (bytes only, marked "
                    "estimated; imports torch, ~2.6 s). Default: on only when torch is already imported.")
 @click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis' timeline views (needs: pip install 'traceana[hta]').")
+@click.option("--capture", "capture", default=None, metavar="PATH",
+              help="The trace recorded while the CUDA/HIP graphs were captured (a file, or a folder with "
+                   "execution_details.json): replayed graph kernels take the shapes of the ops that captured "
+                   "them. Default: a capture_traces/ folder with execution_details.json beside TRACE.")
 @click.option("--executor", default="local", show_default=True, metavar="local|dask://HOST:PORT",
               help="Several rank files: where to analyse them (local worker processes, or a Dask cluster).")
 @click.option("--jobs", "jobs", type=click.IntRange(1, None), default=None, metavar="N",
@@ -57,7 +61,8 @@ def default_output(trace: str) -> str:
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
-           launch_floor_us: float | None = None, host_link_gbps: float | None = None, **ci: object) -> None:
+           launch_floor_us: float | None = None, host_link_gbps: float | None = None,
+           capture: str | None = None, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -78,6 +83,12 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
     if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
         meta = "torch" in sys.modules
+    if capture is not None:
+        if len(traces) > 1 or os.path.isdir(traces[0]):
+            raise BadInput("--capture goes with one trace file (rank files find a capture_traces/ folder beside them)")
+        from traceana.replay.index import capture_files
+
+        capture_files(capture)  # a bad path fails now, before the trace is read
     if len(traces) > 1 or os.path.isdir(traces[0]):
         from traceana.cli.ranks import report_ranks
 
@@ -98,7 +109,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
-                   launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps)
+                   launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture)
     from traceana.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0

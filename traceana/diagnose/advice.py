@@ -6,7 +6,13 @@ OPAQUE_ADVICE = {
     "no_launch": "Start profiling one step earlier (a warm-up step in the profiler schedule) so the "
                  "launches of these kernels are captured with their ops.",
     "graph_replay": "Kernels replayed from a CUDA/HIP graph carry no per-op shapes: profile one step "
-                    "without graphs (or the capture run) to see what each kernel does.",
+                    "without graphs (or the capture run) to see what each kernel does; or profile the graph "
+                    "capture too and give that trace with --capture (or put it in a capture_traces/ folder "
+                    "with execution_details.json beside the trace): each replayed kernel then takes the shapes "
+                    "of the op that captured it.",
+    "graph_unaligned": "The capture trace given does not match these graph launches: profile the capture of the "
+                       "same run (same model, batch sizes and modes) and list each capture file with its batch "
+                       "size in execution_details.json, so each replayed graph finds its capture.",
     "outside_op": "These launches ran outside any profiled op: wrap the code that issues them in "
                   "torch.profiler.record_function, or check that CPU activities were recorded.",
     "compiled": "torch.compile kernels have no per-kernel shapes: set "

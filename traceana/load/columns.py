@@ -41,9 +41,9 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
     op = {k: array("d") if k in ("ts", "end") else [] for k in
           ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
-    la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext")}
+    la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
-          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks")}
+          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "gnode")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
     shapes: dict[bytes, bytes] = {}
@@ -56,12 +56,13 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     role_of, kind_of, legacy_cats = _ROLE.get, GPU_KIND.get, LEGACY_CATS
     names_get, threads_get = names.get, threads.get
     g_name, g_kind, g_dev, g_pid, g_stream = (gp[k].append for k in ("name", "kind", "device", "pid", "stream"))
-    g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks = (
-        gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks"))
+    g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks, g_node = (
+        gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "gnode"))
     o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
     o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
         op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
-    l_name, l_thread, l_ts, l_end, l_corr, l_ext = (la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext"))
+    l_name, l_thread, l_ts, l_end, l_corr, l_ext, l_kernel = (
+        la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel"))
     a_name, a_thread, a_ts, a_end = (an[k].append for k in ("name", "thread", "ts", "end"))
     finite = _finite
     empty = b""
@@ -114,6 +115,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     g_ext(None)
                     g_bytes(None)
                     g_blocks(None)
+                    g_node(None)
                 else:
                     g_dev(a.device)
                     s = a.stream
@@ -124,6 +126,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     g_bytes(a.bytes)
                     grid = a.grid
                     g_blocks(_blocks(grid) if grid is not None else None)
+                    g_node(a.graph_node_id)
                 continue
             tkey = (ev.pid, ev.tid)
             thread = threads_get(tkey)
@@ -169,10 +172,19 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 if a is None:
                     l_corr(None)
                     l_ext(None)
+                    l_kernel(-1)
                 else:
                     l_corr(a.correlation)
                     x = a.external_id
                     l_ext(x if x is not None else a.external_id_2021)
+                    k = a.kernel
+                    if type(k) is str and k:
+                        kc = names_get(k)
+                        if kc is None:
+                            kc = names[k] = len(names)
+                        l_kernel(kc)
+                    else:
+                        l_kernel(-1)
             else:
                 a_name(code)
                 a_thread(thread)
@@ -189,12 +201,13 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                  np.array(op["end"], f64), _ints(op["ext"]), op["dims"], op["types"],
                  op["strides"], op["concrete"], _floats(op["kflop"]), _floats(op["kgb"]))
     launches = Launches(np.array(la["name"], i32), np.array(la["thread"], i32), np.array(la["ts"], f64),
-                        np.array(la["end"], f64), _ints(la["corr"]), _ints(la["ext"]))
+                        np.array(la["end"], f64), _ints(la["corr"]), _ints(la["ext"]), np.array(la["kernel"], i32))
     device = _ints(gp["device"])
     device = np.where(device >= 0, device, _ints(gp["pid"]))
     gpu = GpuEvents(np.array(gp["name"], i32), np.array(gp["kind"], np.int8), device,
                     _ints(gp["stream"]), np.array(gp["ts"], f64), np.array(gp["dur"], f64),
-                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]), _floats(gp["blocks"]))
+                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]), _ints(gp["gnode"]),
+                    _floats(gp["blocks"]))
     anns = Annotations(np.array(an["name"], i32), np.array(an["thread"], i32), np.array(an["ts"], f64),
                        np.array(an["end"], f64))
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]

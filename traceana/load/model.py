@@ -42,6 +42,7 @@ class Launches:
     end: np.ndarray
     corr: np.ndarray  # int64, -1 when absent
     ext: np.ndarray
+    kernel: np.ndarray  # int32 name code of the kernel the launch names in its args (ROCm), -1 when absent
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -60,6 +61,7 @@ class GpuEvents:
     corr: np.ndarray
     ext: np.ndarray
     nbytes: np.ndarray  # float64, nan when absent
+    graph_node: np.ndarray  # int64 `graph node id` of an event replayed from a CUDA graph, -1 when absent
     # float64 thread blocks of the launch grid (x*y*z), nan when not recorded (memcpy, old traces)
     blocks: np.ndarray | None = None
 

@@ -357,6 +357,9 @@ def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
         facts.append(("span", fmt_time_us(trace.get("span_us"))))
     if isinstance(trace.get("record_shapes"), bool):
         facts.append(("shapes recorded", "yes" if trace["record_shapes"] else "no"))
+    capture = mapping(trace.get("capture"))
+    if capture:
+        facts.append(("graph capture", text(capture.get("note"), 400)))
     dist = mapping(trace.get("distributed"))
     if dist:
         facts.append(("distributed", f"rank {text(dist.get('rank'), 12)} of "

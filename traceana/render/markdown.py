@@ -237,7 +237,11 @@ def _coverage(analysis: Mapping[str, Any]) -> list[str]:
         if num(cov.get(key)) is not None:
             pct = fmt_pct(share(cov.get(key), device))
             bits.append(f"{label} {fmt_time_us(cov.get(key))} ({pct})")
-    return ["## Coverage", "", " · ".join(bits)]
+    out = ["## Coverage", "", " · ".join(bits)]
+    capture = mapping(mapping(analysis.get("trace")).get("capture"))
+    if text(capture.get("note")):
+        out += ["", f"Graph capture: {md_text(capture.get('note'), 400)}"]
+    return out
 
 
 def _warning_items(analysis: Mapping[str, Any]) -> list[str]:
