@@ -130,7 +130,7 @@ def test_equal_captures_of_two_batch_sizes(tmp_path):
         ops = [("aten::mm", [[bs, 32], [32, 128]], F32, "gemm_k"), ("aten::relu", [[bs, 128]], ["float"], "relu_k")]
         (folder / f"bs{bs}.json").write_text(json.dumps(synth.trace(synth.capture_trace(ops))))
     (folder / "execution_details.json").write_text(json.dumps(
-        [{"file": "bs8.json", "batch_size": 8, "mode": "FULL"}, {"file": "bs16.json", "batch_size": 16, "mode": "FULL"}]))
+        [{"file": f"bs{bs}.json", "batch_size": bs, "mode": "FULL"} for bs in (8, 16)]))
     kernels = [("gemm_k", 10.0), ("relu_k", 3.0)]
     named = synth.write(tmp_path, synth.trace([synth.annotation("execute_16_context_0_generation_16", 900, 500)]
                                               + synth.graph_replay(kernels, 100, 1000.0)), "named.json")

@@ -20,7 +20,7 @@ from traceana.link import CAUSE_KEYS, Links, link
 from traceana.load import Trace, load_trace
 from traceana.replay.align import align, tolerance
 from traceana.replay.graphs import Captured, captured_graphs, replayed, tokens
-from traceana.replay.index import CaptureFile, beside, capture_files
+from traceana.replay.index import beside, capture_files
 from traceana.replay.inject import Match, inject
 
 __all__ = ["attach", "has_graph_replay"]
@@ -68,7 +68,7 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
     if not graphs:
         trace.warnings.append("the capture trace(s) hold no graph capture (no BeginCapture ... EndCapture runtime "
                               "calls): graph replays stay opaque")
-    trace, links, stats = _align_all(trace, links, graphs, caps, files)
+    trace, links, stats = _align_all(trace, links, graphs, caps)
     info.update(stats)
     info["note"] = _note(info)
     if stats["unaligned_launches"]:
@@ -77,8 +77,7 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
     return trace, links, info
 
 
-def _align_all(trace: Trace, links: Links, graphs: list[Captured], caps: list[Trace],
-               files: list[CaptureFile]) -> tuple[Trace, Links, dict]:
+def _align_all(trace: Trace, links: Links, graphs: list[Captured], caps: list[Trace]) -> tuple[Trace, Links, dict]:
     vocab: dict[str, int] = {}
     cap_tokens = [tokens(g.names, g.kinds, vocab) for g in graphs]
     gpu = trace.gpu
