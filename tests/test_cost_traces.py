@@ -18,13 +18,14 @@ TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 # The profiler never records the index tensors of aten::index (a Tensor?[] argument): its output
 # size is unknown, so it stays Unmodelled.
 NEVER_RECORDED = {"aten::index"}
-# vllm::moe_forward's expert weights live in the layer (a string argument): its intermediate size is
-# never recorded, so it stays Unmodelled with that reason (moe.moe_forward).
-NEVER_RECORDED |= {"vllm::moe_forward"}
-# Costed from the event's other args (record_param_comms' "Collective name", "Group size", ...) or its
-# kernel names, which this module's own parse of the traces does not carry: test_cost_comm_custom.py
-# and the coverage table cover them.
-NEEDS_EVENT_ARGS = {"record_param_comms"}
+# ragged paged attention's KV lengths are kv_indptr's contents, which no profiler records: opaque
+# (cause lengths_not_recorded) with its formula per KV token in the reason
+NEVER_RECORDED |= {"sglang_profiler::attention_paged_attention_ragged_100"}
+# Costed from the event's other args (record_param_comms' "Collective name", "Group size", ...), its
+# kernel names, or facts the load stage puts on the op (vllm::moe_forward's expert-weight views
+# recorded inside it: load/layer_weights.py), which this module's own parse of the traces does not
+# carry: test_cost_comm_custom.py, test_cost_serving.py and the coverage table cover them.
+NEEDS_EVENT_ARGS = {"record_param_comms", "vllm::moe_forward"}
 
 
 class _Event(msgspec.Struct):

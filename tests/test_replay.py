@@ -147,9 +147,12 @@ def test_equal_captures_of_two_batch_sizes(tmp_path):
 
 PAIRS = [
     # trace, graph launches, captured graphs, replayed events (all aligned), opaque % before -> after
-    ("tracelens/vllm_decode_full/graph_execution.json.gz", 1, 1, 421, 96.9, 0.0),
-    ("tracelens/vllm_piecewise/graph_execution.json.gz", 25, 25, 361, 96.0, 0.0),
-    ("tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz", 1, 1, 544, 98.9, 0.2),
+    # (before: graph replay 96.9 / 96.0 / 98.9 plus the replayed ops' own causes once aligned)
+    ("tracelens/vllm_decode_full/graph_execution.json.gz", 1, 1, 421, 97.0, 0.0),
+    ("tracelens/vllm_piecewise/graph_execution.json.gz", 25, 25, 361, 96.1, 0.0),
+    # sglang after: 21.8% paged attention whose KV lengths are not recorded (lengths_not_recorded) and
+    # 0.2% kernels launched outside any op; none of it graph replay
+    ("tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz", 1, 1, 544, 98.9, 21.9),
 ]
 
 
@@ -160,7 +163,9 @@ def test_shared_pairs(rel, launches, graphs, events, before, after):
     a = analyze(path)
     pct = lambda x: round(x["coverage"]["opaque_time_us"] / x["coverage"]["device_time_us"] * 100, 1)  # noqa: E731
     assert pct(without) == before
-    assert pct(a) == after  # sglang: 0.2% is kernels launched outside any op, not graph replay
+    assert pct(a) == after
+    replay = sum(v for k, v in a["coverage"]["opaque_by_cause"].items() if k in ("graph_replay", "graph_unaligned"))
+    assert replay == 0.0  # the issue's goal: graph-replay opaque <= 5%
     cap = a["trace"]["capture"]
     assert cap["source"] == "beside" and len(cap["files"]) == 1
     assert (cap["graph_launches"], cap["aligned_launches"], cap["captured_graphs"]) == (launches, launches, graphs)

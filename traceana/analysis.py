@@ -214,6 +214,10 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):
+        if cost.cause in CAUSES:  # a formula whose input the trace lacks: opaque for that cause
+            row.update({"bound": "opaque", "opaque": True, "cause": cost.cause, "cause_from_cost": True,
+                        "reason": f"{cost.reason} ({CAUSES[cost.cause]})"})
+            return row
         row["bound"] = "unmodelled"
         row["reason"] = cost.reason
         return row
@@ -300,7 +304,9 @@ def _link_verdict(row: dict, part: dict, device: dict, count: int) -> None:
 def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:
     dur = trace.gpu.dur
     attributed = float(dur[links.gpu_op >= 0].sum())
-    opaque = float(dur[links.gpu_cause >= 0].sum())
+    # opaque: kernels with no costable op (link stage), plus ops whose formula lacks an input the trace
+    # did not record (cost stage: row["cause_from_cost"])
+    opaque = float(dur[links.gpu_cause >= 0].sum()) + sum(r["device_time_us"] for r in rows if r.get("cause_from_cost"))
     modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
     estimated = sum(r["device_time_us"] for r in rows if r["flops"] is not None and r["estimated"])
     unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")
@@ -351,7 +357,8 @@ def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> 
         return out
     if total > 0 and cov["opaque_time_us"] / total > 0.05:
         parts = ", ".join(f"{k.replace('_', ' ')} {v / total * 100:.1f}%" for k, v in cov["opaque_by_cause"].items())
-        out.append(f"{cov['opaque_time_us'] / total * 100:.1f}% of device time has no recorded shapes ({parts})")
+        out.append(f"{cov['opaque_time_us'] / total * 100:.1f}% of device time cannot be costed from what the trace "
+                   f"recorded ({parts})")
     if not trace.record_shapes and len(trace.ops):
         by = (classes or {}).get("by_class") or {}
         parts = ", ".join(f"{k} {v / total * 100:.1f}%" for k, v in list(by.items())[:6]) if total > 0 else ""

@@ -32,6 +32,9 @@ CAUSES = {
                   "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
     "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
                            "before torch 2.x, and some long TensorLists in newer ones)",
+    "lengths_not_recorded": "the op's cost depends on per-sequence lengths held in tensor contents (paged / "
+                            "ragged attention's KV lengths), which the profiler does not record; its formula is "
+                            "known but cannot be evaluated from this trace",
     "comm_unsized": "a collective recorded without its message size (record_param_comms before torch 2.1 "
                     "has no args), and no op that issued it recorded the tensor",
 }

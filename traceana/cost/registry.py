@@ -30,8 +30,18 @@ def formula(*names: str, exact: bool = False) -> Callable[[Formula], Formula]:
     return register
 
 
+# SGLang's profiler names the ranges it wraps around library calls `sglang_profiler::<module>_<function>_<n>`,
+# with a per-call-site counter n: the formula is registered without it.
+_COUNTED = ("sglang_profiler::",)
+
+
 def lookup(name: str) -> Formula | None:
-    return _TABLE.get(name)
+    fn = _TABLE.get(name)
+    if fn is None and name.startswith(_COUNTED):
+        stem, _, n = name.rpartition("_")
+        if n.isdigit():
+            fn = _TABLE.get(stem)
+    return fn
 
 
 def registered_names() -> list[str]:

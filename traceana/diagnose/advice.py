@@ -24,6 +24,10 @@ OPAQUE_ADVICE = {
                            "for TensorList arguments (cat, stack, collectives' tensor lists), and newer ones "
                            "still drop them for long lists (e.g. a foreach optimizer step over every "
                            "parameter), so these ops cannot be costed from this trace.",
+    "lengths_not_recorded": "Record the lengths next to the op: wrap the attention call in "
+                            "torch.profiler.record_function with the batch's total and maximum KV length in its "
+                            "name, or call an entry point that takes max_seq_len as an argument (vLLM's paged "
+                            "attention does); the FLOPs are 4*Hq*D*sum(Sq_i*Sk_i) and the bytes the K/V rows read.",
     "comm_unsized": "Profile with torch >= 2.1: record_param_comms then records each collective's message "
                     "size, dtype and group size ('In msg nelems', 'dtype', 'Group size'), so its bytes per rank "
                     "and bus bandwidth can be computed.",

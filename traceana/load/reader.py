@@ -18,6 +18,7 @@ from traceana.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages
+from traceana.load.layer_weights import attach_layer_weights
 from traceana.load.columns import (  # noqa: F401  (re-exported)
     _COMM_MARK, ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, attach_comm, build_trace, comm_events,
     comm_extra,
@@ -93,6 +94,7 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
                 stage("columns")
             trace = build_trace(path, doc, warnings)
         adopt_parent_messages(trace)
+        attach_layer_weights(trace)
         return trace
     finally:
         if enabled:

@@ -144,6 +144,40 @@ def paged_attention_v2(call: OpCall) -> Cost | Unmodelled:
     return _paged(call, 4, True)
 
 
+# ---------------------------------------------------------------- ragged paged attention (aiter)
+
+# name -> position of the query; key_cache, value_cache, kv_indptr follow it (aiter's
+# paged_attention_ragged(out, workspace, query, key_cache, value_cache, scale, kv_indptr, ...),
+# and SGLang's profiler range around it, which records the tensors and drops the scalars)
+_RAGGED = {"aiter::paged_attention_ragged": (2, 6), "sglang_profiler::attention_paged_attention_ragged": (2, 5)}
+
+
+@formula(*_RAGGED)
+def paged_attention_ragged(call: OpCall) -> Cost | Unmodelled:
+    """Decode attention over a paged KV cache of pages [P, page, Hk, D], the batch's pages listed by
+    kv_indptr [b+1] / kv_page_indices. FLOPs = 4*Hq*D*sum(Sk_i) (one query token per sequence),
+    bytes = the K and V rows of the batch's pages + query + output. sum(Sk_i) is kv_indptr's contents
+    (and the last pages' fill), which no profiler records, and the call takes no max_seq_len: the op
+    is opaque for that cause, with the formula per KV token in its reason."""
+    qp, ip = _RAGGED[call.name.rpartition("_")[0] if call.name not in _RAGGED else call.name]
+    (q, kc, vc, indptr), err = need(call, qp, qp + 1, qp + 2, ip)
+    if err:
+        return err
+    if len(q.shape) != 3 or len(kc.shape) != 4 or kc.shape != vc.shape or kc.shape[-1] != q.shape[-1] \
+            or len(indptr.shape) != 1 or indptr.numel < 2:
+        return Unmodelled(f"{call.name}: unexpected query {q.shape}, caches {kc.shape} {vc.shape}, "
+                          f"kv_indptr {indptr.shape}")
+    b = indptr.numel - 1
+    _, hq, d = q.shape
+    hk = kc.shape[2]
+    per_token_flops = 4 * hq * d
+    per_token_bytes = 2 * hk * d * kc.itemsize
+    return Unmodelled(f"{call.name}: {b} sequences, {hq} query heads of {d} over {hk} KV heads: FLOPs = "
+                      f"4*Hq*D*sum(Sk) = {per_token_flops}*sum(Sk), bytes = 2*Hk*D*{kc.itemsize:g} B*sum(Sk) = "
+                      f"{per_token_bytes}*sum(Sk) + query + output; the KV lengths sum(Sk) are kv_indptr's "
+                      "contents, not recorded", cause="lengths_not_recorded")
+
+
 # ---------------------------------------------------------------- flash-attn library ops
 
 # name -> (position of q, of cu_seqlens_q, of max_seqlen_q, of causal, backward); k, v follow q,

@@ -3,10 +3,20 @@
 With torch._inductor.config.benchmark_kernel = True the launch op carries inductor's own estimates,
 `kernel_num_gb` (GB moved) and, for templates, `kernel_flop`: they are used as they are.
 Without them: bytes from the launch op's recorded tensors. Every tensor argument of a Triton
-kernel is a pointer it reads (in_ptr), writes (out_ptr) or updates (in_out_ptr); each is counted
-once, at its stored size, which is the minimum (an in_out_ptr is really read and written). The
-scalar arguments are the element counts (xnumel, rnumel). FLOPs are not knowable from the
-pointers: 0, and the Cost is estimated with a note saying how to get them. A GEMM template
+kernel is a pointer it reads (in_ptr), writes (out_ptr) or updates (in_out_ptr), in that order
+but unnamed in the trace; each is counted once at the extent the kernel can touch:
+  - its stored size (stride-0 broadcast dims once), capped by the iteration space when the
+    launch records it: xnumel for a pointwise kernel (`triton_poi_*`: one access per pointer per
+    index), xnumel*rnumel for a reduction (`triton_red_*` / `triton_per_*`) — the scalar int
+    arguments after the pointers. A gather from a table or a slice of a larger buffer is then
+    charged what the kernel iterates over, not the whole buffer;
+  - a pointwise kernel that does not record xnumel (static shapes make it a constant) and has one
+    tensor more than 8x every other is a gather / slice source: it is charged at the largest other
+    tensor's size (the kernel writes that many elements, so reads at most that many), with a note;
+  - a kernel with a single tensor argument updates it in place (in_out_ptr): read and written.
+Otherwise an in_out_ptr is counted once (the pointers are unnamed): a lower bound, said in a note.
+FLOPs are not knowable from the pointers: 0, and the Cost is estimated with a note saying how to
+get them. A GEMM template
 (`triton_tem_*`) whose tensors show A [M, K], B [K, N] and an output [M, N] unambiguously gets
 2*M*N*K; otherwise it stays unmodelled with the reason.
 """
@@ -83,10 +93,7 @@ def compiled(call: OpCall) -> Cost | Unmodelled:
                     tuple(notes + [NO_FLOPS]))
     if not tensors:
         return Unmodelled(f"{call.name}: no tensor argument recorded (and no kernel_num_gb)")
-    tr = Traffic()
-    for i, t in enumerate(tensors):
-        tr.add("read or write", f"ptr{i}", t.stored_shape, t.itemsize)
-    notes = [POINTERS]
+    tr, notes = _pointer_traffic(call, tensors)
     if call.name.startswith("triton_tem"):
         g = _gemm(tensors)
         if g is None or g == "ambiguous":
@@ -102,6 +109,61 @@ def compiled(call: OpCall) -> Cost | Unmodelled:
         notes.append(f"GEMM template: A {a.shape}, B {b.shape} identified from the shapes")
         return Cost(flops, tr.total, "compiled", dtype, True, expr, tr.expr(), True, tuple(notes))
     notes.append(NO_FLOPS)
-    n = sum(t.stored_numel for t in tensors)
-    return Cost(0.0, tr.total, "compiled", dtype, False, f"not recorded = 0 ({fmt_int(n)} elements touched)",
-                tr.expr(), True, tuple(notes))
+    return Cost(0.0, tr.total, "compiled", dtype, False, "not recorded = 0", tr.expr(), True, tuple(notes))
+
+
+GATHER_RATIO = 8  # a pointwise kernel's tensor this many times larger than all others is a gather source
+
+
+def _numels(call: OpCall, after: int) -> list[int]:
+    """The int scalars recorded after the last tensor argument (xnumel, rnumel, ...)."""
+    out = []
+    for i in range(after + 1, len(call.dims)):
+        v = call.scalar(i)
+        if v is not None and v.isdigit() and int(v) > 0:
+            out.append(int(v))
+    return out
+
+
+def _pointer_traffic(call: OpCall, tensors: list[TensorArg]) -> tuple[Traffic, list[str]]:
+    """Bytes of each pointer argument at the extent the kernel can touch (module docstring)."""
+    last = max((i for i in range(len(call.dims)) if call.tensor(i) is not None), default=-1)
+    numels = _numels(call, last)
+    kind = call.name.split("_")[1] if call.name.startswith("triton_") and "_" in call.name[7:] else ""
+    space = None
+    if numels and kind == "poi":
+        space, how = numels[0], f"xnumel = {fmt_int(numels[0])}"
+    elif len(numels) >= 2 and kind in ("red", "per"):
+        space, how = numels[0] * numels[1], f"xnumel*rnumel = {fmt_int(numels[0])}*{fmt_int(numels[1])}"
+    tr, notes = Traffic(), []
+    if len(tensors) == 1:
+        t = tensors[0]
+        n = min(t.stored_numel, space) if space else t.stored_numel
+        tr.add("read", "in_out_ptr0", (n,), t.itemsize).add("write", "in_out_ptr0", (n,), t.itemsize)
+        notes.append("one tensor argument: updated in place (an in_out_ptr), read and written")
+        return tr, notes
+    sizes = [t.stored_numel for t in tensors]
+    gather = None
+    if space is None and kind == "poi" and len(tensors) >= 2:
+        big = max(range(len(sizes)), key=sizes.__getitem__)
+        rest = max(s for i, s in enumerate(sizes) if i != big)
+        if rest and sizes[big] > GATHER_RATIO * rest:
+            gather = (big, rest)
+    capped = 0
+    for i, t in enumerate(tensors):
+        if space is not None and t.stored_numel > space:
+            tr.add("read or write", f"ptr{i} (up to {how})", (space,), t.itemsize)
+            capped += 1
+        elif gather and i == gather[0]:
+            tr.add("read", f"ptr{i} rows gathered (at most {fmt_int(gather[1])} of {fmt_int(t.stored_numel)})",
+                   (gather[1],), t.itemsize)
+            notes.append(f"ptr{i} {t.shape} is over {GATHER_RATIO}x every other argument and xnumel is not "
+                         f"recorded: a gather or slice source, charged at the largest other argument's "
+                         f"{fmt_int(gather[1])} elements (what the kernel writes), not its whole size")
+        else:
+            tr.add("read or write", f"ptr{i}", t.stored_shape, t.itemsize)
+    if capped:
+        notes.append(f"{capped} argument{'s' if capped > 1 else ''} larger than the iteration space ({how}): "
+                     "charged at it (a slice or gather touches only that much)")
+    notes.append(POINTERS)
+    return tr, notes

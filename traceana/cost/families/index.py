@@ -180,7 +180,8 @@ def index(call: OpCall) -> Cost | Unmodelled:
         return err
     shapes = _index_shapes(call, 1)
     if shapes is None:
-        return Unmodelled(NO_INDEX.split(":")[0] + ": output size unknown")
+        # the indices are a List[Optional[Tensor]], which the profiler records without sizes
+        return Unmodelled(NO_INDEX.split(":")[0] + ": output size unknown", cause="shapes_not_recorded")
     b = broadcast(*shapes)
     if b is None or len(shapes) > len(x.shape):
         return Unmodelled(f"index: index shapes {shapes} do not fit {x.shape}")

@@ -115,17 +115,112 @@ def fused_experts(call: OpCall) -> Cost | Unmodelled:
 formula(*_FUSED)(fused_experts)
 
 
+# block-scale formats named in the expert GEMM kernels' names: values per scale, bytes per scale
+# (OCP MX: one e8m0 byte per 32 values; NVFP4: one fp8 e4m3 byte per 16 values)
+_BLOCK_SCALES = (("mxfp4", 32, 1), ("mxfp6", 32, 1), ("mxfp8", 32, 1), ("nvfp4", 16, 1))
+
+
+def _layer_dims(h: int, w1: TensorArg, w2: TensorArg) -> tuple[int, int, int, int] | None:
+    """(N1, I, pack, w1 orientation) when w1 [E, N1, H] / [E, H, N1] and w2 [E, H, I] / [E, I, H]
+    fit hidden size h, 4-bit weights packed two to a byte along H (w1) or I (w2); else None."""
+    for pack in (1, 2):
+        if h % pack:
+            continue
+        for hdim in (2, 1):  # w1's H (or H/2) dim: last (torch layout), or middle (K-major)
+            if w1.shape[hdim] != h // pack:
+                continue
+            n1 = w1.shape[3 - hdim]
+            for w2h in (1, 2):
+                if w2.shape[w2h] != h:
+                    continue
+                inter = w2.shape[3 - w2h] * pack
+                if n1 in (inter, 2 * inter):
+                    return n1, inter, pack, hdim
+    return None
+
+
+def _block_scales(kernels: tuple[str, ...]) -> tuple[str, int, int] | None:
+    low = " ".join(kernels).lower()
+    for fmt, per, size in _BLOCK_SCALES:
+        if fmt in low:
+            return fmt, per, size
+    return None
+
+
 @formula("vllm::moe_forward", "vllm::moe_forward_shared")
 def moe_forward(call: OpCall) -> Cost | Unmodelled:
-    """(hidden_states, router_logits, layer_name): the expert weights live in the layer named by a
-    string, not in the arguments, so the intermediate size (and so FLOPs and weight bytes) is not
-    recorded. The ops it runs (fused experts, routing) are costed where the trace records them."""
+    """(hidden_states [T, H], router_logits [T, E], layer_name): the expert weights live in the layer
+    named by a string, not in the arguments. load/layer_weights.py puts the [E, ., .] tensors recorded
+    inside the op (the expert GEMMs' weight views) and the routing's top-k on the call; from them the
+    fused-experts formula applies: FLOPs = 2*T*k*(N1*H + H*I), bytes = the weights of the experts
+    used (+ block scales when the kernels name an MX/NVFP4 format) + hidden states + output."""
     (x, logits), err = need(call, 0, 1)
     if err:
         return err
-    return Unmodelled(f"{call.name}: the expert weights are not arguments (the layer holds them): "
-                      f"{x.shape[0] if x.shape else '?'} tokens over {logits.shape[-1] if logits.shape else '?'} "
-                      "experts, but the intermediate size, and so the FLOPs and weight bytes, are not recorded")
+    weights = call.get("expert_weights")
+    t = x.shape[0] if len(x.shape) == 2 else None
+    e = logits.shape[-1] if logits.shape else None
+    if not weights or t is None or e is None:
+        return Unmodelled(f"{call.name}: the expert weights are not arguments (the layer holds them) and no "
+                          f"[E, ., .] weight views were recorded inside it: {t if t is not None else '?'} tokens "
+                          f"over {e if e is not None else '?'} experts, but the intermediate size, and so the FLOPs "
+                          "and weight bytes, are not known (profile with record_shapes=True so the ops it runs "
+                          "record their weights)")
+    h = x.shape[1]
+    ws = [TensorArg(tuple(shape), ty) for shape, ty in weights]
+    found = None
+    for a in range(len(ws)):
+        for b in range(a + 1, len(ws)):
+            fit = _layer_dims(h, ws[a], ws[b])
+            if fit:
+                found = (ws[a], ws[b], fit)
+                break
+        if found:
+            break
+    if not found:
+        return Unmodelled(f"{call.name}: the [E, ., .] tensors recorded inside it "
+                          f"{[w.shape for w in ws]} do not fit w1 [E, N1, H] and w2 [E, H, I] for H = {h}")
+    w1, w2, (n1, inter, pack, hdim) = found
+    k = call.get("top_k")
+    notes = []
+    if not k:
+        k = 1
+        notes.append("top-k not recorded inside the op: k = 1 assumed (a lower bound on the FLOPs)")
+    pairs = t * k
+    used = min(e, pairs)
+    flops = 2 * pairs * (n1 * h + h * inter)
+    tr = Traffic().read("hidden_states", x)
+    tr.add("read", f"w1 of {used} experts", (used,) + w1.shape[1:], w1.itemsize)
+    tr.add("read", f"w2 of {used} experts", (used,) + w2.shape[1:], w2.itemsize)
+    for w in ws:
+        if w is not w1 and w is not w2:  # per-expert scales / biases recorded inside
+            tr.add("read", f"{w.shape} of {used} experts", (used,) + w.shape[1:], w.itemsize)
+    scales = _block_scales(call.kernel_names) if pack == 2 or w1.dtype in ("fp8", "uint8") else None
+    if scales and len(ws) == 2:
+        fmt, per, size = scales
+        values = used * (n1 * h + h * inter)
+        tr.raw("read", f"{fmt} block scales", values / per * size, f"{fmt_int(values)} values / {per} x {size} B")
+        notes.append(f"{fmt} weights (kernel names): one {size}-byte scale per {per} values counted")
+    tr.read("router_logits", logits)
+    tr.write("out", (t, h), x.itemsize)
+    if pack == 1 and w1.dtype == "uint8":
+        dtype, why = x.dtype, f"8-bit weights stored as bytes with {x.dtype} activations: the {x.dtype} roof applies"
+    else:
+        dtype, why = _compute_dtype(x, w1)
+    layout = "w1 [E, H/2, N1] (K-major)" if hdim == 1 and pack == 2 else \
+        "w1 [E, H, N1] (K-major)" if hdim == 1 else "w1 [E, N1, H]"
+    gated = "gated (N1 = 2I)" if n1 == 2 * inter else "not gated (N1 = I)"
+    notes += [f"expert weights from the views recorded inside the op ({call.get('weights_from', 'recorded')}): "
+              f"{w1.shape} {w1.type_str} and {w2.shape} {w2.type_str}, {layout}",
+              f"experts used not recorded: min(E, T*k) = min({e}, {t}*{k}) = {used} assumed, each read once "
+              "(an upper bound; a skewed routing uses fewer)",
+              f"E = {e}, H = {h}, I = {inter}, {gated}" + (", 4-bit weights two to a byte" if pack == 2 else ""),
+              "intermediate activations and the routing kernels' traffic not counted"]
+    if why:
+        notes.append(why)
+    expr = f"2*T*k*(N1*H + H*I) = 2*{t}*{k}*({n1}*{h} + {h}*{inter}) = {fmt_flops(flops)}"
+    return Cost(flops, tr.total, "moe", dtype, True, expr, tr.expr(), True, tuple(notes),
+                (("experts", e), ("experts_used", used), ("top_k", k), ("frac_experts_used", used / e)))
 
 
 # ---------------------------------------------------------------- routing
