@@ -463,3 +463,23 @@ def test_cli_usage_errors() -> None:
 
     assert main(["devices", "--sms", "132"]) == 2
     assert main(["devices", "--match", "x", "--cc", "nine"]) == 2
+
+
+def test_fp6_fp4_peaks_and_the_wider_roof_without_them():
+    from traceana.cost.types import Cost
+    from traceana.devices.table import load_rows
+    from traceana.roofline import choose_peak
+
+    rows = {r.key: r for r in load_rows()}
+    # HGX B200 per GPU: FP4 18 PFLOPS sparse -> 9,000 dense; FP6 = FP8 rate 4,500 dense
+    assert rows["b200"].peak_tflops["fp4_tc"] == 9000.0 and rows["b200"].peak_tflops["fp6_tc"] == 4500.0
+    # MI355X: MXFP4 and MXFP6 both 10.1 PFLOPS dense
+    assert rows["mi355x"].peak_tflops["fp4_tc"] == rows["mi355x"].peak_tflops["fp6_tc"] == 10066.0
+    assert "fp6/fp4:" in rows["b200"].source
+    gemm = lambda dt: Cost(1e9, 1e6, "gemm", dt, True, "", "", False, (), ())  # noqa: E731
+    assert choose_peak(dict(rows["b200"].peak_tflops), gemm("fp4")).key == "fp4_tc"
+    # H100 has no fp4 tensor cores: widened to fp8 (1,978.9 TFLOP/s dense), never the fp32 roof
+    assert choose_peak(dict(rows["h100_sxm"].peak_tflops), gemm("fp4")).tflops == 1978.9
+    # A100 has no fp8: an fp8 GEMM (weights dequantized) is held to bf16 (312 TFLOP/s)
+    p = choose_peak(dict(rows["a100_sxm4_80gb"].peak_tflops), gemm("fp8"))
+    assert (p.key, p.tflops) == ("bf16_tc", 312.0)

@@ -39,6 +39,9 @@ SCATTERED_FAMILIES = ("index", "embedding", "tbe")
 
 _MATRIX_KEY = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "fp6": "fp6_tc", "fp4": "fp4_tc",
                "int8": "int8_tc", "uint8": "int8_tc"}
+# Low-precision matrix ops on a device without that tensor-core type: the next wider type it runs
+_WIDER = {"fp4": ("fp6_tc", "fp8_tc", "bf16_tc", "fp16_tc"), "fp6": ("fp8_tc", "bf16_tc", "fp16_tc"),
+          "fp8": ("bf16_tc", "fp16_tc")}
 # Kernel-name fragments that mean an fp32-input GEMM ran on TF32 tensor cores (cuBLAS/CUTLASS
 # "s1688"/"s16816" tensor-op kernels, "tf32" in sm80+ xmma names, "xf32" on ROCm).
 TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s")
@@ -79,6 +82,11 @@ def choose_peak(peaks: dict[str, float], cost: Cost, kernel_names: tuple[str, ..
         key = _MATRIX_KEY.get(dt)
         if key and key in peaks:
             return Peak(key, peaks[key], f"{dt} matrix op: {PEAK_LABEL[key]} roof")
+        for wider in _WIDER.get(dt, ()):
+            if wider in peaks:  # no native fp4 / fp6 / fp8 tensor cores: kernels widen the operands
+                return Peak(wider, peaks[wider], f"{dt} matrix op, but this device lists no {PEAK_LABEL[key]}: "
+                            f"the operands are widened to the narrowest type its tensor cores run, "
+                            f"{PEAK_LABEL[wider]} roof")
         if key and dt in ("bf16", "fp16") and dt in peaks:
             return Peak(dt, peaks[dt], f"{dt} matrix op, but this device lists no {dt} tensor-core "
                         f"figure: non-tensor {dt} roof")

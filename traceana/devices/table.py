@@ -22,7 +22,9 @@ from typing import Any
 # fp16 / bf16 without suffix are the non-tensor (CUDA-core / vector) rates.
 DTYPES: tuple[str, ...] = (
     "fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc", "fp16", "bf16",
+    "fp6_tc", "fp4_tc",  # from lowp.csv (hand-written, sourced): the generated table has no such columns
 )
+LOWP = ("fp6_tc", "fp4_tc")
 UNKNOWN_TARGET = "unknown"
 
 
@@ -126,8 +128,13 @@ def _compile(regex: str) -> re.Pattern[str]:
 def load_rows() -> tuple[DeviceRow, ...]:
     """table.csv as DeviceRows, in file order."""
     rows = []
+    lowp = {r["key"]: r for r in _read_csv("lowp.csv")}
     for raw in _read_csv("table.csv"):
         peaks = {d: float(raw[d]) for d in DTYPES if raw.get(d)}
+        low = lowp.get(raw["key"], {})
+        peaks.update({d: float(low[d]) for d in LOWP if low.get(d)})
+        if low.get("source"):
+            raw = {**raw, "source": f"{raw['source']}; fp6/fp4: {low['source']}"}
         rows.append(
             DeviceRow(
                 key=raw["key"],
