@@ -21,7 +21,7 @@ PINNED = {
     "hta/sampled_rank-1.json.gz": (90.8, 9.1, 0.1),
     "hta/test.json.gz": (50.4, 49.6, 0.0),
     "hta/triton_example.json.gz": (100.0, 0.0, 0.0),
-    "kineto/worker0.1623143089861.pt.trace.json.gz": (99.8, 0.0, 0.2),
+    "kineto/worker0.1623143089861.pt.trace.json.gz": (99.8, 0.2, 0.0),  # max_pool2d: kernel_size not recorded
     "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": (69.9, 30.1, 0.0),
     "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz": (100.0, 0.0, 0.0),
     "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz": (100.0, 0.0, 0.0),

@@ -13,21 +13,21 @@ from tests.conftest import REPO, SAMPLES
 from tests.test_cost_garbage import _garbage
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
 
-# torch.topk has no formula: (self, k, dim, largest, sorted) -> values [.., k], int64 indices [.., k]
-TOPK = OpCall("aten::topk", ((8, 100), (), (), (), ()), ("float", "Scalar", "Scalar", "Scalar", "Scalar"),
-              None, ("", "5", "-1", "True", "True"))
+# torch.kthvalue has no formula: (self, k, dim, keepdim) -> values [..], int64 indices [..]
+KTH = OpCall("aten::kthvalue", ((8, 100), (), (), ()), ("float", "Scalar", "Scalar", "Scalar"),
+             None, ("", "5", "-1", "False"))
 
 
 def test_off_by_default_and_no_formula_stays_unmodelled():
-    r = op_cost(TOPK)
-    assert isinstance(r, Unmodelled) and r.reason == "no formula for aten::topk"
+    r = op_cost(KTH)
+    assert isinstance(r, Unmodelled) and r.reason == "no formula for aten::kthvalue"
 
 
 def test_meta_gives_bytes_not_flops():
     pytest.importorskip("torch")
-    c = op_cost(TOPK, meta=True)
+    c = op_cost(KTH, meta=True)
     assert isinstance(c, Cost), c
-    assert c.bytes == 8 * 100 * 4 + 8 * 5 * 4 + 8 * 5 * 8  # read self, write values (fp32) + indices (int64)
+    assert c.bytes == 8 * 100 * 4 + 8 * 4 + 8 * 8  # read self 3,200, write values (fp32) 32 + indices (int64) 64
     assert c.flops == 0 and c.estimated and any("meta tensors" in n for n in c.notes)
 
 
@@ -101,10 +101,10 @@ def test_cli_meta_flag_costs_an_op_without_formula(tmp_path):
     from tests import synth as s
     from traceana.cli import main
 
-    ev = [s.op("aten::topk", 10, 20, ext=1, dims=[[8, 100], [], [], [], []],
-               types=["float", "Scalar", "Scalar", "Scalar", "Scalar"], concrete=["", "5", "-1", "True", "True"]),
+    ev = [s.op("aten::kthvalue", 10, 20, ext=1, dims=[[8, 100], [], [], []],
+               types=["float", "Scalar", "Scalar", "Scalar"], concrete=["", "5", "-1", "False"]),
           s.launch(12, corr=100, ext=1),
-          s.kernel("void at::native::sbtopk::gatherTopK<float>(float*)", 100, 5, corr=100)]
+          s.kernel("void at::native::gatherKthValue<float>(float*)", 100, 5, corr=100)]
     trace = s.write(tmp_path, s.trace(ev))
     for flag, bound in (("--meta", "memory"), ("--no-meta", "unmodelled")):
         out = tmp_path / f"r{flag}.json"
@@ -114,4 +114,4 @@ def test_cli_meta_flag_costs_an_op_without_formula(tmp_path):
         assert a["coverage"]["meta"]["enabled"] is (flag == "--meta")
         assert (op["bound"] == "unmodelled") is (flag == "--no-meta"), op
         if flag == "--meta":
-            assert op["meta"] and op["estimated"] and op["bytes"] == 8 * 100 * 4 + 8 * 5 * 12
+            assert op["meta"] and op["estimated"] and op["bytes"] == 8 * 100 * 4 + 8 * 12  # self + values, indices

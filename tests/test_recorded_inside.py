@@ -155,3 +155,48 @@ def test_triton_pointers_charged_at_the_extent_touched():
     red = op_cost(call("triton_red_fused_mean_0", [(8, 4096, 2048), (8, 4096, 1), (), ()],
                        [BF16, F32, "Scalar", "Scalar"], concrete=["", "", "32768", "2048"]))
     assert red.bytes == 8 * 4096 * 2048 * 2 + 8 * 4096 * 4  # 134,217,728 + 131,072 = 134,348,800 B
+
+
+def test_upsample_sort_topk_and_qkv_bias():
+    # upsample_nearest2d(input [2, 3, 8, 8], output_size [16, 16], scales_h, scales_w): an index copy
+    n = op_cost(call("aten::upsample_nearest2d", [(2, 3, 8, 8), (), (), ()], [F32, "ScalarList", "", ""],
+                     concrete=["", "[16, 16]", "", ""]))
+    assert n.flops == 0 and n.bytes == 2 * 3 * 8 * 8 * 4 + 2 * 3 * 16 * 16 * 4  # 1,536 + 6,144 = 7,680 B
+    # upsample_bilinear2d.vec(input, output_size=None, align_corners, scale_factors [2.0, 2.0])
+    b = op_cost(call("aten::upsample_bilinear2d", [(2, 3, 8, 8), (), (), ()], [BF16, "", "Scalar", "ScalarList"],
+                     concrete=["", "", "False", "[2.0, 2.0]"]))
+    assert b.flops == 2 * 4 * (2 * 3 * 16 * 16)  # 2*P*out = 2*4*1,536 = 12,288
+    assert b.bytes == 2 * 3 * 8 * 8 * 2 + 2 * 3 * 16 * 16 * 2  # 768 + 3,072 = 3,840 B
+    # backward: grad_output [2, 3, 16, 16] scattered into input_size [2, 3, 8, 8] (zeroed, then written)
+    g = op_cost(call("aten::upsample_bilinear2d_backward", [(2, 3, 16, 16), (), (), (), (), ()],
+                     [F32, "ScalarList", "ScalarList", "Scalar", "", ""], concrete=["", "[16, 16]", "[2, 3, 8, 8]",
+                                                                              "False", "", ""]))
+    assert g.flops == 2 * 4 * 1536 and g.bytes == 1536 * 4 + 2 * 384 * 4  # 6,144 + 3,072 = 9,216 B
+    # no sizes recorded (old trace): opaque for that cause, not unmodelled
+    old = op_cost(call("aten::upsample_nearest2d", [(2, 3, 8, 8), (), (), ()], [F32, "", "", ""]))
+    assert isinstance(old, Unmodelled) and old.cause == "scalars_not_recorded"
+    # sort(self [4, 1024], dim=-1, descending=False): 4 rows * 1024 * log2(1024)=10 comparisons
+    s = op_cost(call("aten::sort", [(4, 1024), (), ()], [F32, "Scalar", "Scalar"], concrete=["", "-1", "False"]))
+    assert s.flops == 4 * 1024 * 10 and s.bytes == 4 * 1024 * (4 + 4 + 8)  # read, values, int64 indices
+    st = op_cost(call("aten::sort", [(4, 1024), (), (), ()], [F32, "Scalar", "Scalar", "Scalar"],
+                      concrete=["", "True", "0", "False"]))  # sort.stable(self, stable, dim=0, descending)
+    assert st.flops == 1024 * 4 * 2  # 1,024 columns of n = 4: log2(4) = 2
+    # topk(self [32, 32000], k=50, dim=-1): 32*32000 comparisons; read 4,096,000 B, write 32*50*(4 + 8)
+    t = op_cost(call("aten::topk", [(32, 32000), (), (), (), ()], [F32, "Scalar", "Scalar", "Scalar", "Scalar"],
+                     concrete=["", "50", "-1", "True", "True"]))
+    assert t.flops == 32 * 32000 and t.bytes == 32 * 32000 * 4 + 32 * 50 * 12  # 4,096,000 + 19,200
+    # _transform_bias_rescale_qkv(qkv [2, 128, 3*768], bias [2304], num_heads=12): 4*B*T*D FLOPs
+    q = op_cost(call("aten::_transform_bias_rescale_qkv", [(2, 128, 2304), (2304,), ()], [BF16, BF16, "Scalar"],
+                     concrete=["", "", "12"]))
+    assert q.flops == 4 * 2 * 128 * 768  # 786,432
+    assert q.bytes == 2 * 128 * 2304 * 2 * 2 + 2304 * 2  # qkv read + q,k,v written (1,179,648 each) + bias 4,608
+
+
+def test_collectives_against_the_peer_link():
+    a = analyze(shared_trace("hta/rank0.json.gz"))  # A100-SXM4-80GB: NVLink 3, 600 GB/s bidirectional
+    rows = [r for r in a["ops"] if r["name"] == "c10d::_allgather_base_"]
+    assert rows
+    for r in rows:
+        c = r["comm"]
+        assert c["link"] == "NVLink 3" and c["link_gbps"] == 300.0  # per direction = 600 / 2
+        assert c["link_pct"] == c["busbw_gbps"] / 300.0 * 100.0

@@ -237,6 +237,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     })
     comm = comm_rates(cost, mean)
     if comm:
+        _against_link(comm, device)
         row["comm"] = comm
     row["roof_kind"] = _roof_kind(row)
     if copies:
@@ -247,6 +248,21 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     if META_SOURCE in cost.detail:
         row["meta"] = True
     return row
+
+
+def _against_link(comm: dict, device: dict) -> None:
+    """A collective's bus bandwidth against the device's peer link (NVLink / xGMI, per direction):
+    nccl-tests' yardstick within a node. Across nodes the network is the roof, which the device
+    table does not hold: said, not guessed."""
+    gbps = device.get("peer_link_gbps")
+    name = device.get("peer_link")
+    busbw = comm.get("busbw_gbps")
+    if not gbps or not busbw:
+        comm["link"] = None
+        return
+    comm.update({"link": name, "link_gbps": gbps, "link_pct": busbw / gbps * 100.0,
+                 "link_note": f"bus bandwidth vs the {name}'s {gbps:g} GB/s per direction per GPU (within a node; "
+                              "a group spanning nodes is bound by the network instead)"})
 
 
 def _roof_kind(row: dict) -> str:

@@ -32,6 +32,8 @@ CAUSES = {
                   "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
     "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
                            "before torch 2.x, and some long TensorLists in newer ones)",
+    "scalars_not_recorded": "an int argument the op's cost needs (a kernel size, output size, dim, k, start/end) "
+                            "was not recorded (traces before torch 2.4 have no Concrete Inputs)",
     "lengths_not_recorded": "the op's cost depends on per-sequence lengths held in tensor contents (paged / "
                             "ragged attention's KV lengths), which the profiler does not record; its formula is "
                             "known but cannot be evaluated from this trace",

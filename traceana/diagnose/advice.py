@@ -24,6 +24,8 @@ OPAQUE_ADVICE = {
                            "for TensorList arguments (cat, stack, collectives' tensor lists), and newer ones "
                            "still drop them for long lists (e.g. a foreach optimizer step over every "
                            "parameter), so these ops cannot be costed from this trace.",
+    "scalars_not_recorded": "Profile with torch >= 2.4 (record_shapes=True): it records the op's int and "
+                            "int-list arguments as 'Concrete Inputs', which these ops' costs need.",
     "lengths_not_recorded": "Record the lengths next to the op: wrap the attention call in "
                             "torch.profiler.record_function with the batch's total and maximum KV length in its "
                             "name, or call an entry point that takes max_seq_len as an argument (vLLM's paged "

@@ -36,7 +36,7 @@ from traceana.kernel_classes import classify
 
 Tensor = tuple[tuple[int, ...], "str | None"]  # (shape, canonical dtype or None when not recorded)
 
-FUSABLE_FAMILIES = frozenset({"pointwise", "reduction", "norm", "memory", "index"})
+FUSABLE_FAMILIES = frozenset({"pointwise", "reduction", "norm", "memory", "index", "resample"})
 BREAK_CLASSES = frozenset({"gemm", "convolution", "attention", "communication", "memcpy/memset"})
 _LIBRARY_KERNEL = re.compile(r"cudnn|miopen|cublas|hipblas|rocblas|nccl|rccl|fbgemm|cutlass|xmma|cijk_|nvjet|"
                              r"\bck::|ck_tile|aiter|triton_|flash|cub::", re.I)

@@ -128,6 +128,9 @@ def _communication(row: dict) -> list[str]:
     lines.append(f"Achieved: {u.rate_gbps(c.get('busbw_gbps'))} bus bandwidth (bytes each rank sends / time), "
                  f"{u.rate_gbps(c.get('algbw_gbps'))} algorithm bandwidth (message / time)"
                  + (f", {c.get('algorithm')} over {n} ranks." if n else "."))
+    if c.get("link_pct") is not None:
+        lines.append(f"Interconnect: {u.pct(c['link_pct'])} of the {c['link']}'s {u.rate_gbps(c['link_gbps'])} per "
+                     "direction (within a node; across nodes the network is the roof).")
     lines.append("Verdict: communication. A collective has no DRAM or compute roof here: compare its bus "
                  "bandwidth with the interconnect's (NVLink / xGMI within a node, the network across nodes). "
                  "Overlap it with compute (it then costs nothing), bucket small collectives into fewer large "

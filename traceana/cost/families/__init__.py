@@ -15,6 +15,7 @@ from traceana.cost.families import (  # noqa: F401
     pool,
     quant,
     reduction,
+    resample,
     serving,
     tbe,
 )

@@ -53,7 +53,7 @@ def mha_batch_prefill(call: OpCall) -> Cost | Unmodelled:
         notes.append(f"per-sequence lengths not recorded: every query token counted against max_seqlen_k "
                      f"= {max_k} keys (an upper bound)")
     else:
-        return Unmodelled(f"{call.name}: max_seqlen_k not recorded")
+        return Unmodelled(f"{call.name}: max_seqlen_k not recorded", cause="scalars_not_recorded")
     flops = 4 * hq * d * sum_qk
     tr = Traffic().read("q", q)
     tr.add("read", "k rows used", (kv_tokens, hk, d), k.itemsize)
@@ -227,7 +227,7 @@ def flash_attn(call: OpCall) -> Cost | Unmodelled:
             return Unmodelled(f"{call.name}: expected packed [T, H, D] q/k/v, got {q.shape} {k.shape} {v.shape}")
         got = _sum_qk(call, q, k, cu, mx, notes)
         if got is None:
-            return Unmodelled(f"{call.name}: cu_seqlens or max_seqlen_q/k not recorded")
+            return Unmodelled(f"{call.name}: cu_seqlens or max_seqlen_q/k not recorded", cause="scalars_not_recorded")
         _, sum_qk, _, estimated = got
         hq, dq, hk, dv = q.shape[1], q.shape[2], k.shape[1], v.shape[2]
     else:

@@ -163,7 +163,7 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
     algo, how = _algorithm(call, short)
     if algo is None:
         return Unmodelled("collective not recorded (no 'Collective name' arg, no NCCL/RCCL kernel name): "
-                          "its algorithm, and so its bytes per rank, are unknown")
+                          "its algorithm, and so its bytes per rank, are unknown", cause="comm_unsized")
     notes: list[str] = [f"algorithm from the {how}"]
     estimated = "taken as" in how
     parent = call.get("message_from")
@@ -220,10 +220,10 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
         else:
             s_elems, what = sum(sizes), ("the tensors" if len(sizes) > 1 else "the tensor")
     if s_elems is None:
-        return Unmodelled(f"{algo}: message size not recorded (no tensor sizes, no msg nelems)")
+        return Unmodelled(f"{algo}: message size not recorded (no tensor sizes, no msg nelems)", cause="comm_unsized")
     if not itemsize:
         return Unmodelled(f"{algo}: element size unknown (a TensorList has no recorded dtype, and neither a "
-                          "'dtype' arg nor the kernel name gives one)")
+                          "'dtype' arg nor the kernel name gives one)", cause="comm_unsized")
     world = _count(call.get("world_size"))
     if not isinstance(group, int) or group <= 0:
         if isinstance(world, int) and world > 0:

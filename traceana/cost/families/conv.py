@@ -283,7 +283,7 @@ def cudnn_convolution_backward_weight(call: OpCall) -> Cost | Unmodelled:
         return err
     size = parse_ints(call.scalar(0))
     if size is None:
-        return Unmodelled("weight size not recorded (the trace predates Concrete Inputs)")
+        return Unmodelled("weight size not recorded (the trace predates Concrete Inputs)", cause="scalars_not_recorded")
     if len(size) != len(x.shape) or len(go.shape) != len(x.shape) or len(size) - 2 not in _SPATIAL \
             or min(size) < 0 or go.shape[0] != x.shape[0]:
         return Unmodelled(f"weight size {size} does not match input {x.shape} / grad_out {go.shape}")

@@ -109,7 +109,7 @@ def block_bucketize(call: OpCall) -> Cost | Unmodelled:
         world = call.get("world_size")
         if type(world) is not int or world <= 0:
             return Unmodelled(f"{call.name}: my_size (the number of buckets) not recorded and no world size "
-                              f"in the trace")
+                              f"in the trace", cause="scalars_not_recorded")
         my_size, estimated = world, True
         notes.append(f"my_size not recorded: taken as the world size {world} (one bucket per rank)")
     tr = Traffic().read("lengths", lengths).read("indices", idx).read("block_sizes", blocks)

@@ -48,7 +48,7 @@ def embedding_backward(call: OpCall) -> Cost | Unmodelled:
         return err
     nw = parse_int(call.scalar(2))
     if nw is None or nw < 0 or not g.shape:
-        return Unmodelled("embedding backward: num_weights not recorded")
+        return Unmodelled("embedding backward: num_weights not recorded", cause="scalars_not_recorded")
     d = g.shape[-1]
     tr = Traffic().read("grad_out", g).read("indices", idx).write("grad_weight", (nw, d), g.itemsize)
     n = idx.numel * d
@@ -156,7 +156,7 @@ def index_fill(call: OpCall) -> Cost | Unmodelled:
         return err
     d = _dim(call, 1, len(x.shape))
     if d is None or not x.shape:
-        return Unmodelled("index_fill: dim not recorded")
+        return Unmodelled("index_fill: dim not recorded", cause="scalars_not_recorded")
     sl = x.shape[:d] + (idx.numel,) + x.shape[d + 1:]
     tr = Traffic().read("index", idx)
     if call.name.endswith("_"):
@@ -207,7 +207,7 @@ def index_put(call: OpCall) -> Cost | Unmodelled:
         written = v.shape
         notes.append(NO_INDEX)
     else:
-        return Unmodelled("index_put_: indices not recorded and the value is a scalar: element count unknown")
+        return Unmodelled("index_put_: indices not recorded and the value is a scalar: element count unknown", cause="shapes_not_recorded")
     acc = parse_bool(call.scalar(3))
     tr = Traffic()
     if not call.name.endswith("_"):
@@ -234,7 +234,7 @@ def slice_backward(call: OpCall) -> Cost | Unmodelled:
         return err
     sizes = parse_ints(call.scalar(1))
     if sizes is None or any(s < 0 for s in sizes):
-        return Unmodelled(f"{call.name}: input_sizes not recorded")
+        return Unmodelled(f"{call.name}: input_sizes not recorded", cause="scalars_not_recorded")
     tr = Traffic().read("grad", g).write("grad_input", tuple(sizes), g.itemsize)
     return _cost(tr, g.dtype)
 
@@ -247,6 +247,6 @@ def value_selecting_reduction_backward(call: OpCall) -> Cost | Unmodelled:
         return err
     sizes = parse_ints(call.scalar(3))
     if sizes is None or any(s < 0 for s in sizes):
-        return Unmodelled("value_selecting_reduction_backward: sizes not recorded")
+        return Unmodelled("value_selecting_reduction_backward: sizes not recorded", cause="scalars_not_recorded")
     tr = Traffic().read("grad", g).read("indices", idx).write("grad_input", tuple(sizes), g.itemsize)
     return _cost(tr, g.dtype)

@@ -92,7 +92,7 @@ def _size_and_dtype(call: OpCall, size_pos: int | None, dtype_pos: int) -> tuple
     else:
         shape = parse_ints(call.scalar(size_pos))
         if shape is None or any(d < 0 for d in shape):
-            return Unmodelled(f"{call.name}: output size not recorded")
+            return Unmodelled(f"{call.name}: output size not recorded", cause="scalars_not_recorded")
         shape = tuple(shape)
     dtype = dtype_from_enum(call.scalar(dtype_pos))
     if dtype is None:
@@ -207,7 +207,7 @@ def repeat(call: OpCall) -> Cost | Unmodelled:
         return err
     reps = parse_ints(call.scalar(1))
     if reps is None or len(reps) < len(src.shape) or any(r < 0 for r in reps):
-        return Unmodelled("repeat: repeats not recorded")
+        return Unmodelled("repeat: repeats not recorded", cause="scalars_not_recorded")
     shape = (1,) * (len(reps) - len(src.shape)) + src.shape
     return _copy_cost(src, tuple(s * r for s, r in zip(shape, reps)), src.dtype)
 
@@ -219,7 +219,7 @@ def constant_pad_nd(call: OpCall) -> Cost | Unmodelled:
         return err
     pad = parse_ints(call.scalar(1))
     if pad is None or len(pad) % 2 or len(pad) // 2 > len(src.shape):
-        return Unmodelled("constant_pad_nd: pad not recorded")
+        return Unmodelled("constant_pad_nd: pad not recorded", cause="scalars_not_recorded")
     shape = list(src.shape)
     for i in range(len(pad) // 2):
         shape[-1 - i] += pad[2 * i] + pad[2 * i + 1]
@@ -241,7 +241,7 @@ def arange(call: OpCall) -> Cost | Unmodelled:
     try:
         vals = [float(v) for v in raw]  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return Unmodelled("arange: start / end / step not recorded")
+        return Unmodelled("arange: start / end / step not recorded", cause="scalars_not_recorded")
     start, end, step = (0.0, vals[0], 1.0) if lead == 1 else (vals[0], vals[1], vals[2] if lead == 3 else 1.0)
     if step == 0 or not all(isfinite(v) for v in (start, end, step)):
         return Unmodelled(f"arange: unusable start / end / step {raw}")
@@ -313,7 +313,7 @@ def foreach_list(call: OpCall, weight: float, read_self: bool) -> Cost | Unmodel
         return Unmodelled(bad)
     items = list_shapes(call, 0)
     if items is None:
-        return Unmodelled("TensorList shapes not recorded")
+        return Unmodelled("TensorList shapes not recorded", cause="shapes_not_recorded")
     notes: list[str] = []
     size, dtype, est = list_itemsize(call, notes)
     n = sum(prod(s) for s, _ in items)
@@ -340,7 +340,7 @@ def cat(call: OpCall) -> Cost | Unmodelled:
     pos = next((i for i, t in enumerate(call.types) if t in ("TensorList", "GenericList")), 0)
     items = list_shapes(call, pos)
     if items is None:
-        return Unmodelled("TensorList shapes not recorded")
+        return Unmodelled("TensorList shapes not recorded", cause="shapes_not_recorded")
     notes: list[str] = []
     size, dtype, est = list_itemsize(call, notes)
     n = sum(prod(s) for s, _ in items)

@@ -45,7 +45,7 @@ def pool(call: OpCall) -> Cost | Unmodelled:
     pk, ps, pp, pd, pc, idx = _POOL[call.name.split("::", 1)[1]]
     k = parse_ints(call.scalar(pk))
     if not k:
-        return Unmodelled(f"{call.name}: kernel_size not recorded")
+        return Unmodelled(f"{call.name}: kernel_size not recorded", cause="scalars_not_recorded")
     n = len(k) if len(k) > 1 else int(call.name.split("pool")[1][0])
     if len(x.shape) < n + 1:
         return Unmodelled(f"{call.name}: input {x.shape} has fewer than {n + 1} dims")
@@ -75,7 +75,7 @@ def adaptive_pool(call: OpCall) -> Cost | Unmodelled:
         return err
     size = parse_ints(call.scalar(1))
     if not size or len(size) > len(x.shape) or any(v < 0 for v in size):
-        return Unmodelled(f"{call.name}: output_size not recorded")
+        return Unmodelled(f"{call.name}: output_size not recorded", cause="scalars_not_recorded")
     out = x.shape[:len(x.shape) - len(size)] + tuple(size)
     tr = Traffic().read("input", x).write("out", out, x.itemsize)
     if "max" in call.name:

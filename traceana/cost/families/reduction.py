@@ -181,7 +181,7 @@ def foreach_norm(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(shape_problem(call))
     items = list_shapes(call, 0)
     if items is None:
-        return Unmodelled("TensorList shapes not recorded")
+        return Unmodelled("TensorList shapes not recorded", cause="shapes_not_recorded")
     notes: list[str] = []
     size, dtype, est = list_itemsize(call, notes)
     n = sum(1 for _ in items)
