@@ -200,3 +200,18 @@ def test_collectives_against_the_peer_link():
         c = r["comm"]
         assert c["link"] == "NVLink 3" and c["link_gbps"] == 300.0  # per direction = 600 / 2
         assert c["link_pct"] == c["busbw_gbps"] / 300.0 * 100.0
+
+
+def test_compiled_regions_say_what_they_ran():
+    from traceana.compiled_regions import explain
+
+    s = explain([("ampere_sgemm_128x64_nn", 60.0, 3), ("triton_poi_fused_add_mul_0", 30.0, 3),
+                 ("triton__0d1d2d", 9.0, 1), ("void at::native::vectorized_elementwise_kernel<4>(int)", 1.0, 1)])
+    # 60 / 100 GEMM, 30 named Triton (add, mul), 9 torch-2.0 Triton, 1 ATen fallback
+    assert "60% vendor GEMM" in s and "30% Triton kernels whose names list the fused ops (add, mul)" in s
+    assert "9% Triton kernels named `triton__0d1d…`" in s and "1% ATen kernels" in s
+    assert "benchmark_kernel = True" in s
+    assert explain([]) is None
+    a = analyze(shared_trace("hta/rank0.json.gz"))
+    (bwd,) = [r for r in a["ops"] if r["name"] == "CompiledFunctionBackward"]
+    assert bwd["cause"] == "compiled" and "98% vendor GEMM" in bwd["reason"]  # cutlass s1688 kernels

@@ -21,6 +21,7 @@ from traceana.cost.pair_tbe import pair as pair_tbe
 from traceana.copies import LINK, copy_split, dominant_host_copy
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
+from traceana.compiled_regions import explain as explain_region
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
@@ -211,6 +212,10 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     if g.cause is not None:
         row["bound"] = "opaque"
         row["reason"] = CAUSES[g.cause]
+        if g.cause == "compiled":
+            what = explain_region(g.kernels)
+            if what:
+                row["reason"] += f"; {what}"
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):
