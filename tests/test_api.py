@@ -16,7 +16,7 @@ pd = pytest.importorskip("pandas")
 
 import traceana  # noqa: E402
 from tests.conftest import REPO, SAMPLES, TRACES, all_shared_traces  # noqa: E402
-from traceana.api import OP_COLUMNS, OP_NESTED, Analysis, diff_frame  # noqa: E402
+from traceana.api import OP_AS_IS, OP_COLUMNS, OP_NESTED, Analysis, diff_frame  # noqa: E402
 from traceana.cli import main  # noqa: E402
 from traceana.errors import BadInput  # noqa: E402
 
@@ -59,8 +59,8 @@ def check_against_report(a: Analysis, report: dict) -> None:
         for key, value in o.items():
             if key in ("id", "kernels"):
                 continue
-            if key in OP_NESTED:
-                for k in OP_NESTED[key]:
+            if key in OP_NESTED or (isinstance(value, dict) and key not in OP_AS_IS):
+                for k in {*OP_NESTED.get(key, ()), *(value or {})}:  # flattened to key_k columns
                     assert _same(row[f"{key}_{k}"], (value or {}).get(k)), (o["id"], key, k)
             else:
                 col = OP_COLUMNS.get(key, key)

@@ -177,7 +177,8 @@ class Analysis:
             for c, v in (d.get("by_category") or {}).items():
                 timeline[c] = timeline.get(c, 0.0) + (v or 0.0)
                 cats.append(c)
-        records = [{"category": c, "kernel_time_us": by_bound.get(c), "timeline_us": timeline.get(c) if devices else None,
+        records = [{"category": c, "kernel_time_us": by_bound.get(c),
+                    "timeline_us": timeline.get(c) if devices else None,
                     "pct_of_span": timeline[c] / span * 100.0 if c in timeline and span > 0 else None}
                    for c in dict.fromkeys(cats)]
         return _frame(records, ["category", "kernel_time_us", "timeline_us", "pct_of_span"],
