@@ -1,0 +1,200 @@
+"""`traceana record -- python train.py` and `with traceana.profile(...)`: end to end on CPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceana  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+from traceana.cli import main  # noqa: E402
+from traceana.record import TRACE_NAME, activities, parse_command, trace_name  # noqa: E402
+from traceana.errors import BadInput  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+# Linear(64, 128) -> ReLU -> Linear(128, 10) on a batch of 32, SGD; steps from argv[1]
+TRAIN = textwrap.dedent("""\
+    import sys
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    for _ in range(int(sys.argv[1])):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    print("trained", sys.argv[1])
+""")
+
+
+def _script(tmp_path, text: str = TRAIN, name: str = "train.py") -> str:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def _events(path: str) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def _one_trace(folder) -> str:
+    traces = [n for n in os.listdir(folder) if n.endswith(".pt.trace.json.gz")]
+    assert len(traces) == 1, traces
+    return os.path.join(folder, traces[0])
+
+
+def test_record_cli_end_to_end(tmp_path):
+    script = _script(tmp_path)
+    out = tmp_path / "traces"
+    t0 = time.time_ns() // 1_000_000
+    proc = subprocess.run([sys.executable, "-m", "traceana", "record", "--steps", "2", "--wait", "1", "--warmup", "1",
+                           "-o", str(out), "--", "python", script, "8"],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "trained 8" in proc.stdout  # the program ran, with its arguments
+    trace = _one_trace(out)
+    m = TRACE_NAME.match(os.path.basename(trace))
+    assert m and m["host"] == socket.gethostname() and int(m["pid"]) > 0
+    assert t0 <= int(m["ms"]) <= time.time_ns() // 1_000_000
+    # step 1 never recorded, wait 1, warm up 1, record 2: iterations 1+1+1+1 = 4 and 5 of 8
+    assert "(iterations 4-5 of 8)" in proc.stdout
+    ev = _events(trace)
+    steps = sorted(e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+    dims = {(e["name"], json.dumps(e["args"]["Input Dims"])) for e in ev
+            if e.get("name") in ("aten::addmm", "aten::mm") and "Input Dims" in e.get("args", {})}
+    # forward: addmm(bias [128], x [32, 64], W1^T [64, 128]) and addmm(bias [10], h [32, 128], W2^T [128, 10])
+    assert ("aten::addmm", json.dumps([[128], [32, 64], [64, 128], [], []])) in dims
+    assert ("aten::addmm", json.dumps([[10], [32, 128], [128, 10], [], []])) in dims
+    # backward: grad of h = grad_out [32, 10] @ W2 [10, 128]
+    assert ("aten::mm", json.dumps([[32, 10], [10, 128]])) in dims
+    # 2 recorded iterations x 2 Linear layers = 4 forward addmm calls
+    assert sum(e.get("name") == "aten::addmm" for e in ev) == 4
+    html, md = trace[: -len(".json.gz")] + ".report.html", trace[: -len(".json.gz")] + ".report.md"
+    assert os.path.isfile(html) and os.path.isfile(md)
+    report = open(md, encoding="utf-8").read()
+    assert "aten::addmm" in report and "aten::mm" in report and "over 2 steps" in report
+    assert "aten::addmm" in open(html, encoding="utf-8").read()
+    assert f"report written to {html}, {md}" in proc.stdout
+
+
+def test_no_optimizer_step_records_the_whole_run(tmp_path):
+    script = _script(tmp_path, "import torch\nfor _ in range(3):\n    torch.mm(torch.ones(8, 4), torch.ones(4, 2))\n",
+                     "infer.py")
+    out = tmp_path / "o"
+    assert main(["record", "-q", "-o", str(out), "--no-report", "--", "python", script]) == 0
+    ev = _events(_one_trace(out))
+    mm = [e for e in ev if e.get("name") == "aten::mm"]
+    assert len(mm) == 3 and mm[0]["args"]["Input Dims"] == [[8, 4], [4, 2]]  # all 3 calls: the whole run
+    assert not os.path.exists(_one_trace(out)[: -len(".json.gz")] + ".report.html")  # --no-report
+
+
+def test_too_few_steps_keeps_the_run_up_to_the_first_step(tmp_path):
+    out = tmp_path / "o"
+    with traceana.profile(out, steps=3, wait=1, warmup=1, report=False, quiet=True) as p:
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.ones(3, 4)).sum().backward()
+            opt.step()
+    assert p.steps_seen == 2
+    assert p.window.startswith("the run up to its first step: the program made 2 steps")
+    assert "a full window needs 6" in p.window  # 1 + wait 1 + warmup 1 + steps 3
+    ev = _events(p.trace)
+    # the first iteration only: one forward addmm on [3, 4] x [4, 2]
+    addmm = [e for e in ev if e.get("name") == "aten::addmm"]
+    assert len(addmm) == 1 and addmm[0]["args"]["Input Dims"][1:3] == [[3, 4], [4, 2]]
+
+
+def test_profile_in_code_manual_steps_and_report(tmp_path):
+    with traceana.profile(tmp_path, steps=2, wait=0, warmup=1, step_on="manual", quiet=True) as p:
+        a = torch.ones(16, 32)
+        for i in range(6):
+            torch.mm(a, torch.ones(32, 8 + i))  # the width tells the iterations apart
+            p.step()
+    # iteration 1 never recorded, warm-up on 2, record 3 and 4: widths 8+2 and 8+3
+    assert p.window == "iterations 3-4 of 6"
+    widths = sorted(e["args"]["Input Dims"][1][1] for e in _events(p.trace) if e.get("name") == "aten::mm")
+    assert widths == [10, 11]
+    assert [os.path.basename(r) for r in p.reports] == [
+        os.path.basename(p.trace)[: -len(".json.gz")] + ext for ext in (".report.html", ".report.md")]
+    assert p.analysis["cpu"]["steps"] == 2 and p.analysis["trace"]["steps"] == 2
+    with pytest.raises(ValueError, match="manual"):
+        traceana.profile(tmp_path).step()
+
+
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
+def test_second_optimizer_does_not_count_steps(tmp_path):
+    with traceana.profile(tmp_path, steps=1, wait=0, warmup=0, report=False, quiet=True) as p:
+        m1, m2 = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+        o1, o2 = torch.optim.SGD(m1.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
+        for _ in range(4):
+            (m1(torch.ones(1, 2)).sum() + m2(torch.ones(1, 2)).sum()).backward()
+            o1.step()
+            o2.step()
+    assert p.steps_seen == 4  # o1's steps only, not 8
+
+
+@pytest.mark.parametrize("body, code, words", [
+    ("raise ValueError('boom')\n", 1, "prog.py raised ValueError: boom (prog.py:3)"),
+    ("import sys\nsys.exit(3)\n", 3, "prog.py exited with status 3"),
+])
+def test_failing_program_one_line_and_its_status(tmp_path, body, code, words):
+    script = _script(tmp_path, "import torch\ntorch.mm(torch.ones(2, 2), torch.ones(2, 2))\n" + body, "prog.py")
+    proc = subprocess.run([sys.executable, "-m", "traceana", "record", "-o", str(tmp_path / "o"), "--", "python",
+                           script], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert proc.returncode == code
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("traceana:")]
+    assert len(ours) == 1 and words in ours[0] and "Traceback" not in proc.stderr
+    assert "the trace recorded so far" in ours[0]  # kept, but no report for a failed run
+    assert not [n for n in os.listdir(tmp_path / "o") if n.endswith(".report.html")]
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([], "no command after --"),
+    (["python"], "no script after python"),
+    (["python", "missing.py"], "missing.py: no such file"),
+    (["ls", "-l"], "'ls' is not a Python program"),
+    (["python", "-c", "1"], "python option -c is not supported"),
+    (["python", "-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
+])
+def test_bad_command_exit_2_one_line(tmp_path, capsys, argv, words):
+    assert main(["record", "-o", str(tmp_path), "--", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_command_forms(tmp_path):
+    script = _script(tmp_path)
+    assert parse_command(["python3", script, "--lr", "3"]) == ("path", script, ["--lr", "3"])
+    assert parse_command([sys.executable, script]) == ("path", script, [])
+    assert parse_command([script, "4"]) == ("path", script, ["4"])
+    assert parse_command(["python", "-m", "json.tool", "x"]) == ("module", "json.tool", ["x"])
+    with pytest.raises(BadInput):
+        parse_command(["python", str(tmp_path)])
+
+
+def test_trace_name_and_activities(monkeypatch):
+    from torch.profiler import ProfilerActivity
+
+    name = trace_name("host_42", 1700000000123)
+    assert name == "host_42.1700000000123.pt.trace.json.gz" and TRACE_NAME.match(name)["pid"] == "42"
+    assert activities(cuda=False) == [ProfilerActivity.CPU]
+    # CUDA activity is added when a GPU is there (recording it needs one; the choice is tested here)
+    assert activities(cuda=True) == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert activities() == [ProfilerActivity.CPU, ProfilerActivity.CUDA]

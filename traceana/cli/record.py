@@ -1,0 +1,54 @@
+"""`traceana record [--steps N] [--wait W --warmup U] [-o DIR] -- python train.py ARGS`.
+
+Runs the program in this process under torch.profiler (traceana/record.py: how steps are counted,
+the schedule, the file names), then writes the report beside the trace.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--steps", type=click.IntRange(1, None), default=3, show_default=True, metavar="N",
+              help="Steps (optimizer.step() calls) to record.")
+@click.option("--wait", type=click.IntRange(0, None), default=1, show_default=True, metavar="W",
+              help="Steps to skip first (after the first step, which is never recorded).")
+@click.option("--warmup", type=click.IntRange(0, None), default=1, show_default=True, metavar="U",
+              help="Steps the profiler warms up on before recording.")
+@click.option("-o", "--output-dir", "out_dir", default=".", show_default=True, metavar="DIR",
+              help="Folder for the trace (<host>_<pid>.<ms>.pt.trace.json.gz) and its report (created).")
+@click.option("--with-stack", is_flag=True, help="Record Python stacks (torch.profiler with_stack; slower).")
+@click.option("--profile-memory", is_flag=True, help="Record allocations (torch.profiler profile_memory).")
+@click.option("--no-report", is_flag=True, help="Write the trace only.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- python SCRIPT.py [ARGS]...")
+def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, profile_memory: bool,
+           no_report: bool, quiet: bool, command: tuple[str, ...]) -> None:
+    """Run a PyTorch program under the profiler and write the trace and its report.
+
+    The program runs in this process; a step ends at each optimizer.step() (a program that never
+    steps an optimizer is recorded whole). Needs torch."""
+    from traceana.errors import BadInput
+    from traceana.record import parse_command
+
+    kind, target, args = parse_command(list(command))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BadInput("record needs torch: pip install torch") from None
+    from traceana.record import profile, run_program
+
+    rec = profile(out_dir, steps=steps, wait=wait, warmup=warmup, report=not no_report,
+                  with_stack=with_stack, profile_memory=profile_memory, quiet=True)
+    run_program(kind, target, args, rec)
+    if quiet:
+        return
+    if rec.trace is None:
+        click.echo("traceana: no trace was recorded", err=True)
+        return
+    click.echo(f"trace written to {rec.trace} ({rec.window})")
+    if rec.analysis is not None:
+        from traceana.cli.report import summary
+
+        click.echo(summary(rec.analysis, ", ".join(rec.reports)))
