@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tests.test_diff import doc, op
 from traceana.cli import main
-from traceana.diff import diff_analyses
+from traceana.compare import diff_analyses
 from traceana.errors import BadInput, GateFailed
 from traceana.gates import Gate, enforce, evaluate, parse, parse_all, results
 

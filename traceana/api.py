@@ -313,8 +313,8 @@ def diff_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
 def diff(base: Any, head: Any, roof_threshold: float | None = None) -> pd.DataFrame:
     """Compare HEAD against BASE (Analysis objects, analysis dicts, traces, saved analyses or
     directories of them) op signature by op signature: the `traceana diff` comparison
-    (traceana/diff.py) as a DataFrame (diff_frame)."""
-    from traceana.diff import ROOF_THRESHOLD_PP, diff_analyses
+    (traceana/compare.py) as a DataFrame (diff_frame)."""
+    from traceana.compare import ROOF_THRESHOLD_PP, diff_analyses
 
     (b, bl), (h, hl) = _as_doc(base), _as_doc(head)
     doc = diff_analyses(b, h, base_label=bl, head_label=hl,

@@ -2,7 +2,7 @@
 
 BASE and HEAD are each a profiler trace, a saved analysis (`report -o x.json`), or a
 directory: every trace / saved analysis in it is analysed and summed per signature (e.g.
-one trace per rank). The comparison itself is traceana/diff.py.
+one trace per rank). The comparison itself is traceana/compare.py.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def files_of(path: str) -> list[str]:
 
 def load_side(path: str) -> tuple[dict[str, Any], str]:
     """(analysis, label) for BASE or HEAD; a directory's files are merged."""
-    from traceana.diff import merge_analyses
+    from traceana.compare import merge_analyses
 
     files = files_of(path)
     if not os.path.isdir(path):
@@ -119,7 +119,7 @@ def load_side(path: str) -> tuple[dict[str, Any], str]:
 def diff(base: str, head: str, output: str | None, fmt: str | None, roof_threshold: float,
          fail_on: tuple[str, ...], force: bool, quiet: bool) -> None:
     """Compare HEAD against BASE (traces, saved analyses, or directories of them)."""
-    from traceana.diff import diff_analyses
+    from traceana.compare import diff_analyses
     from traceana.gates import parse_all, results
     from traceana.render import format_for_path
 

@@ -1,4 +1,4 @@
-"""The diff (`traceana.diff/1`, from traceana/diff.py) as GitHub-flavoured markdown for a PR.
+"""The diff (`traceana.diff/1`, from traceana/compare.py) as GitHub-flavoured markdown for a PR.
 
 Same rules as the markdown report (render/markdown.py): under MAX_CHARS characters, the
 headline first (device warning, total, by bound, the biggest changes, % of roof changes),
