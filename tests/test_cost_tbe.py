@@ -174,3 +174,24 @@ def test_tables_in_host_memory_are_named():
     c = cost(OpCall(FWD, dims, types))
     assert c.bytes == 4328136  # the same traffic as from device memory: W = 0 + 96,000
     assert any("UVM" in n and "PCIe" in n for n in c.notes)
+
+
+def test_pt2_lookup_unpacks_its_tensor_lists():
+    """split_embedding_codegen_lookup_rowwise_adagrad_function_pt2: the weights and momentum1 arrive
+    as TensorLists [dev, uvm, placements, offsets, cache] / [dev, uvm, placements, offsets]; the same
+    numbers as the classic lookup of test_lookup_alone_uses_the_mean_row_width."""
+    dims = [(0,), ((96000,), (0,), (1,), (1,), (0, 0)), (2,), (), (), (2,), (), (61072,), (8193,), (), (61072,), (),
+            (), (), (), (), (), ((1000,), (0,), (1,), (1,))]
+    types = ["float", "TensorList", "int", "Scalar", "Scalar", "long int", "Scalar", "long int", "long int",
+             "Scalar", "float", "", "Scalar", "GenericList", "ScalarList", "ScalarList", "ScalarList", "TensorList"]
+    concrete = ["", "", "", "96", "96", "", "17", "", "", "0", "", "", "0", "", "[]", "[]", "[]", ""]
+    call = OpCall("fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function_pt2", tuple(dims),
+                  tuple(types), None, tuple(concrete), (), ())
+    c = cost(call)
+    # D = W / R = 96000 / 1000 = 96; output_dtype 0 = fp32: the same 4,328,136 B and 11,725,824 FLOPs
+    assert c.bytes == 61072 * 8 + 8193 * 8 + 61072 * 4 + 96000 * 4 + 8192 * 96 * 4 == 4328136
+    assert c.flops == 61072 * 96 * 2
+    assert any("output_dtype 0" in n for n in c.notes)
+    # the weights TensorList without sizes: said, not guessed
+    bare = op_cost(OpCall(call.name, ((0,), (), *call.dims[2:]), call.types, None, call.concrete, (), ()))
+    assert isinstance(bare, Unmodelled) and "weights TensorList" in bare.reason

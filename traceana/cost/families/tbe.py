@@ -77,6 +77,18 @@ _ALL_OPTIMIZERS = ("sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad_with_co
 FORWARD = {f"fbgemm::split_embedding_codegen_lookup_{o}_function{cpu}": o
            for o in _ALL_OPTIMIZERS for cpu in ("", "_cpu")}
 BACKWARD = {f"torch::autograd::CppNode<SplitLookupFunction_{o}_Op>": o for o in _ALL_OPTIMIZERS}
+# The unified (PT2) entry points: the same lookup with the table tensors packed in TensorLists
+FORWARD_PT2 = {f"fbgemm::split_embedding_codegen_lookup_{o}_function_pt2": o for o in _ALL_OPTIMIZERS}
+FORWARD.update(FORWARD_PT2)
+BACKWARD.update({f"torch::autograd::CppNode<SplitLookupFunction_{o}_Op_pt2>": o for o in _ALL_OPTIMIZERS})
+# PT2 layout: (placeholder, weights [dev, uvm, placements, offsets, lxu_cache] (a TensorList),
+# D_offsets, total_D, max_D, hash_size_cumsum, total_hash_size_bits, indices, offsets, pooling_mode,
+# indice_weights, feature_requires_grad, output_dtype, aux_tensor, aux_int, aux_float, aux_bool,
+# momentum1 [dev, uvm, placements, offsets] (a TensorList), ...)
+_PT2_WEIGHTS, _PT2_D_OFFSETS, _PT2_INDICES, _PT2_OFFSETS, _PT2_PSW, _PT2_OUT_DTYPE, _PT2_MOMENTUM1 = \
+    1, 2, 7, 8, 10, 12, 17
+# FBGEMM SparseType codes (output_dtype) -> the profiler's dtype strings
+_SPARSE_TYPE = {"0": "float", "1": "c10::Half", "5": "c10::BFloat16", "6": "c10::Float8_e4m3fn"}
 OUT_ITEMSIZE = 4  # the pooled output's dtype is an int argument (never recorded): fp32, FBGEMM's default
 
 # argument positions of the forward (the prefix every optimizer's lookup function shares)
@@ -112,11 +124,44 @@ class Lookup:
         return self.weights / self.rows if self.rows else None
 
 
+def _from_pt2(call: OpCall) -> OpCall | str:
+    """A PT2 lookup call laid out as the classic one (the TensorLists unpacked to their positions).
+    A TensorList records its members' sizes but not their dtype: the weights are taken as the
+    output dtype (output_dtype, an FBGEMM SparseType code), fp32 when that is not recorded."""
+    weights = call.tensor_list(_PT2_WEIGHTS)
+    if not weights or len(weights) < 4:
+        return (f"{call.name}: the weights TensorList (dev, uvm, placements, offsets, cache) was not recorded "
+                "with its sizes")
+    wtype = _SPARSE_TYPE.get(call.scalar(_PT2_OUT_DTYPE) or "0", "float")
+    dims: list = [()] * 22
+    types: list = [""] * 22
+    for legacy, shape, ty in ((_DEV_W, weights[0], wtype), (_UVM_W, weights[1], wtype), (4, weights[2], "int"),
+                              (_W_OFFSETS, weights[3], "long int")):
+        dims[legacy], types[legacy] = shape, ty
+    for legacy, pos in ((_D_OFFSETS, _PT2_D_OFFSETS), (_INDICES, _PT2_INDICES), (_OFFSETS, _PT2_OFFSETS),
+                        (_PSW, _PT2_PSW)):
+        if pos < len(call.dims):
+            dims[legacy], types[legacy] = call.dims[pos], call.types[pos]
+    m1 = call.tensor_list(_PT2_MOMENTUM1)
+    if m1 and len(m1) >= 2:
+        dims[_MOMENTUM1], types[_MOMENTUM1] = m1[0], "float"
+        dims[_MOMENTUM1 + 1], types[_MOMENTUM1 + 1] = m1[1], "float"
+    return OpCall(call.name, tuple(dims), tuple(types), None, None, call.kernel_names, call.extra)
+
+
 def parse_forward(call: OpCall) -> Lookup | str:
     """The Lookup of a forward TBE call, or why its recorded arguments do not fit the layout."""
     opt = FORWARD.get(call.name)
     if opt is None:
         return f"{call.name} is not a table-batched embedding lookup"
+    if call.name in FORWARD_PT2:
+        bad = shape_problem(call)
+        if bad:
+            return f"{call.name}: {bad}"
+        legacy = _from_pt2(call)
+        if isinstance(legacy, str):
+            return legacy
+        call = legacy
     bad = shape_problem(call)
     if bad:
         return f"{call.name}: {bad}"
@@ -208,14 +253,20 @@ def forward(call: OpCall) -> Cost | Unmodelled:
     tr = _common_reads(Traffic(), lk)
     _rows_read(tr, lk, d)
     b = lk.batch
+    out_size, out_note = OUT_ITEMSIZE, "output dtype not recorded: fp32 assumed"
+    code = call.scalar(_PT2_OUT_DTYPE) if call.name in FORWARD_PT2 else None
+    if code in _SPARSE_TYPE:
+        out_size = lk.weight.itemsize
+        out_note = (f"output_dtype {code} ({lk.weight.dtype}); the weights' dtype (a TensorList's, not recorded) "
+                    "taken as the same")
     if total_d and b is not None:
-        tr.write("pooled out", (b, total_d), OUT_ITEMSIZE)
+        tr.write("pooled out", (b, total_d), out_size)
     else:
-        tr.raw("write", "pooled out", lk.bags * d * OUT_ITEMSIZE,
-               f"bags*D*{OUT_ITEMSIZE} = {fmt_int(lk.bags)}*{fmt_num(round(d, 2))}*{OUT_ITEMSIZE}")
+        tr.raw("write", "pooled out", lk.bags * d * out_size,
+               f"bags*D*{out_size:g} = {fmt_int(lk.bags)}*{fmt_num(round(d, 2))}*{out_size:g}")
     flops, fexpr = _accumulate_flops(lk, d)
     notes = [how, f"pooled (sum) lookup; counted per lookup, the rows would be {_per_lookup(lk, d, lk.weight.itemsize)}: "
-                  f"repeats of a row are served by the cache", "output dtype not recorded: fp32 assumed"] + _uvm_note(lk)
+                  f"repeats of a row are served by the cache", out_note] + _uvm_note(lk)
     return make(flops, tr, "index", lk.weight.dtype, fexpr, estimated=True, notes=notes)
 
 
