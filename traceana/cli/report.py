@@ -124,7 +124,14 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
 
 def _bar_delay(trace: str) -> float:
-    """Show the bar at once for a large trace (> 200 MB of JSON), else after a second."""
+    """Seconds before the bar shows: TRACEANA_PROGRESS_DELAY when set (0: at once), else at once for
+    a large trace (> 200 MB of JSON) and after a second for the rest."""
+    env = os.environ.get("TRACEANA_PROGRESS_DELAY")
+    if env:
+        try:
+            return max(0.0, float(env))
+        except ValueError:
+            pass
     from traceana.parallel import uncompressed_size
 
     return 0.0 if uncompressed_size(trace) > 200e6 else 1.0
