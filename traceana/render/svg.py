@@ -156,7 +156,7 @@ class _Placer:
 
 def roofline_svg(analysis: Mapping[str, Any], ids: list[str] | None = None, html: bool = False) -> str:
     """The roofline chart of `analysis` as an SVG document (a str ending in a newline); with html,
-    an inline <svg id="chart"> whose circles carry ids[i] (the op's anchor) for the page's script."""
+    an inline <svg id="chart"> (no namespace: HTML parsers put it in SVG's) whose circles carry ids[i] (the op's anchor) for the page's script."""
     a = mapping(analysis)
     dev = mapping(a.get("device"))
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
@@ -171,7 +171,7 @@ def roofline_svg(analysis: Mapping[str, Any], ids: list[str] | None = None, html
     device = text(dev.get("name"), 120) or "unknown device"
     font = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"
     if html:
-        out = [f'<svg id="chart" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" '
+        out = [f'<svg id="chart" class="chart" viewBox="0 0 {W} {h}" '
                f'role="img" aria-label="roofline chart" font-size="12">']
     else:
         out = ['<?xml version="1.0" encoding="UTF-8"?>',

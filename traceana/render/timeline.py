@@ -49,6 +49,8 @@ LABELS: dict[str, str] = {
     "memset": "memset (exposed)", "host_wait": "idle: host-wait", "kernel_wait": "idle: kernel-wait",
     "launch_gaps": "idle: launch gaps", "no_launch": "idle: no launch recorded", "idle": "idle",
 }
+#: The timeline's words for its categories (a collective there is drawn whether or not it is exposed).
+TL_LABELS: dict[str, str] = {**LABELS, "communication": "collective", "memcpy": "memcpy", "memset": "memset"}
 TIPS: dict[str, str] = {
     "host_wait": "the CPU launched the next kernel only after the GPU went idle",
     "kernel_wait": "launched in time, started late: a sync, another stream or another rank",
@@ -76,7 +78,7 @@ def add_story(view: dict[str, Any], analysis: Mapping[str, Any], anchors: list[s
                                   for p in strip])
     view["story"] = {
         "bars": anatomy_bars(a),
-        "timeline": _caption(tl),
+        "timeline": _caption(tl, a),
         "chart": Markup(roofline_svg(a, ids=anchors, html=True)),
         "strip": len(strip),
     }
@@ -184,7 +186,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         used.update(o for o in cols["op"] if o >= 0)
         total += n
         lanes.append({"stream": text(lane.get("stream"), 20), "events": fmt_int(lane.get("events")),
-                      "busy": fmt_time_us(lane.get("busy_us")), **cols})
+                      "busy_time": fmt_time_us(lane.get("busy_us")), **cols})
         if total >= MAX_INTERVALS:
             break
     if not lanes:
@@ -197,7 +199,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
     return {
         "dur": dur, "lanes": lanes, "categories": cats, "causes": causes, "gaps": gaps,
         "colours": {k: COLOURS.get(k, "#999999") for k in (*cats, *causes)},
-        "labels": {k: LABELS.get(k, k) for k in (*cats, *causes)},
+        "labels": {k: TL_LABELS.get(k, k) for k in (*cats, *causes)},
         "ops": {str(i): _op_info(ops[i], anchors[i], anchors[i] in in_table) for i in sorted(used)},
         "cpu": _cpu_window(mapping(t.get("window"))),
     }
@@ -226,10 +228,16 @@ def _op_info(op: Mapping[str, Any], anchor: str, in_table: bool) -> dict[str, An
             "mean": fmt_time_us(op.get("mean_time_us")), "id": anchor, "row": in_table}
 
 
-def _caption(tl: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The timeline's heading facts (what window, how many events, aggregated or not)."""
-    return tl and {"lanes": len(tl["lanes"]), "intervals": sum(len(lane["start"]) for lane in tl["lanes"]),
-                   "dur": fmt_time_us(tl["dur"])}
+def _caption(tl: dict[str, Any] | None, a: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The timeline's heading: which window and why, and a legend of the categories it shows."""
+    if not tl:
+        return None
+    cats = sorted({c for lane in tl["lanes"] for c in lane["cat"] if c >= 0})
+    causes = sorted(set(tl["gaps"]["cause"]))
+    legend = [{"label": TL_LABELS.get(k, k), "colour": COLOURS.get(k, "#999999"), "title": TIPS.get(k, "")}
+              for k in [tl["categories"][c] for c in cats] + [tl["causes"][c] for c in causes
+                                                                if 0 <= c < len(tl["causes"])]]
+    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"])}
 
 
 def window_text(a: Mapping[str, Any]) -> str:
@@ -240,9 +248,14 @@ def window_text(a: Mapping[str, Any]) -> str:
     events = fmt_int(t.get("events"))
     if kind == "step":
         steps = mapping(w.get("steps"))
-        out = (f"{text(w.get('name'), 60)}, the step of median duration ({fmt_time_us(w.get('cpu_dur_us'))} on the CPU; "
-               f"{fmt_int(steps.get('count'))} steps from {fmt_time_us(steps.get('min_us'))} to "
-               f"{fmt_time_us(steps.get('max_us'))}): its GPU work, {fmt_time_us(t.get('dur_us'))}, {events} events")
+        if num(steps.get("count")) == 1:
+            which = f"the only step ({fmt_time_us(w.get('cpu_dur_us'))} on the CPU)"
+        else:
+            which = (f"the step of median duration ({fmt_time_us(w.get('cpu_dur_us'))} on the CPU; "
+                     f"{fmt_int(steps.get('count'))} steps from {fmt_time_us(steps.get('min_us'))} to "
+                     f"{fmt_time_us(steps.get('max_us'))})")
+        out = (f"{text(w.get('name'), 60)}, {which}: the GPU work launched in it, from its first kernel's start "
+               f"to its last one's end, {fmt_time_us(t.get('dur_us'))}, {events} events")
     elif kind == "busiest":
         out = (f"No ProfilerStep annotations: the busiest {fmt_time_us(t.get('dur_us'))} of the span "
                f"(GPU busy {fmt_time_us(w.get('busy_us'))} of it), {events} events")
