@@ -109,7 +109,8 @@
         ctx.moveTo(x, AXIS - 6);
         ctx.lineTo(x, height);
         ctx.stroke();
-        ctx.fillText(fmtTick(Math.abs(t) < step * 1e-6 ? 0 : t, step), x, AXIS - 10);
+        var label = fmtTick(Math.abs(t) < step * 1e-6 ? 0 : t, step), half = ctx.measureText(label).width / 2;
+        ctx.fillText(label, Math.max(LEFT + half, Math.min(x, width - RIGHT - half)), AXIS - 10);
       }
       if (Array.isArray(T.cpu) && isNum(T.cpu[0]) && isNum(T.cpu[1])) {  // the step's CPU range
         var c0 = Math.max(px(T.cpu[0]), LEFT), c1 = Math.min(px(T.cpu[0] + T.cpu[1]), width - RIGHT);

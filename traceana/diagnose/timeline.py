@@ -103,8 +103,9 @@ def _window(trace: Trace, links: Links, on: np.ndarray) -> tuple[float, float, d
                 "cpu_start_us": float(st[k]) - t0, "cpu_dur_us": float(dur[k]),
                 "steps": {"count": len(nums), "median_us": float(dur[k]), "min_us": float(dur.min()),
                           "max_us": float(dur.max())},
-                "why": (f"the step of median duration of {len(nums)} ProfilerStep annotations; its GPU work is the "
-                        "device's events launched in it, from the first one's start to the last one's end")}
+                "why": ((f"the step of median duration of {len(nums)} ProfilerStep annotations" if len(nums) > 1
+                         else "the only ProfilerStep annotation") + "; its GPU work is the device's events launched "
+                        "in it, from the first one's start to the last one's end")}
         return t0, t1, info
     lo, hi = float(ts.min()), float(end.max())
     if len(on) <= CAP or hi <= lo:
