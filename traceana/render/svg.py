@@ -8,7 +8,7 @@ indexing: achieved GB/s against the DRAM roof and the host link), which a FLOP/s
 place. The slowest LABELLED ops (and STRIP_LABELLED of the strip) are named on the chart; each
 label takes the first free place around its circle (right, left, above, below, the diagonals,
 then further out with a leader line), free meaning inside the plot and clear of the other
-labels, the roof labels and the labelled circles; a label with no free place is left out (the
+labels, the roofs and their labels and the labelled circles; a label with no free place is left out (the
 tooltip still names the op). Roof labels sit in the right margin, pushed apart to 13 px and
 kept above the legend. Every tick is written the same way: a power of ten as 10 with
 a superscript exponent (10⁻², 10⁻¹, 10⁰, 10¹, 10³), however wide the range.
@@ -302,6 +302,7 @@ def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ac
     top = top_peak or 10.0 ** dom[3]
     lines, inner = [], []
     if bw and (seg := _slope(bw, top, dom, sx, sy)):
+        _reserve_line(placer, *seg)
         lines.append(f'<line class="roof mem" x1="{_f(seg[0])}" y1="{_f(seg[1])}" x2="{_f(seg[2])}" '
                      f'y2="{_f(seg[3])}"/>')
         inner.append(_slope_label(seg, 0.3, True, f"DRAM {fmt_sig(bw)} GB/s", "mem", placer))
@@ -313,6 +314,7 @@ def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ac
     for dtypes, t in roofs:
         ra = max(xmin, t * 1000 / bw) if bw else xmin
         lines.append(f'<line class="roof" x1="{_f(sx(ra))}" y1="{_f(sy(t))}" x2="{x1}" y2="{_f(sy(t))}"/>')
+        _reserve_line(placer, sx(ra), sy(t), x1, sy(t))
         labels.append((sy(t), f"{dtypes} {fmt_sig(t)} TFLOP/s", ""))
     for dtypes, t in ach_roofs:
         ra = max(xmin, t * 1000 / ach_bw) if ach_bw else xmin
@@ -324,6 +326,14 @@ def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ac
     for y, label, cls in _spread(labels, yt + 4, bottom):
         margin.append(f'<text class="roof-label{cls}" x="{x1 + 6}" y="{_f(y)}">{_esc(label)}</text>')
     return out + ['<g fill="#2b303a" font-size="11">', *inner, *margin, "</g>"]
+
+
+def _reserve_line(placer: _Placer, ax: float, ay: float, bx: float, by: float) -> None:
+    """Keep labels off a roof line: small boxes along it."""
+    n = max(int(math.hypot(bx - ax, by - ay) / 6), 1)
+    for k in range(n + 1):
+        x, y = ax + (bx - ax) * k / n, ay + (by - ay) * k / n
+        placer.taken.append((x - 3, y - 2, x + 3, y + 2))
 
 
 def _spread(labels: list[tuple[float, str, str]], lo: float, hi: float, gap: float = 13.0) -> list:
