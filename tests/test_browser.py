@@ -403,7 +403,10 @@ def test_report_reads_at_desktop_widths(browser, read_reports, key, width):
     labels = b.js("Array.from(document.querySelectorAll('#chart text.pt-label')).map(t => t.getAttribute('data-op'))")
     circles = set(b.js("Array.from(document.querySelectorAll('#chart circle')).map(c => c.getAttribute('data-op'))"))
     assert len(labels) >= 5 and set(labels) <= circles
-    boxes = b.js("Array.from(document.querySelectorAll('#chart text.pt-label, #chart text.roof-label'))"
+    # (labels along the sloped DRAM roof are left out: the box around rotated text is far larger than the
+    # text; svg.py keeps the other labels off its path)
+    boxes = b.js("Array.from(document.querySelectorAll("
+                 "'#chart text.pt-label, #chart text.roof-label:not([transform])'))"
                  ".map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
     overlaps = [(p, q) for i, p in enumerate(boxes) for q in boxes[i + 1:]
                 if p[0] < q[2] - 1 and q[0] < p[2] - 1 and p[1] < q[3] - 1 and q[1] < p[3] - 1]

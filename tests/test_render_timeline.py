@@ -20,7 +20,8 @@ def test_the_primary_bar_is_the_lead_and_fills_the_span():
     widths = {s["key"]: float(s["width"]) for s in dev["segments"]}
     assert sum(widths.values()) == pytest.approx(100.0, abs=0.01)  # idle + exposed comm + copies + work = span
     # kernel-wait 666.79 ms of the 1,232.5 ms span: 54.1%
-    assert widths["kernel_wait"] == pytest.approx(lead["idle_by_cause"]["kernel_wait"] / lead["span_us"] * 100, abs=1e-3)
+    span = lead["span_us"]
+    assert widths["kernel_wait"] == pytest.approx(lead["idle_by_cause"]["kernel_wait"] / span * 100, abs=1e-3)
     assert widths["communication"] == pytest.approx(lead["communication_exposed_us"] / lead["span_us"] * 100, abs=1e-3)
     assert dev["primary"] and dev["overlapped"] == "2.553 ms"  # collectives hidden under other kernels
     title = next(s["title"] for s in dev["segments"] if s["key"] == "kernel_wait")

@@ -156,7 +156,8 @@ class _Placer:
 
 def roofline_svg(analysis: Mapping[str, Any], ids: list[str] | None = None, html: bool = False) -> str:
     """The roofline chart of `analysis` as an SVG document (a str ending in a newline); with html,
-    an inline <svg id="chart"> (no namespace: HTML parsers put it in SVG's) whose circles carry ids[i] (the op's anchor) for the page's script."""
+    an inline <svg id="chart"> (no namespace: HTML parsers put it in SVG's) whose circles carry ids[i]
+    (the op's anchor) for the page's script."""
     a = mapping(analysis)
     dev = mapping(a.get("device"))
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
