@@ -132,8 +132,13 @@ def test_html_has_no_injected_markup(reports):
 def test_html_script_blocks_are_only_ours(reports):
     page = parse(reports["html"])
     data, code = page.raw["script"]
-    assert code.strip() == (REPO / "templates" / "report.js").read_text(encoding="utf-8").strip()
-    assert page.raw["style"][0].strip() == (REPO / "templates" / "report.css").read_text(encoding="utf-8").strip()
+    assets = REPO / "templates"
+
+    def words(*files):  # the assets pasted one after the other (blank lines between them aside)
+        return [w for f in files for w in (assets / f).read_text(encoding="utf-8").split()]
+
+    assert code.split() == words("report.js", "timeline.js")
+    assert page.raw["style"][0].split() == words("report.css", "timeline.css")
     # the JSON data block cannot end the script element or open a comment
     assert not re.search(r"</|<!--|<script", data, re.I)
     points = json.loads(data)["points"]

@@ -28,6 +28,7 @@ from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.run import diagnose
+from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
 from traceana.load import Trace, load_trace
@@ -101,10 +102,12 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     total = float(trace.gpu.dur.sum())
     if stage:
         stage("diagnose")
-    diag = diagnose(trace, links, [group_of[id(r)] for r in rows], rows, device_dict, total)
+    ordered = [group_of[id(r)] for r in rows]
+    diag = diagnose(trace, links, ordered, rows, device_dict, total)
+    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
-    classes = kernel_classes(trace, [group_of[id(r)] for r in rows], rows)
+    classes = kernel_classes(trace, ordered, rows)
     warnings.extend(_coverage_warnings(trace, coverage, classes))
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "host_link",
                                                    "unknown", "unmodelled", "opaque")}
@@ -130,6 +133,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         **({"cpu": cpu_breakdown(trace)} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
+        "timeline": timeline,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top),

@@ -41,6 +41,7 @@ from traceana.render import (
     verdict,
 )
 from traceana.render.json_out import to_json_safe
+from traceana.render.timeline import add_story
 
 #: The table shows at most this many op signatures (the page stays responsive).
 MAX_TABLE_ROWS = 2000
@@ -406,7 +407,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     dram = num(dev.get("dram_gbps"))
 
     version = text(tool.get("version"), 40)
-    return {
+    view = {
         "file": text(trace.get("file"), 300) or "trace",
         "trace_facts": _trace_facts(trace),
         "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", version) if x),
@@ -433,3 +434,4 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
             "dram_gbps": dram if dram is not None and dram > 0 else None,
         }),
     }
+    return add_story(view, a, anchors, in_table)  # the span by device, one step's timeline, the chart

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,15 +39,17 @@ def to_json_safe(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+#: A list of numbers as json.dumps(indent=1) writes it, one number a line (strings are quoted and
+#: newlines inside them escaped, so only the indentation's newlines can match).
+_NUMBER_LIST = re.compile(r"\[\n *-?[0-9][0-9.eE+-]*(?:,\n *-?[0-9][0-9.eE+-]*)*\n *\]")
+
+
+def _one_line(m: re.Match) -> str:
+    return "[" + ",".join(x.strip() for x in m.group(0)[1:-1].split(",")) + "]"
+
+
 def render_json(analysis: Mapping[str, Any]) -> str:
-    """The analysis dict as JSON text (sorted keys, one-space indent, trailing newline)."""
-    return (
-        json.dumps(
-            to_json_safe(analysis),
-            sort_keys=True,
-            indent=1,
-            allow_nan=False,
-            ensure_ascii=False,
-        )
-        + "\n"
-    )
+    """The analysis dict as JSON text (sorted keys, one-space indent, trailing newline); lists of
+    numbers (the timeline's columns, dims) on one line each."""
+    out = json.dumps(to_json_safe(analysis), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
+    return _NUMBER_LIST.sub(_one_line, out) + "\n"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; annotations only
     from importlib.resources.abc import Traversable
 
 #: Static assets include_file may paste; anything else is refused.
-ASSETS: tuple[str, ...] = ("report.css", "report.js")
+ASSETS: tuple[str, ...] = ("report.css", "report.js", "timeline.css", "timeline.js")
 
 
 def template_dir() -> Traversable:

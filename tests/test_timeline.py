@@ -1,0 +1,133 @@
+"""analysis["timeline"]: one representative step drawn lane by lane (traceana/diagnose/timeline.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import synth
+from tests.analyses import analysis as shared_analysis
+from traceana.analysis import analyze
+from traceana.diagnose import timeline as tl
+from traceana.render.json_out import render_json
+
+MM = ([[64, 128], [128, 32]], ["float", "float"])
+
+
+def _step(events, n, t, dur, kernels, stream=7, corr0=0, ext0=0):
+    """A ProfilerStep#n at t lasting dur; each kernel (name, start offset, µs) launched by its own aten::mm."""
+    events.append(synth.annotation(f"ProfilerStep#{n}", t, dur))
+    for i, (name, off, kdur) in enumerate(kernels):
+        corr, ext = corr0 + i, ext0 + i
+        events.append(synth.op("aten::mm", t + 1 + i, 0.5, ext, dims=MM[0], types=MM[1]))
+        events.append(synth.launch(t + 1 + i, corr, ext=ext, dur=0.5))
+        events.append(synth.kernel(name, t + off, kdur, corr, ext=ext, stream=stream))
+
+
+def _analyze(tmp_path, events):
+    return json.loads(render_json(analyze(synth.write(tmp_path, synth.trace(events)))))
+
+
+def test_the_median_step_is_drawn_from_its_first_kernel_start(tmp_path):
+    ev = []
+    _step(ev, 1, 0, 100, [("gemm_a", 10, 20)], corr0=100, ext0=100)        # 100 µs
+    _step(ev, 2, 200, 300, [("gemm_a", 10, 20), ("gemm_a", 50, 30)], corr0=200, ext0=200)  # 300 µs
+    _step(ev, 3, 600, 200, [("gemm_a", 20, 10), ("gemm_a", 40, 5)], corr0=300, ext0=300)   # 200 µs
+    ev.append(synth.kernel("ncclKernel_AllReduce_RING", 700, 15, 999, stream=9))  # no launch recorded
+    a = _analyze(tmp_path, ev)
+    t = a["timeline"]
+    # steps of 100, 300, 200 µs: sorted 100, 200, 300, the (3 - 1) // 2 = 1st is step 3 (200 µs)
+    assert t["window"]["kind"] == "step" and t["window"]["name"] == "ProfilerStep#3"
+    assert t["window"]["steps"] == {"count": 3, "median_us": 200.0, "min_us": 100.0, "max_us": 300.0}
+    # its kernels were launched at 601 and 602 and run [620, 630) and [640, 645); the collective has no
+    # launch, so its own start (700, inside the step's 600 .. 800) places it: the window is 620 .. 715
+    assert t["start_us"] == 620.0 and t["dur_us"] == 95.0  # 715 - 620
+    assert t["window"]["cpu_start_us"] == -20.0  # the step began at 600 = 620 - 20
+    assert t["window"]["events_launched"] == 3
+    lanes = {lane["stream"]: lane for lane in t["lanes"]}
+    assert sorted(lanes) == [7, 9]
+    assert lanes[7]["start"] == [0, 20] and lanes[7]["dur"] == [10, 5] and lanes[7]["n"] == [1, 1]
+    assert lanes[9]["start"] == [80] and lanes[9]["dur"] == [15]  # 700 - 620 = 80
+    cats = t["categories"]
+    assert cats[lanes[9]["cat"][0]] == "communication"
+    op = a["ops"][lanes[7]["op"][0]]
+    assert op["name"] == "aten::mm" and cats[lanes[7]["cat"][0]] == op["bound"]
+    # idle gaps in the window: [630, 640) (10 µs <= 30: a launch gap) and [645, 700) (55 µs, ended by a
+    # kernel with no launch: no-launch)
+    g = t["gaps"]
+    assert (g["start"], g["dur"]) == ([10, 25], [10, 55])
+    assert [t["gap_causes"][c] for c in g["cause"]] == ["launch_gaps", "no_launch"]
+    assert g["idle_us"] == 65  # 10 + 55
+    assert t["aggregated"] is False and t["events"] == t["intervals"] == 3
+
+
+def test_over_the_cap_short_kernels_of_one_category_become_buckets(tmp_path, monkeypatch):
+    monkeypatch.setattr(tl, "CAP", 10)
+    ev = []
+    # 40 kernels of 2 µs, 1 µs apart: [0, 2), [3, 5), ... ; one long kernel of 50 µs at the end
+    kernels = [("gemm_a", 10 + 3 * i, 2) for i in range(40)] + [("gemm_a", 10 + 120, 50)]
+    _step(ev, 1, 0, 400, kernels)
+    t = _analyze(tmp_path, ev)["timeline"]
+    (lane,) = t["lanes"]
+    assert t["aggregated"] is True and t["events"] == 41 and t["intervals"] == len(lane["start"]) <= 10
+    assert sum(lane["n"]) == 41
+    assert sum(lane["busy"]) == pytest.approx(40 * 2 + 50)  # busy time is kept whatever the buckets
+    assert lane["dur"][-1] == 50 and lane["n"][-1] == 1  # the long kernel stays itself
+    # the threshold is the smallest (to 1%) that fits: a bucket of 40 is not needed, > 1 µs apart merges
+    assert 2 < t["bucket_us"] < 3.1 and t["mixed"] is False
+    assert "drawn as one bucket" in t["aggregation"]
+
+
+def test_alternating_categories_fall_back_to_mixed_buckets(monkeypatch):
+    monkeypatch.setattr(tl, "CAP", 4)
+    import numpy as np
+
+    n = 20
+    stream = np.zeros(n, dtype=np.int64)
+    s = np.arange(n) * 3.0
+    e = s + 2
+    c = np.arange(n) % 2  # compute, memory, compute, ...
+    assert tl._count(stream, s, e, c, np.inf, same_cat=True) == 20  # no neighbours share a category
+    q = tl._threshold(stream, s, e, c, same_cat=False)
+    assert tl._count(stream, s, e, c, q, same_cat=False) <= 4
+    assert tl._count(stream, s, e, c, q / 1.02, same_cat=False) > 4  # the smallest such threshold
+
+
+def test_without_steps_the_busiest_stretch_is_drawn(tmp_path, monkeypatch):
+    monkeypatch.setattr(tl, "CAP", 10)
+    ev = []
+    # sparse: one 5 µs kernel every 100 µs over [0, 2000); dense: 20 back-to-back 5 µs kernels from 3000
+    for i in range(20):
+        ev.append(synth.kernel("k_sparse", 100 * i, 5, 10 + i))
+    for i in range(20):
+        ev.append(synth.kernel("k_dense", 3000 + 5 * i, 5, 100 + i))
+    t = _analyze(tmp_path, ev)["timeline"]
+    # 40 events over a 3100 µs span: a stretch of 3100 * 10 / 40 = 775 µs, where the GPU is busiest
+    assert t["window"]["kind"] == "busiest"
+    assert t["dur_us"] == pytest.approx(775.0)
+    assert 2325 <= t["start_us"] <= 3000  # it holds all of the dense 100 µs (3000 .. 3100)
+    assert t["window"]["busy_us"] == pytest.approx(100.0)
+
+
+def test_idle_by_device_and_the_primary_matches_the_lead():
+    a = shared_analysis("hta/rank0.json.gz")
+    t = a["timeline"]
+    (dev,) = t["idle_by_device"]
+    assert dev["idle_by_cause"] == pytest.approx(a["lead"]["idle_by_cause"])
+    assert sum(dev["idle_by_cause"].values()) == pytest.approx(a["lead"]["idle_us"], rel=1e-6)
+    # five ProfilerSteps (209.7 .. 216.5 ms): the median one, ProfilerStep#552, 216.119 ms
+    assert t["window"]["name"] == "ProfilerStep#552" and t["window"]["cpu_dur_us"] == 216119.0
+    assert len(t["lanes"]) == 6 and sum(len(lane["start"]) for lane in t["lanes"]) == t["intervals"]
+    for lane in t["lanes"]:
+        assert lane["start"] == sorted(lane["start"])
+        assert all(0 <= s <= t["dur_us"] for s in lane["start"])
+        assert all(-1 <= o < len(a["ops"]) for o in lane["op"])
+
+
+def test_json_keeps_number_lists_on_one_line(tmp_path):
+    ev = []
+    _step(ev, 1, 0, 100, [("gemm_a", 10, 20), ("gemm_a", 40, 20)])
+    out = render_json(analyze(synth.write(tmp_path, synth.trace(ev))))
+    assert '"start": [0,30]' in out and '"dur": [20,20]' in out
+    assert json.loads(out)["timeline"]["lanes"][0]["n"] == [1, 1]

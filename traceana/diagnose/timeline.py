@@ -1,0 +1,250 @@
+"""One representative window of the primary device, lane by lane: the data the report's timeline draws.
+
+The window is one step: the ProfilerStep#N annotation of median duration (the lower median, so
+warm-up and the odd slow step are not the picture), its GPU work being the primary device's
+events *launched* inside the step (the runtime call with the same correlation id; the event's
+own start when none was recorded), from the first one's start to the last one's end. Every event
+of the device overlapping that window is drawn (clipped to it), also work launched by a
+neighbouring step. Without steps the window is the whole span when the device has at most CAP
+events, else the busiest stretch holding about CAP events' worth of the span: the length
+span x CAP / events, placed where the union of GPU intervals (each instant once) covers most.
+
+Lanes are streams; each interval carries its start and duration (µs from the window start), the
+index of its op signature in analysis["ops"] (-1: none) and its category (the timeline
+breakdown's: the op's bound, communication, memcpy, memset). A window holding more than CAP
+intervals is aggregated: adjacent kernels shorter than a threshold `bucket_us`, of the same
+category on the same lane and less than `bucket_us` apart, become one bucket (its `n` kernels,
+its `busy` time, the op of its longest kernel); the threshold is the smallest that brings the
+window under CAP (bisection on a monotone count). When same-category merging cannot get under
+CAP (short kernels of alternating categories), neighbours of any category merge and a bucket
+takes the category with most of its time (`mixed`). Idle gaps (no event of the device running,
+from idle.device_gaps) are listed with their cause, the longest MAX_GAPS of them.
+
+Also per device: idle by cause (as the lead splits the primary's), for the report's stacked bars.
+Vectorised: sorts, cumulative sums and reduceat; no per-event Python loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from traceana.diagnose import breakdown as bd
+from traceana.diagnose.idle import LAUNCH_GAP_US, device_gaps
+from traceana.link import Links
+from traceana.load.model import Trace
+from traceana.rank_facts import _steps as profiler_steps
+from traceana.rank_facts import cover, merge
+
+#: At most this many intervals are kept for the drawn window (over it, short kernels are bucketed).
+CAP = 20_000
+#: At most this many idle gaps of the window are listed (the longest ones).
+MAX_GAPS = 2_000
+#: Idle causes, as the lead names them (idle.CAUSES, with gaps up to LAUNCH_GAP_US as launch_gaps).
+GAP_CAUSES = ("host_wait", "kernel_wait", "launch_gaps", "no_launch")
+_ROUND = 2  # µs decimals kept (10 ns)
+
+
+def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict], primary: int | None) -> dict | None:
+    """analysis["timeline"]: the representative window of device `primary` (None without GPU events).
+    groups[i] is the signature Group behind rows[i]."""
+    gpu = trace.gpu
+    if primary is None or not len(gpu):
+        return None
+    ev_row = bd.event_rows(len(gpu), groups)
+    cat = bd.event_categories(trace, ev_row, rows)
+    on = np.flatnonzero(gpu.device == primary)
+    if not len(on):
+        return None
+    gaps = device_gaps(trace, links, primary)
+    t0, t1, window = _window(trace, links, on)
+    lanes, agg = _lanes(gpu, on, ev_row, cat, t0, t1)
+    return {
+        "device": int(primary),
+        "window": window,
+        "start_us": t0,
+        "dur_us": t1 - t0,
+        "categories": list(bd.PRIORITY),
+        "lanes": lanes,
+        **agg,
+        "gap_causes": list(GAP_CAUSES),
+        "gaps": _window_gaps(gaps, t0, t1),
+        "idle_by_device": [_idle_by_cause(trace, links, int(d)) if int(d) != primary else
+                           {"device": int(primary), **_causes(gaps)} for d in np.unique(gpu.device).tolist()],
+        "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
+                 "gap cause indexes `gap_causes`"),
+    }
+
+
+def _nums(a: np.ndarray) -> list:
+    """µs rounded to _ROUND decimals; whole numbers as ints (shorter JSON)."""
+    return [int(x) if x.is_integer() else x for x in np.round(a, _ROUND).tolist()]
+
+
+# ----------------------------------------------------------------------------- the window
+
+
+def _window(trace: Trace, links: Links, on: np.ndarray) -> tuple[float, float, dict]:
+    gpu = trace.gpu
+    ts, end = gpu.ts[on], gpu.ts[on] + gpu.dur[on]
+    nums, st, se = profiler_steps(trace)
+    if len(nums):
+        dur = se - st
+        order = np.argsort(dur, kind="stable")
+        k = int(order[(len(order) - 1) // 2])
+        la = links.gpu_launch[on]
+        launch = np.where(la >= 0, trace.launches.ts[np.maximum(la, 0)] if len(trace.launches) else ts, ts)
+        mine = (launch >= st[k]) & (launch < se[k])
+        if not mine.any():  # nothing linked to a launch in it: the events that start in the step
+            mine = (ts >= st[k]) & (ts < se[k])
+        t0, t1 = (float(ts[mine].min()), float(end[mine].max())) if mine.any() else (float(st[k]), float(se[k]))
+        info = {"kind": "step", "name": f"ProfilerStep#{nums[k]}", "events_launched": int(mine.sum()),
+                "cpu_start_us": float(st[k]) - t0, "cpu_dur_us": float(dur[k]),
+                "steps": {"count": len(nums), "median_us": float(dur[k]), "min_us": float(dur.min()),
+                          "max_us": float(dur.max())},
+                "why": ((f"the step of median duration of {len(nums)} ProfilerStep annotations" if len(nums) > 1
+                         else "the only ProfilerStep annotation") + "; its GPU work is the device's events launched "
+                        "in it, from the first one's start to the last one's end")}
+        return t0, t1, info
+    lo, hi = float(ts.min()), float(end.max())
+    if len(on) <= CAP or hi <= lo:
+        return lo, hi, {"kind": "span", "why": "no ProfilerStep annotations: the device's whole span"}
+    length = (hi - lo) * CAP / len(on)
+    s, e = merge(ts, end)
+    cand = np.unique(ts)
+    if len(cand) > 5000:  # candidate starts: every event start, thinned evenly to 5000
+        cand = cand[np.linspace(0, len(cand) - 1, 5000).astype(np.int64)]
+    cand = np.minimum(cand, hi - length)
+    busy = cover(s, e, cand, cand + length)
+    i = int(np.argmax(busy))
+    t0 = float(cand[i])
+    return t0, t0 + length, {
+        "kind": "busiest", "busy_us": float(busy[i]),
+        "why": (f"no ProfilerStep annotations and {len(on):,} events: the stretch of span x {CAP:,} / events where "
+                "the GPU was busiest")}
+
+
+# ----------------------------------------------------------------------------- lanes
+
+
+def _lanes(gpu, on: np.ndarray, ev_row: np.ndarray, cat: np.ndarray, t0: float, t1: float) -> tuple[list, dict]:
+    ts, end = gpu.ts[on], gpu.ts[on] + gpu.dur[on]
+    inside = ((ts < t1) & (end > t0)) | ((gpu.dur[on] <= 0) & (ts >= t0) & (ts <= t1))  # zero-length ones too
+    sel = on[inside]
+    stream = gpu.stream[sel]
+    s = np.maximum(gpu.ts[sel], t0) - t0
+    e = np.minimum(gpu.ts[sel] + gpu.dur[sel], t1) - t0
+    order = np.lexsort((s, stream))
+    sel, stream, s, e = sel[order], stream[order], s[order], np.maximum(e[order], s[order])
+    c, op = cat[sel].astype(np.int64), ev_row[sel]
+    n = len(sel)
+    agg = {"events": int(n), "intervals": int(n), "cap": CAP, "aggregated": False}
+    starts = np.ones(n, dtype=bool)  # True where an interval (bucket) begins
+    if n > CAP:
+        mixed = _count(stream, s, e, c, np.inf, same_cat=True) > CAP
+        q = _threshold(stream, s, e, c, not mixed)
+        starts = _joins(stream, s, e, c, q, not mixed)
+        agg.update({"aggregated": True, "bucket_us": round(q, _ROUND), "mixed": bool(mixed),
+                    "intervals": int(starts.sum()),
+                    "aggregation": (f"{n:,} events over the cap of {CAP:,}: adjacent kernels shorter than "
+                                    f"{q:.3g} µs and under that apart on one stream"
+                                    + (" (of any category: the bucket takes the category with most of its time)"
+                                       if mixed else ", of the same category,") + " are drawn as one bucket")})
+    first = np.flatnonzero(starts)
+    d = e - s
+    b_start, b_end = s[first], np.maximum.reduceat(e, first) if n else e
+    b_n = np.diff(np.append(first, n))
+    b_busy = np.add.reduceat(d, first) if n else d
+    gid = np.cumsum(starts) - 1
+    # the op of each bucket's longest kernel; its category: the one with most time (or the only one)
+    longest = np.lexsort((-d, gid))
+    b_op = op[longest[np.searchsorted(gid[longest], np.arange(len(first)))]] if n else op
+    if n and agg.get("mixed"):
+        ncat = len(bd.PRIORITY)
+        per = np.bincount(gid * ncat + c, weights=np.maximum(d, 1e-9), minlength=len(first) * ncat)
+        b_cat = per.reshape(len(first), ncat).argmax(axis=1)
+    else:
+        b_cat = c[first]
+    lanes = []
+    lane_of = stream[first]
+    for st in np.unique(stream).tolist():
+        k = np.flatnonzero(lane_of == st)
+        raw = stream == st
+        lane = {"stream": int(st), "events": int(raw.sum()), "busy_us": round(float(d[raw].sum()), _ROUND),
+                "start": _nums(b_start[k]), "dur": _nums(b_end[k] - b_start[k]),
+                "op": b_op[k].astype(np.int64).tolist(), "cat": b_cat[k].astype(np.int64).tolist(),
+                "n": b_n[k].astype(np.int64).tolist()}
+        if agg["aggregated"]:
+            lane["busy"] = _nums(b_busy[k])
+        lanes.append(lane)
+    return lanes, agg
+
+
+def _joins(stream: np.ndarray, s: np.ndarray, e: np.ndarray, c: np.ndarray, q: float, same_cat: bool) -> np.ndarray:
+    """True where an interval starts a new bucket at threshold q (intervals sorted by stream, start)."""
+    n = len(s)
+    short = (e - s) < q
+    join = np.zeros(n, dtype=bool)
+    if n > 1:
+        join[1:] = short[1:] & short[:-1] & (stream[1:] == stream[:-1]) & (s[1:] - e[:-1] < q)
+        if same_cat:
+            join[1:] &= c[1:] == c[:-1]
+    return ~join
+
+
+def _count(stream, s, e, c, q: float, same_cat: bool) -> int:
+    return int(_joins(stream, s, e, c, q, same_cat).sum())
+
+
+def _threshold(stream, s, e, c, same_cat: bool) -> float:
+    """The smallest threshold (to a ratio of 1.01) that leaves at most CAP intervals."""
+    span = float(e.max() - s.min()) if len(s) else 1.0
+    lo, hi = 1e-3, max(span, 1e-3) * 2
+    if _count(stream, s, e, c, hi, same_cat) > CAP:
+        return np.inf
+    while hi / lo > 1.01:
+        mid = float(np.sqrt(lo * hi))
+        if _count(stream, s, e, c, mid, same_cat) > CAP:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+# ----------------------------------------------------------------------------- idle
+
+
+def _cause_codes(g: dict) -> np.ndarray:
+    """Index into GAP_CAUSES per gap: launch gaps by length first, then the launch's cause."""
+    code = np.array([0, 1, 3], dtype=np.int64)[g["cause"].astype(np.int64)] if len(g["cause"]) else \
+        np.zeros(0, dtype=np.int64)
+    code[g["length"] <= LAUNCH_GAP_US] = 2
+    return code
+
+
+def _causes(g: dict) -> dict:
+    code = _cause_codes(g)
+    out = {c: float(g["length"][code == i].sum()) for i, c in enumerate(GAP_CAUSES)}
+    return {"idle_us": float(g["length"].sum()), "idle_by_cause": out}
+
+
+def _idle_by_cause(trace: Trace, links: Links, dev: int) -> dict:
+    return {"device": dev, **_causes(device_gaps(trace, links, dev))}
+
+
+def _window_gaps(g: dict, t0: float, t1: float) -> dict:
+    start, length = g["start"], g["length"]
+    code = _cause_codes(g)
+    end = start + length
+    m = (start < t1) & (end > t0)
+    s, e, code = np.maximum(start[m], t0) - t0, np.minimum(end[m], t1) - t0, code[m]
+    out = {"count": int(len(s)), "idle_us": round(float((e - s).sum()), _ROUND)}
+    if len(s) > MAX_GAPS:
+        keep = np.sort(np.argsort(-(e - s), kind="stable")[:MAX_GAPS])
+        out["dropped"] = int(len(s) - MAX_GAPS)
+        out["dropped_us"] = round(float((e - s).sum() - (e[keep] - s[keep]).sum()), _ROUND)
+        s, e, code = s[keep], e[keep], code[keep]
+    out.update({"start": _nums(s), "dur": _nums(e - s),
+                "cause": code.tolist()})
+    return out

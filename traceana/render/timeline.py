@@ -1,0 +1,281 @@
+"""The HTML report's first picture: where each device's span went, and one step lane by lane.
+
+`add_story(view, analysis, anchors, in_table)` is the one call html.build_view makes: it adds
+view["story"] (the stacked bars per device, the timeline's caption, the roofline chart as an
+inline SVG from traceana.render.svg) and puts the timeline's lanes and the bandwidth strip's
+points into view["data"], the JSON block that report.js and timeline.js read. Like the rest of
+the renderers it reads only the analysis dict, and treats every field as untrusted: numbers are
+checked, columns cut to one length, op indices kept in range, strings cut and left to jinja's
+escaping (markup) or |tojson (data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from markupsafe import Markup
+
+from traceana.render import (
+    bound_of,
+    fmt_dims,
+    fmt_int,
+    fmt_pct,
+    fmt_sig,
+    fmt_time_us,
+    fmt_types,
+    mapping,
+    num,
+    over_roof_mark,
+    seq,
+    share,
+    text,
+)
+from traceana.render.json_out import to_json_safe
+
+#: Colours of the timeline categories and idle causes (the bounds' as in report.css and svg.py).
+COLOURS: dict[str, str] = {
+    "compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a",
+    "host_link": "#c9a227", "peer_link": "#8d6e1f", "unmodelled": "#aab0b8", "unknown": "#c9ccd1",
+    "opaque": "#5f6670", "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f",
+    "copies": "#c9a227",
+    "host_wait": "#f0a3a3", "kernel_wait": "#f3cf8c", "launch_gaps": "#cdd5e2", "no_launch": "#e4e6ea",
+    "idle": "#eef0f3",
+}
+WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque")
+IDLE_CAUSES = ("host_wait", "kernel_wait", "launch_gaps", "no_launch")
+LABELS: dict[str, str] = {
+    "communication": "communication (exposed)", "copies": "copies (exposed)", "memcpy": "memcpy (exposed)",
+    "memset": "memset (exposed)", "host_wait": "idle: host-wait", "kernel_wait": "idle: kernel-wait",
+    "launch_gaps": "idle: launch gaps", "no_launch": "idle: no launch recorded", "idle": "idle",
+}
+#: The timeline's words for its categories (a collective there is drawn whether or not it is exposed).
+TL_LABELS: dict[str, str] = {**LABELS, "communication": "collective", "memcpy": "memcpy", "memset": "memset"}
+TIPS: dict[str, str] = {
+    "host_wait": "the CPU launched the next kernel only after the GPU went idle",
+    "kernel_wait": "launched in time, started late: a sync, another stream or another rank",
+    "launch_gaps": "gaps of 30 µs or less between back-to-back kernels",
+    "no_launch": "the kernel after the gap has no launch in the trace",
+    "communication": "collective kernels with nothing else running",
+}
+#: The page draws at most this many intervals and idle gaps (a saved analysis could hold more).
+MAX_INTERVALS = 50_000
+MAX_GAPS = 5_000
+MAX_LANES = 64
+
+
+def add_story(view: dict[str, Any], analysis: Mapping[str, Any], anchors: list[str], in_table: set[str]) -> dict:
+    """`view` with view["story"] and the timeline / strip data added (in place; also returned)."""
+    from traceana.render.svg import roofline_svg, strip_points
+
+    a = mapping(analysis)
+    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
+    data = view.setdefault("data", {})
+    tl = timeline_data(a, ops, anchors, in_table)
+    strip = strip_points(ops)
+    data["timeline"] = to_json_safe(tl)
+    data["strip"] = to_json_safe([_strip_point(p["op"], anchors[p["i"]], anchors[p["i"]] in in_table, a)
+                                  for p in strip])
+    view["story"] = {
+        "bars": anatomy_bars(a),
+        "timeline": _caption(tl, a),
+        "chart": Markup(roofline_svg(a, ids=anchors, html=True)),
+        "strip": len(strip),
+    }
+    return view
+
+
+# ----------------------------------------------------------------------------- stacked bars
+
+
+def _segment(key: str, us: float, span: float) -> dict[str, str]:
+    label = LABELS.get(key, key)
+    pct = fmt_pct(share(us, span))
+    tip = f"{label}: {fmt_time_us(us)} ({pct} of the span)"
+    if key in TIPS:
+        tip += f"; {TIPS[key]}"
+    return {"key": key, "label": label, "colour": COLOURS.get(key, "#999999"), "time": fmt_time_us(us),
+            "pct": pct, "width": f"{100.0 * us / span:.3f}", "title": tip}
+
+
+def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
+    """Per device: its span split into work by bound, exposed communication and copies, idle by cause.
+    The primary device from the lead; the others from the breakdown and the timeline's idle causes."""
+    bd = mapping(a.get("breakdown"))
+    lead = mapping(a.get("lead"))
+    idle_of = {text(mapping(d).get("device")): mapping(mapping(d).get("idle_by_cause"))
+               for d in seq(mapping(a.get("timeline")).get("idle_by_device"))}
+    devices = []
+    for d in [mapping(x) for x in seq(bd.get("devices"))][:16]:
+        dev, span = text(d.get("device"), 20), num(d.get("span_us"))
+        if span is None or span <= 0:
+            continue
+        primary = lead and text(lead.get("device")) == dev and num(lead.get("span_us"))
+        parts: list[tuple[str, float]] = []
+        if primary:
+            span = num(lead.get("span_us")) or span
+            work = mapping(lead.get("work_by_bound"))
+            parts += [(k, num(work.get(k)) or 0.0) for k in WORK]
+            parts += [("communication", num(lead.get("communication_exposed_us")) or 0.0),
+                      ("copies", num(lead.get("copies_exposed_us")) or 0.0)]
+            causes = mapping(lead.get("idle_by_cause"))
+        else:
+            cats = mapping(d.get("by_category"))
+            parts += [(k, num(cats.get(k)) or 0.0) for k in (*WORK, "communication", "memcpy", "memset")]
+            causes = idle_of.get(dev) or {}
+            if not causes:
+                parts.append(("idle", num(cats.get("idle")) or 0.0))
+        parts += [(k, num(causes.get(k)) or 0.0) for k in IDLE_CAUSES]
+        segs = [_segment(k, us, span) for k, us in parts if us > 0]
+        overlapped = num(lead.get("communication_overlapped_us")) if primary else None
+        devices.append({"device": dev, "primary": bool(primary), "span": fmt_time_us(span),
+                        "streams": fmt_int(d.get("streams")), "segments": segs,
+                        "overlapped": fmt_time_us(overlapped) if overlapped else ""})
+    seen: dict[str, dict[str, str]] = {}
+    for d in devices:
+        for s in d["segments"]:
+            seen.setdefault(s["key"], {"label": s["label"], "colour": s["colour"], "title": TIPS.get(s["key"], "")})
+    order = [*WORK, "communication", "copies", "memcpy", "memset", "idle", *IDLE_CAUSES]
+    legend = [seen[k] for k in order if k in seen]
+    return {"devices": devices, "legend": legend}
+
+
+# ----------------------------------------------------------------------------- the timeline
+
+
+def _column(v: Any, n: int | None = None, integer: bool = False) -> list | None:
+    """A list of finite numbers (ints when asked) of length n, or None."""
+    xs = seq(v)
+    if n is not None and len(xs) != n:
+        return None
+    out = []
+    for x in xs:
+        f = num(x)
+        if f is None:
+            return None
+        out.append(int(f) if integer else f)
+    return out
+
+
+def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: list[str],
+                  in_table: set[str]) -> dict[str, Any] | None:
+    """What timeline.js draws: checked lanes, gaps, the category colours and the ops they point at."""
+    t = mapping(a.get("timeline"))
+    dur = num(t.get("dur_us"))
+    if not t or dur is None or dur < 0:
+        return None
+    cats = [text(c, 30) for c in seq(t.get("categories"))][:32]
+    causes = [text(c, 30) for c in seq(t.get("gap_causes"))][:8]
+    lanes, used, total = [], set(), 0
+    for lane in [mapping(x) for x in seq(t.get("lanes"))][:MAX_LANES]:
+        start = _column(lane.get("start"))
+        if start is None:
+            continue
+        n = min(len(start), MAX_INTERVALS - total)
+        cols = {"start": start[:n], "dur": (_column(lane.get("dur"), len(start)) or [])[:n],
+                "op": (_column(lane.get("op"), len(start), True) or [])[:n],
+                "cat": (_column(lane.get("cat"), len(start), True) or [])[:n],
+                "n": (_column(lane.get("n"), len(start), True) or [1] * len(start))[:n]}
+        if len(cols["dur"]) != n or len(cols["op"]) != n or len(cols["cat"]) != n:
+            continue
+        busy = _column(lane.get("busy"), len(start))
+        if busy is not None:
+            cols["busy"] = busy[:n]
+        cols["op"] = [o if 0 <= o < len(ops) else -1 for o in cols["op"]]
+        cols["cat"] = [c if 0 <= c < len(cats) else -1 for c in cols["cat"]]
+        used.update(o for o in cols["op"] if o >= 0)
+        total += n
+        lanes.append({"stream": text(lane.get("stream"), 20), "events": fmt_int(lane.get("events")),
+                      "busy_time": fmt_time_us(lane.get("busy_us")), **cols})
+        if total >= MAX_INTERVALS:
+            break
+    if not lanes:
+        return None
+    g = mapping(t.get("gaps"))
+    gs = _column(g.get("start")) or []
+    gd, gc = _column(g.get("dur"), len(gs)), _column(g.get("cause"), len(gs), True)
+    gaps = {"start": gs[:MAX_GAPS], "dur": gd[:MAX_GAPS], "cause": gc[:MAX_GAPS]} if gd and gc else \
+        {"start": [], "dur": [], "cause": []}
+    return {
+        "dur": dur, "lanes": lanes, "categories": cats, "causes": causes, "gaps": gaps,
+        "colours": {k: COLOURS.get(k, "#999999") for k in (*cats, *causes)},
+        "labels": {k: TL_LABELS.get(k, k) for k in (*cats, *causes)},
+        "ops": {str(i): _op_info(ops[i], anchors[i], anchors[i] in in_table) for i in sorted(used)},
+        "cpu": _cpu_window(mapping(t.get("window"))),
+    }
+
+
+def _cpu_window(w: Mapping[str, Any]) -> list[float] | None:
+    s, d = num(w.get("cpu_start_us")), num(w.get("cpu_dur_us"))
+    return [s, d] if s is not None and d is not None and d > 0 else None
+
+
+def _verdict(op: Mapping[str, Any]) -> str:
+    bound = bound_of(op)
+    pct = num(op.get("roof_pct"))
+    out = bound + (f", {fmt_pct(pct)} of roof" if pct is not None else "")
+    mark = over_roof_mark(op)
+    if mark:
+        out += f" (over the roof: {mark})"
+    elif op.get("estimated") is True:
+        out += " (estimated)"
+    return out
+
+
+def _op_info(op: Mapping[str, Any], anchor: str, in_table: bool) -> dict[str, Any]:
+    return {"name": text(op.get("name"), 300) or "(unnamed)", "dims": fmt_dims(op.get("input_dims"), 160),
+            "dtypes": fmt_types(op.get("input_types"), 80), "verdict": _verdict(op),
+            "mean": fmt_time_us(op.get("mean_time_us")), "id": anchor, "row": in_table}
+
+
+def _caption(tl: dict[str, Any] | None, a: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The timeline's heading: which window and why, and a legend of the categories it shows."""
+    if not tl:
+        return None
+    cats = sorted({c for lane in tl["lanes"] for c in lane["cat"] if c >= 0})
+    causes = sorted(set(tl["gaps"]["cause"]))
+    legend = [{"label": TL_LABELS.get(k, k), "colour": COLOURS.get(k, "#999999"), "title": TIPS.get(k, "")}
+              for k in [tl["categories"][c] for c in cats] + [tl["causes"][c] for c in causes
+                                                                if 0 <= c < len(tl["causes"])]]
+    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"])}
+
+
+def window_text(a: Mapping[str, Any]) -> str:
+    """One line: which window the timeline shows and why."""
+    t = mapping(a.get("timeline"))
+    w = mapping(t.get("window"))
+    kind = text(w.get("kind"), 20)
+    events = fmt_int(t.get("events"))
+    if kind == "step":
+        steps = mapping(w.get("steps"))
+        if num(steps.get("count")) == 1:
+            which = f"the only step ({fmt_time_us(w.get('cpu_dur_us'))} on the CPU)"
+        else:
+            which = (f"the step of median duration ({fmt_time_us(w.get('cpu_dur_us'))} on the CPU; "
+                     f"{fmt_int(steps.get('count'))} steps from {fmt_time_us(steps.get('min_us'))} to "
+                     f"{fmt_time_us(steps.get('max_us'))})")
+        out = (f"{text(w.get('name'), 60)}, {which}: the GPU work launched in it, from its first kernel's start "
+               f"to its last one's end, {fmt_time_us(t.get('dur_us'))}, {events} events")
+    elif kind == "busiest":
+        out = (f"No ProfilerStep annotations: the busiest {fmt_time_us(t.get('dur_us'))} of the span "
+               f"(GPU busy {fmt_time_us(w.get('busy_us'))} of it), {events} events")
+    else:
+        out = f"No ProfilerStep annotations: the whole span, {fmt_time_us(t.get('dur_us'))}, {events} events"
+    if t.get("aggregated") is True:
+        out += (f"; drawn as {fmt_int(t.get('intervals'))} intervals: kernels shorter than "
+                f"{fmt_sig(t.get('bucket_us'))} µs merged into buckets"
+                + (" (of any category)" if t.get("mixed") is True else " of one category"))
+    return out + "."
+
+
+# ----------------------------------------------------------------------------- the bandwidth strip
+
+
+def _strip_point(op: Mapping[str, Any], anchor: str, in_table: bool, a: Mapping[str, Any]) -> dict[str, Any]:
+    dram = num(mapping(a.get("device")).get("dram_gbps"))
+    gbps = num(op.get("achieved_gbps"))
+    return {"id": anchor, "row": in_table, "name": text(op.get("name"), 300) or "(unnamed)",
+            "dims": fmt_dims(op.get("input_dims")), "dtypes": fmt_types(op.get("input_types")),
+            "time": fmt_time_us(op.get("device_time_us")), "calls": fmt_int(op.get("count")),
+            "gbps": fmt_sig(gbps), "dram": fmt_pct(share(gbps, dram)) if dram else "—",
+            "pct": fmt_pct(op.get("roof_pct")), "bound": bound_of(op)}
