@@ -528,3 +528,11 @@ def test_deep_copy_of_doc_is_independent():
     b = copy.deepcopy(a)
     with_event(0, ts=5)
     assert a == b == good_doc()
+
+
+def test_a_gz_name_without_gzip(capsys, tmp_path):
+    """A .json.gz that is not gzip says so; one that is plain JSON despite its name is read as JSON."""
+    expect_error(capsys, tmp_path, write(tmp_path, b"plain text, not gzip", "t.json.gz"), "not gzip")
+    plain = write(tmp_path, T4.read_bytes(), "plain.json.gz")
+    a = expect_report(capsys, tmp_path, plain)
+    assert a["coverage"]["device_time_us"] > 0  # the T4 sample, read despite its name
