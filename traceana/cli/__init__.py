@@ -28,12 +28,13 @@ def cli() -> None:
 
 def _register() -> None:
     from traceana.cli import devices, report
-    from traceana.cli import diff, render
+    from traceana.cli import calibrate, diff, render
 
     cli.add_command(report.report)
     cli.add_command(devices.devices)
     cli.add_command(diff.diff)
     cli.add_command(render.render)
+    cli.add_command(calibrate.calibrate)
 
 
 _register()
