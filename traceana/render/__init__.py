@@ -406,3 +406,23 @@ def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     cpu = mapping(analysis.get("cpu"))
     return [(text(r.get("name"), 120), fmt_int(r.get("calls")), fmt_time_us(r.get("self_us")),
              fmt_time_us(r.get("total_us"))) for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)]
+
+
+def profile_sentence(prof: Mapping[str, Any]) -> str:
+    """One sentence naming the device profile a report used and whether its roofs applied."""
+    p = mapping(prof)
+    if not p:
+        return ""
+    name = (f"device profile {text(p.get('file'), 120)} ({text(p.get('name'), 120)}, {text(p.get('kind'), 10)}, "
+            f"measured {text(p.get('date'))[:10]})")
+    if p.get("applied") is False:
+        return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
+    if text(p.get("kind")) == "cpu":
+        return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
+    peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())
+                      if num(v) is not None)
+    dram = num(p.get("dram_gbps"))
+    roofs = "; ".join(x for x in ((f"{peaks} TFLOP/s" if peaks else ""),
+                                  (f"DRAM {fmt_sig(dram)} GB/s" if dram is not None else "")) if x)
+    return (f"{name}: ops shown against its achievable roofs ({roofs}) as well as the datasheet; "
+            "savings measured against achievable")

@@ -28,6 +28,7 @@ from traceana.render import (
     lead_rows,
     finding_tags,
     over_roof_mark,
+    profile_sentence,
     projection_line,
     by_bound,
     fmt_bytes,
@@ -145,6 +146,8 @@ def _device(dev: Mapping[str, Any], image: str | None) -> list[str]:
         f"**DRAM:** {fmt_sig(dram) + ' GB/s' if dram is not None else 'unknown'}"
         + (f" · source: {md_text(dev.get('source'), 80)}" if text(dev.get("source")) else ""),
     ]
+    if mapping(dev.get("profile")):
+        out.append(f"**Profile:** {md_text(profile_sentence(mapping(dev.get('profile'))), 600)}")
     lines = [" \\\n".join(out)]
     if image:
         lines += ["", f"![roofline chart](<{quote(image, safe=':/?#@!$&*+,;=%~._-')}>)"]
@@ -182,11 +185,12 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
     if not ops or n <= 0:
         return []
     shown = ops[:n]
+    ach = any("achievable_pct" in op for op in shown)  # a device profile was given
     lines = [
         f"## Top {len(shown)} of {len(ops):,} op signatures by device time",
         "",
-        table_row(["op", "shape", "dtype", "time", "% of roof", "bound"]),
-        "|---|---|---|--:|--:|---|",
+        table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
+        "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|",
     ]
     for op in shown:
         lines.append(table_row([
@@ -195,6 +199,7 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
             md_text(fmt_types(op.get("input_types")), 40) or "—",
             fmt_time_us(op.get("device_time_us")),
             _pct_cell(op),
+            *([fmt_pct(op.get("achievable_pct"))] if ach else []),
             bound_of(op),
         ]))
     return lines
