@@ -26,6 +26,7 @@ from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
+from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
@@ -132,7 +133,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "coverage": coverage,
         "kernel_classes": classes,
         "lead": diag["lead"],
-        **({"cpu": cpu_breakdown(trace)} if cpu_only else {}),
+        **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         **({"hta": hta_views(trace, links)} if options.hta else {}),
@@ -142,6 +143,14 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "projection": diag["projection"],
         "warnings": warnings,
     }
+
+
+def _cpu(trace: Trace, profile: dict | None) -> dict | None:
+    """A CPU-only trace: ops by self time, and each op signature judged against the CPU roofs."""
+    out = cpu_breakdown(trace)
+    if out is not None:
+        out["roofline"] = cpu_roofline(trace, profile)
+    return out
 
 
 def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict | None]:
@@ -394,7 +403,8 @@ def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> 
     if len(trace.gpu) == 0:
         if len(trace.ops):
             out.append("no GPU activity in this trace (a CPU-only run): there is no device time to judge against "
-                       "a roofline; the CPU ops are listed by self time instead")
+                       "a GPU roofline; the CPU ops are listed by self time and judged against the CPU's roofs "
+                       "(BLAS peak, memory bandwidth, per-op dispatch)")
         else:
             out.append("the trace has neither GPU events nor CPU ops: nothing to analyse")
         return out

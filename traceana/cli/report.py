@@ -157,9 +157,12 @@ def summary(a: dict, out: str) -> str:
     if lead.get("sentence"):
         lines.append(f"  {lead['sentence']}")
     elif a.get("cpu"):
-        from traceana.render import verdict
+        from traceana.render import cpu_roof_lines, cpu_verdict_rows, verdict
 
         lines.append(f"  {verdict(a)}")
+        lines += [f"  {x}" for x in cpu_roof_lines(a)]
+        for r in cpu_verdict_rows(a)[:5]:
+            lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {r['name'][:50]} [{r['dims'][:40]}]")
     levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
     for f in levers:
         tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",

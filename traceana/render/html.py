@@ -17,7 +17,9 @@ from typing import Any
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_roof_lines,
     cpu_rows,
+    cpu_verdict_rows,
     profile_sentence,
     lead_rows,
     finding_kind,
@@ -425,6 +427,8 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "lead": [(text(lbl, 100), fmt_time_us(us), fmt_pct(p) if p is not None else "—")
                  for lbl, us, p in lead_rows(a)],
         "cpu": cpu_rows(a),
+        "cpu_verdicts": cpu_verdict_rows(a),
+        "cpu_roofs": cpu_roof_lines(a),
         "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
         "device": _device(dev),
         "breakdown": _breakdown(a),

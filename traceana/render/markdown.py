@@ -24,7 +24,9 @@ from urllib.parse import quote
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_roof_lines,
     cpu_rows,
+    cpu_verdict_rows,
     lead_rows,
     finding_tags,
     over_roof_mark,
@@ -173,11 +175,27 @@ def _lead_table(a: Mapping[str, Any]) -> list[str]:
         if not cpu:
             return []
         lines = ["## CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|"]
-        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu]
+        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu] + _cpu_verdicts(a)
     lines = ["## Where the time went (primary device's span)", "", table_row(["part", "time", "% of span"]),
              "|---|--:|--:|"]
     for label, us, pct in rows:
         lines.append(table_row([md_text(label, 80), fmt_time_us(us), fmt_pct(pct) if pct is not None else "—"]))
+    return lines
+
+
+def _cpu_verdicts(a: Mapping[str, Any], n: int = 12) -> list[str]:
+    """A CPU-only trace's op signatures against the CPU roofs: the roofs, a table, the verdicts."""
+    rows = cpu_verdict_rows(a)
+    if not rows:
+        return []
+    lines = ["", "## CPU roofline verdicts", ""] + [md_text(x, 700) + "  " for x in cpu_roof_lines(a)]
+    lines += ["", table_row(["op", "shape", "dtype", "calls", "self / call", "GFLOP/s", "GB/s", "% of roof", "bound"]),
+              "|---|---|---|--:|--:|--:|--:|--:|---|"]
+    for r in rows[:n]:
+        lines.append(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—", md_text(r["types"], 40) or "—",
+                                r["calls"], r["per_call"], r["gflops"], r["gbps"], r["pct"], r["bound"]]))
+    lines += [""] + [f"- **{md_text(r['name'], 80)}** [{md_text(r['dims'], 60)}]: {md_text(r['text'], 600)}"
+                     for r in rows[:min(n, 8)]]
     return lines
 
 
