@@ -171,9 +171,11 @@ def verdict(g: dict, r: dict) -> dict:
     terms = (f"{cost.flops:,.0f} FLOPs / {peak:g} TFLOP/s ({key} BLAS) = {u.us(compute)}, "
              f"{cost.bytes:,.0f} B / {r['dram_gbps']:.3g} GB/s = {u.us(memory)}")
     if bound == "compute":
-        text = f"compute-bound: {terms}; measured {u.us(per)} per call, {gf:,.1f} GFLOP/s, {u.pct(row['roof_pct'])} of the BLAS peak"
+        text = (f"compute-bound: {terms}; measured {u.us(per)} per call, {gf:,.1f} GFLOP/s, "
+                f"{u.pct(row['roof_pct'])} of the BLAS peak")
     elif bound == "memory":
-        text = f"memory-bound: {terms}; measured {u.us(per)} per call, {gb:,.2f} GB/s, {u.pct(row['roof_pct'])} of the bandwidth"
+        text = (f"memory-bound: {terms}; measured {u.us(per)} per call, {gb:,.2f} GB/s, "
+                f"{u.pct(row['roof_pct'])} of the bandwidth")
     elif bound == "dispatch":
         text = (f"dispatch-bound: its work needs {u.us(roof)} ({terms}) but each call costs {u.us(per)}, "
                 f"against {u.us(disp)} of per-op dispatch: " + DISPATCH_FIX)

@@ -443,7 +443,8 @@ def cpu_verdict_rows(analysis: Mapping[str, Any]) -> list[dict[str, str]]:
         out.append({"name": text(v.get("name"), 120), "dims": fmt_dims(v.get("input_dims"), 60),
                     "types": fmt_types(v.get("input_types"), 40), "calls": fmt_int(v.get("calls")),
                     "self": fmt_time_us(v.get("self_us")), "per_call": fmt_time_us(v.get("self_per_call_us")),
-                    "gflops": f"{gf:,.1f}" if gf is not None else "—", "gbps": f"{gb:,.2f}" if gb is not None else "—",
+                    "gflops": f"{gf:,.1f}" if gf is not None else "—",
+                    "gbps": f"{gb:,.2f}" if gb is not None else "—",
                     "pct": fmt_pct(v.get("roof_pct")), "bound": text(v.get("bound"), 20),
                     "text": text(v.get("text"), 600)})
     return out

@@ -192,7 +192,8 @@ def _cpu_verdicts(a: Mapping[str, Any], n: int = 12) -> list[str]:
     lines += ["", table_row(["op", "shape", "dtype", "calls", "self / call", "GFLOP/s", "GB/s", "% of roof", "bound"]),
               "|---|---|---|--:|--:|--:|--:|--:|---|"]
     for r in rows[:n]:
-        lines.append(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—", md_text(r["types"], 40) or "—",
+        lines.append(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—",
+                                md_text(r["types"], 40) or "—",
                                 r["calls"], r["per_call"], r["gflops"], r["gbps"], r["pct"], r["bound"]]))
     lines += [""] + [f"- **{md_text(r['name'], 80)}** [{md_text(r['dims'], 60)}]: {md_text(r['text'], 600)}"
                      for r in rows[:min(n, 8)]]
