@@ -141,3 +141,13 @@ def test_cpu_sample_with_defaults():
     assert sum(roof["by_bound"].values()) == pytest.approx(roof["self_us"])
     mm = next(v for v in roof["verdicts"] if v["name"] == "aten::mm")
     assert mm["bound"] in ("compute", "memory", "underutilised") and mm["flops"] > 0
+
+
+def test_gpu_profile_on_a_cpu_trace_warns(tmp_path):
+    fig = {"value": 300.0, "unit": "TFLOP/s", "spread_pct": 1.0, "size": "s", "repeats": 3}
+    p = tmp_path / "h100.json"
+    p.write_text(json.dumps({"schema": SCHEMA, "date": "2025-01-02", "figures": {"gemm.bf16_tc": fig},
+                             "device": {"name": "NVIDIA H100 80GB HBM3", "kind": "cuda"}}))
+    a = analyze(CPU_SAMPLE, Options(profile=load_profile(str(p))))
+    assert a["cpu"]["roofline"]["roofs"]["source"] == "default" and a["device"]["profile"]["applied"] is False
+    assert any("measured a GPU" in w for w in a["warnings"])

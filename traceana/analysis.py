@@ -182,6 +182,9 @@ def _achievable(prof: Profile, device, device_dict: dict, cpu_only: bool, warnin
     device_dict["profile"] = rec
     if cpu_only:
         rec["applied"] = prof.kind == "cpu"
+        if prof.kind != "cpu":
+            warnings.append(f"profile {prof.label()} measured a GPU: this CPU-only trace's ops are judged against "
+                            "the default CPU roofs (calibrate the CPU: traceana calibrate --device cpu)")
         return None
     if prof.kind == "cpu":
         rec["applied"] = False

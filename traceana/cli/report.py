@@ -148,8 +148,12 @@ def summary(a: dict, out: str) -> str:
     dev = a["device"]
     cov = a["coverage"]
     total = cov["device_time_us"]
-    lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
-             f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    if a.get("cpu") and not total:
+        lines = [f"{a['trace']['file']}: CPU-only trace (no GPU activity), "
+                 f"{u.us((a['cpu'] or {}).get('top_level_us') or 0.0)} in top-level CPU ops"]
+    else:
+        lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
+                 f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
     prof = dev.get("profile")
     if prof:
         lines.append(f"  roofs: {profile_line(prof)}")

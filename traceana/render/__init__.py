@@ -420,7 +420,9 @@ def profile_sentence(prof: Mapping[str, Any]) -> str:
     name = (f"device profile {text(p.get('file'), 120)} ({text(p.get('name'), 120)}, {text(p.get('kind'), 10)}, "
             f"measured {text(p.get('date'))[:10]})")
     if p.get("applied") is False:
-        return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
+        if text(p.get("kind")) == "cpu":
+            return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
+        return f"{name}: not applied (a GPU profile; a CPU-only trace is judged against the default CPU roofs)"
     if text(p.get("kind")) == "cpu":
         return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
     peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())
