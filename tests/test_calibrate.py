@@ -37,8 +37,8 @@ def test_working_sets():
     assert memory.dram_working_set(480 * MiB, "quick", None) == 1024 * MiB  # the quick cap
     assert memory.dram_working_set(480 * MiB, "full", 2048 * MiB) == 512 * MiB  # a quarter of 2 GiB free
     assert memory.dram_working_set(None, "full", None) == 256 * MiB  # the floor
-    assert memory.cache_working_set("cpu", 2 * MiB, 2) == 2 * MiB  # half of 2 MiB per core x 2 threads
-    assert memory.cache_working_set("cuda", 50 * MiB, 8) == 25 * MiB  # half the GPU's L2
+    assert memory.cache_working_set("cpu", 2 * MiB) == 1 * MiB  # half of one core's 2 MiB L2
+    assert memory.cache_working_set("cuda", 50 * MiB) == 25 * MiB  # half the GPU's L2
 
 
 def test_figure_median_spread_and_datasheet():

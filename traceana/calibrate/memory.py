@@ -48,11 +48,12 @@ def dram_working_set(llc_bytes: int | None, mode: str, available: int | None) ->
     return int(want)
 
 
-def cache_working_set(kind: str, l2_bytes: int | None, threads: int) -> int:
-    """Half of L2: per core x threads on a CPU (each thread streams its share through its own
-    L2), half of the whole L2 on a GPU. 256 KiB per thread when the size is unknown."""
+def cache_working_set(kind: str, l2_bytes: int | None) -> int:
+    """Half of L2: of one core's L2 on a CPU (measured on one thread: a multi-threaded copy of a
+    cache-sized array times the threads' barrier, and on a shared machine a descheduled thread,
+    more than the cache), of the whole L2 on a GPU. 256 KiB when the size is unknown."""
     if kind == "cpu":
-        return max(threads, 1) * (l2_bytes // 2 if l2_bytes else 256 * 1024)
+        return l2_bytes // 2 if l2_bytes else 256 * 1024
     return (l2_bytes or 8 * MiB) // 2
 
 
@@ -73,11 +74,19 @@ def _kernel(torch: Any, which: str, n: int, device: str):
 
 
 def measure(torch: Any, clock: Clock, which: str, working_set: int, *, device: str, repeats: int,
-            min_s: float, level: str, datasheet: float | None = None, note: str | None = None) -> dict:
-    """GB/s of `which` (copy | triad) over arrays filling `working_set` bytes."""
+            min_s: float, level: str, datasheet: float | None = None, note: str | None = None,
+            threads: int | None = None) -> dict:
+    """GB/s of `which` (copy | triad) over arrays filling `working_set` bytes (on `threads` CPU
+    threads when given, torch's setting otherwise)."""
     n = elements(which, working_set)
     fn = _kernel(torch, which, n, device)
-    t = repeat(clock, fn, repeats, min_s)
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        t = repeat(clock, fn, repeats, min_s)
+    finally:
+        torch.set_num_threads(before)
     work = kernel_bytes(which, n)
     size = (f"{level}: {ARRAYS[which]} x {n * ELEM / MiB:,.2f} MiB fp32 arrays "
             f"({n * ELEM * ARRAYS[which] / MiB:,.1f} MiB working set, {t.iters} call(s) per repeat)")

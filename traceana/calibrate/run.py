@@ -57,10 +57,11 @@ def plan(torch: Any, m: Machine, clock: Clock, mode: str, repeats: int) -> list[
         steps.append(Step(f"dram.{which}", f"DRAM {which}", lambda w=which: memory.measure(
             torch, clock, w, dram, device=dev, repeats=repeats, min_s=min_s, level="DRAM",
             datasheet=sheet.get(f"dram.{w}"), note=short)))
-    cache = memory.cache_working_set(m.kind, m.l2_bytes, m.threads)
-    level = "L2 per core" if m.kind == "cpu" else "L2"
+    cache = memory.cache_working_set(m.kind, m.l2_bytes)
+    level = "L2, one core" if m.kind == "cpu" else "L2"
     steps.append(Step("cache.copy", "cache copy", lambda: memory.measure(
-        torch, clock, "copy", cache, device=dev, repeats=repeats, min_s=min_s, level=level)))
+        torch, clock, "copy", cache, device=dev, repeats=repeats, min_s=min_s, level=level,
+        threads=1 if m.kind == "cpu" else None, note="one CPU thread" if m.kind == "cpu" else None)))
     if m.kind == "cpu":
         steps.append(Step("dispatch.overhead", "dispatch overhead", lambda: launch.measure(
             torch, clock, kind="cpu", device=dev, repeats=repeats, min_s=min_s)))
