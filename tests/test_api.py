@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import os
@@ -151,13 +150,19 @@ def test_device_override_and_options():
     assert mm["roofline_time_us"] == pytest.approx(1099511627776 / 10e12 * 1e6)
 
 
-def test_profile_argument():
-    from traceana.analysis import Options
+def test_profile_argument(tmp_path):
+    """profile= takes a `traceana calibrate` file: the rows gain achievable_pct, as `report --profile`."""
+    from tests.test_profile_roofs import _doc
 
-    if "profile" in {f.name for f in dataclasses.fields(Options)}:
-        pytest.skip("Options has profiles: covered by the profile tests")
-    with pytest.raises(BadInput, match="profile="):
-        traceana.analyze(T4, profile="cpu.json")
+    path = tmp_path / "t4.json"
+    path.write_text(json.dumps(_doc()))
+    a = traceana.analyze(T4, profile=str(path))
+    pow_row = a.raw["ops"][[r["name"] for r in a.raw["ops"]].index("aten::pow")]
+    # measured DRAM 256 GB/s vs the datasheet's 320: achievable % = datasheet % x 320/256 = x1.25
+    assert pow_row["achievable_pct"] == pytest.approx(pow_row["datasheet_pct"] * 1.25)
+    assert a.profile == str(path)
+    with pytest.raises(BadInput, match="no such file|cannot read|profile"):
+        traceana.analyze(T4, profile=str(tmp_path / "missing.json"))
 
 
 def test_bad_arguments(tmp_path):

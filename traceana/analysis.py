@@ -27,10 +27,12 @@ from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
+from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
 from traceana.link import CAUSES, Links, link
+from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
 from traceana.replay import attach as attach_capture
 from traceana.roofline import judge, launch_floor
@@ -55,6 +57,8 @@ class Options:
     # with find_capture, a capture_traces/ folder beside the trace is used when none is given
     capture: str | None = None
     find_capture: bool = True
+    # a device profile from `traceana calibrate` (traceana.device_profile.load_profile): achievable roofs
+    profile: Profile | None = None
 
 
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
@@ -86,6 +90,9 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         device_dict["notes"] = []
     else:
         warnings.extend(device.notes)
+    achievable = None
+    if options.profile is not None:
+        achievable = _achievable(options.profile, device, device_dict, cpu_only, warnings)
     if stage:
         stage("cost")
     sigs, counts = [g.call for g in groups], [g.count for g in groups]
@@ -93,7 +100,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     blocks = trace.gpu.blocks
     rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
-                 copy_split(trace, g.events) if g.cause is None else None)
+                 copy_split(trace, g.events) if g.cause is None else None, achievable)
             for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
@@ -130,7 +137,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "coverage": coverage,
         "kernel_classes": classes,
         "lead": diag["lead"],
-        **({"cpu": cpu_breakdown(trace)} if cpu_only else {}),
+        **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
@@ -141,6 +148,14 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "projection": diag["projection"],
         "warnings": warnings,
     }
+
+
+def _cpu(trace: Trace, profile: dict | None) -> dict | None:
+    """A CPU-only trace: ops by self time, and each op signature judged against the CPU roofs."""
+    out = cpu_breakdown(trace)
+    if out is not None:
+        out["roofline"] = cpu_roofline(trace, profile)
+    return out
 
 
 def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict | None]:
@@ -163,6 +178,32 @@ def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict
     if dev_id is not None and len(props) > 1:
         warnings.append(f"no deviceProperties entry has id {dev_id}; using the first entry")
     return dev_id, props[0]
+
+
+def _achievable(prof: Profile, device, device_dict: dict, cpu_only: bool, warnings: list[str]) -> dict | None:
+    """The achievable roofs a GPU trace's ops are judged against (device.profile records the
+    profile; None when it does not apply: a CPU-only trace, judged by cpu.py, or a CPU profile)."""
+    rec = prof.as_dict()
+    device_dict["profile"] = rec
+    if cpu_only:
+        rec["applied"] = prof.kind == "cpu"
+        if prof.kind != "cpu":
+            warnings.append(f"profile {prof.label()} measured a GPU: this CPU-only trace's ops are judged against "
+                            "the default CPU roofs (calibrate the CPU: traceana calibrate --device cpu)")
+        return None
+    if prof.kind == "cpu":
+        rec["applied"] = False
+        warnings.append(f"profile {prof.label()} measured a CPU: this trace's GPU ops keep their datasheet roofs")
+        return None
+    measured = prof.peaks()
+    peaks = {**device.peak_tflops, **measured}
+    dram = prof.dram_gbps() or device.dram_gbps
+    rec["applied"] = True
+    if device.name and prof.name != device.name:
+        warnings.append(f"profile {prof.label()} was measured on {prof.name!r}, the trace ran on {device.name!r}: "
+                        "its achievable roofs are applied as given")
+    return {"peak_tflops": dict(sorted(peaks.items())), "dram_gbps": dram, "measured": sorted(measured),
+            "dram_measured": prof.dram_gbps() is not None}
 
 
 def _distributed(trace: Trace) -> dict | None:
@@ -190,7 +231,7 @@ def _grid_blocks(blocks: np.ndarray | None, dur: np.ndarray, events: np.ndarray 
 
 
 def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False,
-         blocks: float | None = None, copies: dict | None = None) -> dict:
+         blocks: float | None = None, copies: dict | None = None, achievable: dict | None = None) -> dict:
     mean = g.device_us / g.count if g.count else g.device_us
     kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
     row = {
@@ -249,11 +290,25 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         _against_link(comm, device)
         row["comm"] = comm
     row["roof_kind"] = _roof_kind(row)
+    if achievable is not None and v.bound != "communication":
+        a = judge(cost, mean, mean / max(kernel_count, 1e-9), achievable["peak_tflops"], achievable["dram_gbps"],
+                  g.call.kernel_names, kernels=kernel_count, floor_us=device.get("launch_floor_us") or 0.0,
+                  l2_bytes=device.get("l2_bytes"), blocks=blocks, sms=device.get("sms"))
+        row["datasheet_pct"] = v.roof_pct
+        row["achievable_pct"] = a.roof_pct
+        row["achievable"] = {
+            "roofline_time_us": a.roofline_us, "model_time_us": a.model_us, "compute_time_us": a.compute_us,
+            "memory_time_us": a.memory_us, "bound": a.bound, "peak_dtype": a.peak.key, "peak_tflops": a.peak.tflops,
+            "dram_gbps": achievable["dram_gbps"],
+            "measured": _measured_roof(a, achievable),
+        }
     if copies:
         row["copies"] = {k: {kk: v[kk] for kk in ("time_us", "bytes", "events")} for k, v in sorted(copies.items())}
         part = dominant_host_copy(copies, g.device_us)
         if part:
             _link_verdict(row, part, device, g.count)
+            for k in ("datasheet_pct", "achievable_pct", "achievable"):  # held to its link, not DRAM/compute
+                row.pop(k, None)
     if META_SOURCE in cost.detail:
         row["meta"] = True
     return row
@@ -272,6 +327,12 @@ def _against_link(comm: dict, device: dict) -> None:
     comm.update({"link": name, "link_gbps": gbps, "link_pct": busbw / gbps * 100.0,
                  "link_note": f"bus bandwidth vs the {name}'s {gbps:g} GB/s per direction per GPU (within a node; "
                               "a group spanning nodes is bound by the network instead)"})
+
+
+def _measured_roof(v, achievable: dict) -> bool:
+    """Whether the roof that binds the op came from the profile (else the datasheet stood in)."""
+    compute_side = v.compute_us is not None and (v.memory_us is None or v.compute_us > v.memory_us)
+    return v.peak.key in achievable["measured"] if compute_side else achievable["dram_measured"]
 
 
 def _roof_kind(row: dict) -> str:
@@ -376,7 +437,8 @@ def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> 
     if len(trace.gpu) == 0:
         if len(trace.ops):
             out.append("no GPU activity in this trace (a CPU-only run): there is no device time to judge against "
-                       "a roofline; the CPU ops are listed by self time instead")
+                       "a GPU roofline; the CPU ops are listed by self time and judged against the CPU's roofs "
+                       "(BLAS peak, memory bandwidth, per-op dispatch)")
         else:
             out.append("the trace has neither GPU events nor CPU ops: nothing to analyse")
         return out

@@ -15,7 +15,6 @@ pandas is imported when a frame is first built, never by the CLI.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -215,17 +214,16 @@ def _options(device: str | None, profile: Any, options: dict[str, Any]):
     if unknown:
         raise TypeError(f"analyze() got unknown option(s) {', '.join(unknown)}; "
                         f"known: device, profile, {', '.join(_OPTION_NAMES)}")
-    fields = {f.name for f in dataclasses.fields(Options)}
     kw = {k: v for k, v in options.items() if v is not None}
     if isinstance(kw.get("peak_tflops"), (str, int, float)):  # '65' or 'fp32=8.1,fp16_tc=65', as on the CLI
         from traceana.cli.common import parse_peaks
 
         kw["peak_tflops"] = parse_peaks(str(kw["peak_tflops"]))
     if profile is not None:
-        if "profile" not in fields:
-            raise BadInput("profile=: this traceana has no measured device profiles (traceana calibrate); "
-                           "leave profile=None, or use device= / peak_tflops= / bandwidth_gbps=")
-        kw["profile"] = profile
+        from traceana.device_profile import Profile, load_profile
+
+        # a path to a `traceana calibrate` profile, or one already loaded
+        kw["profile"] = profile if isinstance(profile, Profile) else load_profile(os.fspath(profile))
     return Options(device_key=device, **kw)
 
 
@@ -234,7 +232,8 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
     """Analyse a profiler trace (.json / .json.gz), or load a saved analysis (`report -o x.json`).
 
     device: a device-table row (`traceana devices`) instead of the trace's own device.
-    profile: a device profile for measured roofs, where this traceana has them (stored on the result).
+    profile: a `traceana calibrate` profile (path or loaded Profile): ops are also judged against its
+        measured, achievable roofs (stored on the result as given).
     options: peak_tflops ({dtype: TFLOP/s} or the CLI's '65' / 'fp32=8.1,...'), bandwidth_gbps,
     launch_floor_us, host_link_gbps, explain_top, meta, hta, capture, find_capture — the
     `traceana report` options of the same names (traceana.analysis.Options). meta is off unless given.

@@ -28,13 +28,14 @@ def cli() -> None:
 
 def _register() -> None:
     from traceana.cli import devices, report
-    from traceana.cli import diff, record, render
+    from traceana.cli import calibrate, diff, record, render
 
     cli.add_command(report.report)
     cli.add_command(devices.devices)
     cli.add_command(diff.diff)
     cli.add_command(render.render)
     cli.add_command(record.record)
+    cli.add_command(calibrate.calibrate)
 
 
 _register()

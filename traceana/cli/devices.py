@@ -23,7 +23,13 @@ def _num(value: float | int | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def _table_lines() -> list[str]:
+def _profile_line(prof: Any) -> str:
+    """One profile's measured roofs, e.g. 'cpu.json (Xeon, cpu, measured 2025-01-02): gemm.fp32 0.104 TFLOP/s, ...'."""
+    figs = ", ".join(f"{k} {f.value:.3g} {f.unit}" for k, f in prof.figures)
+    return f"{prof.label()}: {figs}"
+
+
+def _table_lines(profiles: tuple = ()) -> list[str]:
     header = ["key", "name pattern", "SMs", "GB/s", *(h for h, _ in _PEAK_COLUMNS)]
     body = [
         [row.key, row.name_regex, _num(row.sms), _num(row.dram_gbps),
@@ -37,8 +43,20 @@ def _table_lines() -> list[str]:
         right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:])]
         return "  ".join(left + right).rstrip()
 
-    lines = [fmt(header), *(fmt(r) for r in body), "", _FOOTER, "",
-             "Names without a row (aliases.csv):"]
+    rows = list(device_rows())
+    placed: set[int] = set()
+    lines = [fmt(header)]
+    for row, cells in zip(rows, body):
+        lines.append(fmt(cells))
+        for i, prof in enumerate(profiles):  # a GPU profile sits under the row its device matches
+            if prof.kind != "cpu" and match_device({"name": prof.name}).key == row.key:
+                lines.append(f"  measured: {_profile_line(prof)}")
+                placed.add(i)
+    others = [p for i, p in enumerate(profiles) if i not in placed]
+    if others:
+        lines += ["", "Profiles with no table row (a CPU, or a device the table lacks):"]
+        lines += [f"  {_profile_line(p)}" for p in others]
+    lines += ["", _FOOTER, "", "Names without a row (aliases.csv):"]
     for alias in load_aliases():
         cond = alias.conditions()
         without = f" (without {', '.join(alias.blank)})" if alias.blank else ""
@@ -81,18 +99,27 @@ def _props(name: str, sms: int | None, mem_gb: float | None, cc: str | None) -> 
 @click.option("--sms", type=int, metavar="N", help="With --match: the trace's numSms (CUs on ROCm).")
 @click.option("--mem-gb", type=float, metavar="GIB", help="With --match: totalGlobalMem in GiB.")
 @click.option("--cc", metavar="MAJOR.MINOR", help="With --match: computeMajor.computeMinor.")
+@click.option("--profile", "profiles", multiple=True, metavar="PROFILE.json",
+              help="Also list the measured roofs of these device profiles (`traceana calibrate`), each under "
+                   "the table row its device matches. Repeatable.")
 def devices(as_json: bool, name: str | None, sms: int | None, mem_gb: float | None,
-            cc: str | None) -> None:
+            cc: str | None, profiles: tuple[str, ...] = ()) -> None:
     """List the device table (peak TFLOP/s per dtype, DRAM GB/s), or explain one name."""
+    from traceana.device_profile import load_profile
+
+    loaded = tuple(load_profile(p) for p in profiles)
     if name is None:
         if sms is not None or mem_gb is not None or cc is not None:
             raise click.UsageError("--sms, --mem-gb and --cc only make sense with --match NAME")
         if as_json:
             doc = {"devices": [row.as_dict() for row in device_rows()],
                    "aliases": [alias.as_dict() for alias in load_aliases()]}
+            if loaded:
+                doc["profiles"] = [{**p.as_dict(), "table_key": None if p.kind == "cpu" else
+                                    match_device({"name": p.name}).key} for p in loaded]
             click.echo(json.dumps(doc, indent=2, sort_keys=True))
         else:
-            click.echo("\n".join(_table_lines()))
+            click.echo("\n".join(_table_lines(loaded)))
         return
     device = match_device(_props(name, sms, mem_gb, cc))
     if as_json:

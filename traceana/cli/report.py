@@ -38,6 +38,10 @@ def default_output(trace: str) -> str:
 @click.option("--launch-floor-us", type=float, default=None, metavar="US",
               help="Fixed cost of one kernel on this GPU, µs (default per architecture: 1.5 Hopper/Blackwell, "
                    "2 others); the time model adds it per kernel to the roofline time.")
+@click.option("--profile", "profile_path", default=None, metavar="PROFILE.json", envvar="TRACEANA_PROFILE",
+              help="A device profile from `traceana calibrate`: ops are also judged against its measured "
+                   "(achievable) roofs and savings are computed against them; a CPU-only trace gets CPU "
+                   "verdicts from it (env TRACEANA_PROFILE).")
 @click.option("--top", "top", type=click.IntRange(0, 100), default=8, show_default=True,
               help="How many of the slowest ops get a written explanation.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
@@ -62,7 +66,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            launch_floor_us: float | None = None, host_link_gbps: float | None = None,
-           capture: str | None = None, **ci: object) -> None:
+           capture: str | None = None, profile_path: str | None = None, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -81,6 +85,11 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         raise BadInput("--host-link-gbps must be a positive number")
     if launch_floor_us is not None and not 0 <= launch_floor_us < 1e6:
         raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
+    prof = None
+    if profile_path:
+        from traceana.device_profile import load_profile
+
+        prof = load_profile(profile_path)  # a bad file fails now, before the trace is read
     if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
         meta = "torch" in sys.modules
     if capture is not None:
@@ -95,7 +104,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                                     bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
-                                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps), hta)
+                                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps,
+                                    profile=prof), hta)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
@@ -109,7 +119,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     extras = prepare(ci, [trace], force, outputs=(out,))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
-                   launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture)
+                   launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture,
+                   profile=prof)
     from traceana.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
@@ -144,15 +155,25 @@ def summary(a: dict, out: str) -> str:
     dev = a["device"]
     cov = a["coverage"]
     total = cov["device_time_us"]
-    lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
-             f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    if a.get("cpu") and not total:
+        lines = [f"{a['trace']['file']}: CPU-only trace (no GPU activity), "
+                 f"{u.us((a['cpu'] or {}).get('top_level_us') or 0.0)} in top-level CPU ops"]
+    else:
+        lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
+                 f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    prof = dev.get("profile")
+    if prof:
+        lines.append(f"  roofs: {profile_line(prof)}")
     lead = a.get("lead") or {}
     if lead.get("sentence"):
         lines.append(f"  {lead['sentence']}")
     elif a.get("cpu"):
-        from traceana.render import verdict
+        from traceana.render import cpu_roof_lines, cpu_verdict_rows, verdict
 
         lines.append(f"  {verdict(a)}")
+        lines += [f"  {x}" for x in cpu_roof_lines(a)]
+        for r in cpu_verdict_rows(a)[:5]:
+            lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {r['name'][:50]} [{r['dims'][:40]}]")
     levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
     for f in levers:
         tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",
@@ -164,9 +185,17 @@ def summary(a: dict, out: str) -> str:
                      f"{cov['unmodeled_time_us'] / total * 100:.1f}%, opaque {cov['opaque_time_us'] / total * 100:.1f}%")
     for r in a["ops"][:5]:
         mark = " (over roof)" if r.get("over_roof") else " (estimated)" if r.get("estimated") else ""
-        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}  "
+        ach = f" {u.pct(r['achievable_pct']):>7} ach." if r.get("achievable_pct") is not None else ""
+        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}{ach}  "
                      f"{r['name'][:70]}{mark}")
     for w in a["warnings"][:5]:
         lines.append(f"  warning: {w}")
     lines.append(f"report written to {out}")
     return "\n".join(lines)
+
+
+def profile_line(prof: dict) -> str:
+    """Which device profile the report used, and how (the device line of every format)."""
+    from traceana.render import profile_sentence
+
+    return profile_sentence(prof)

@@ -17,14 +17,14 @@ from traceana.load.model import Trace
 TOP = 15
 
 
-def cpu_breakdown(trace: Trace) -> dict | None:
+def self_times(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op instance: self time (µs, may dip below 0 on overlapping children), whether it is
+    top-level, and its parent op (-1 for top-level ops), by time nesting per thread."""
     ops = trace.ops
     n = len(ops)
-    if n == 0:
-        return None
-    names = trace.names
     self_us = (ops.end - ops.ts).astype(np.float64)
     top_level = np.ones(n, dtype=bool)
+    parent = np.full(n, -1, dtype=np.int64)
     order = np.lexsort((-(ops.end - ops.ts), ops.ts, ops.thread))
     stack: list[int] = []
     thread = None
@@ -34,10 +34,20 @@ def cpu_breakdown(trace: Trace) -> dict | None:
         while stack and ops.end[stack[-1]] <= ops.ts[i]:
             stack.pop()
         if stack and ops.end[i] <= ops.end[stack[-1]] + 1e-9:
-            parent = stack[-1]
-            self_us[parent] -= ops.end[i] - ops.ts[i]
+            parent[i] = stack[-1]
+            self_us[parent[i]] -= ops.end[i] - ops.ts[i]
             top_level[i] = False
         stack.append(i)
+    return self_us, top_level, parent
+
+
+def cpu_breakdown(trace: Trace) -> dict | None:
+    ops = trace.ops
+    n = len(ops)
+    if n == 0:
+        return None
+    names = trace.names
+    self_us, top_level, _ = self_times(trace)
     by = defaultdict(lambda: [0, 0.0, 0.0])
     for i in range(n):
         rec = by[names[int(ops.name[i])]]

@@ -79,6 +79,14 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
         lines.append("Lower bounds: " + "; ".join(parts) + ".")
     if row.get("peak_why"):
         lines.append(f"Roof used: {row['peak_why']}.")
+    ach = row.get("achievable")
+    if isinstance(ach, dict) and ach.get("roofline_time_us") is not None:
+        prof = (device.get("profile") or {}).get("file") or "the device profile"
+        bits = [f"{ach['peak_tflops']:g} TFLOP/s ({ach.get('peak_dtype')})" if ach.get("peak_tflops") else "",
+                f"{ach['dram_gbps']:.4g} GB/s" if ach.get("dram_gbps") else ""]
+        lines.append(f"Achievable roofs measured by {prof}: {', '.join(b for b in bits if b)}: roofline time "
+                     f"{u.us(ach['roofline_time_us'])} per call, {u.pct(row.get('achievable_pct'))} of achievable "
+                     f"({u.pct(row.get('datasheet_pct'))} of datasheet); savings are measured against it.")
     if peak and bw and row.get("intensity") is not None:
         ridge = peak * 1e12 / (bw * 1e9)
         side = "below" if row["intensity"] < ridge else "above"

@@ -38,13 +38,32 @@ _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp
 
 
 def _above_roof(row: dict) -> float:
-    """Time above the op's model time (launch floor + roofline time): what a better kernel could win."""
-    roof = row.get("model_time_us")
+    """Time above the op's model time (launch floor + roofline time): what a better kernel could win.
+    With a device profile, the model at the achievable roofs (what this machine has shown it does)."""
+    ach = row.get("achievable") or {}
+    roof = ach.get("model_time_us") if ach.get("model_time_us") is not None else row.get("model_time_us")
     if roof is None:
         roof = row.get("roofline_time_us")
     if roof is None:
         return 0.0
     return max(row["device_time_us"] - row["count"] * roof, 0.0)
+
+
+def achievable_note(row: dict) -> str:
+    """With a device profile: the op against the measured roof, and what the saving is measured
+    against ("" without one)."""
+    ach = row.get("achievable")
+    if not isinstance(ach, dict) or ach.get("model_time_us") is None:
+        return ""
+    roof = ("bandwidth" if ach.get("memory_time_us") is not None and (ach.get("compute_time_us") is None
+                                                                   or ach["memory_time_us"] >= ach["compute_time_us"])
+            else "compute")
+    src = "measured" if ach.get("measured") else "datasheet (the profile has no figure for it)"
+    n = row["count"]
+    return (f" Against the achievable roofs of the device profile ({roof} roof {src}): "
+            f"{u.pct(row.get('achievable_pct'))} of achievable, {u.pct(row.get('datasheet_pct'))} of datasheet; "
+            f"the saving shown is the time above the achievable model, ({u.us(row['mean_time_us'])} - "
+            f"{u.us(ach['model_time_us'])}) x {n:,}.")
 
 
 def _what(row: dict) -> str:
@@ -136,7 +155,7 @@ def underutilised_finding(row: dict) -> dict:
                  f"{row.get('kernel_count') or 1:g} kernel(s) {u.us(row.get('launch_floor_us'))} of launch floor: "
                  f"{u.us(model)} in all, {u.pct(row.get('model_pct'))} of the measured time. Neither the roofs nor "
                  f"launch overhead bound it. What does, as far as the trace shows: {limiter}. Saving shown: time "
-                 f"above the model, ({u.us(mean)} - {u.us(model)}) x {n:,}, an upper bound."),
+                 f"above the model, ({u.us(mean)} - {u.us(model)}) x {n:,}, an upper bound.") + achievable_note(row),
         "ops": [row["id"]],
         "saving_us": _above_roof(row),
     }
@@ -222,7 +241,7 @@ def memory_finding(row: dict, device: dict) -> dict:
                  f"at {bw:g} GB/s that takes at least {u.us(floor)} ({row['bytes']:,.0f} B / {bw:g} GB/s), "
                  f"measured {u.us(mean)} per call ({u.rate_gbps(row['achieved_gbps'])}, {u.pct(row['roof_pct'])} "
                  f"of the roof). {why} Saving shown: time above the model, ({u.us(mean)} - {u.us(floor)} - "
-                 f"{u.us(row.get('launch_floor_us') or 0.0)} launch floor) x {n:,}."),
+                 f"{u.us(row.get('launch_floor_us') or 0.0)} launch floor) x {n:,}.") + achievable_note(row),
         "ops": [row["id"]],
         "saving_us": _above_roof(row),
     }
@@ -247,6 +266,7 @@ def compute_finding(row: dict, device: dict) -> dict:
         note = (f" Its kernels ({', '.join(k['name'][:50] for k in row.get('kernels') or [])}) run on TF32 tensor "
                 f"cores, so the {used:g} TFLOP/s TF32 roof applies: {total_floor / row['device_time_us'] * 100:.1f}% "
                 "of it.")
+    ach = bool(achievable_note(row)) and not note  # with a profile: saving against the achievable roof
     faster = ""
     for k in _FASTER.get(key or "", ()):
         if peaks.get(k, 0) > used:
@@ -263,9 +283,9 @@ def compute_finding(row: dict, device: dict) -> dict:
                  f"least {u.us(total_floor)}; measured "
                  f"{u.us(row['device_time_us'])} ({u.rate_tflops(row['achieved_tflops'])}). FLOPs set its time: "
                  f"bytes do not.{note}{faster} Saving shown: time above the floor and the launch floor "
-                 f"({u.us(launch)})."),
+                 f"({u.us(launch)})." + (achievable_note(row) if ach else "")),
         "ops": [row["id"]],
-        "saving_us": max(row["device_time_us"] - total_floor - launch, 0.0),
+        "saving_us": _above_roof(row) if ach else max(row["device_time_us"] - total_floor - launch, 0.0),
     }
 
 

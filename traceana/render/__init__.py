@@ -322,7 +322,11 @@ def verdict(analysis: Mapping[str, Any]) -> str:
     cpu = mapping(analysis.get("cpu"))
     if cpu and not total:
         top = [r for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)][:3]
-        return ("No GPU activity: a CPU-only trace, so no roofline applies. "
+        roof = mapping(mapping(cpu.get("roofline")).get("roofs"))
+        judged = ("" if not roof else "judged against the CPU's roofs ("
+                  + (f"device profile {text(roof.get('profile'), 120)}" if roof.get("source") == "profile"
+                     else "traceana's defaults, not measured on this machine") + "). ")
+        return (f"No GPU activity: a CPU-only trace, {judged or 'so no GPU roofline applies. '}"
                 f"{fmt_int(cpu.get('op_calls'))} CPU op calls, {fmt_time_us(cpu.get('top_level_us'))} in top-level ops"
                 + (f" over {fmt_int(cpu.get('steps'))} steps" if num(cpu.get("steps")) else "")
                 + ("; most self time in " + ", ".join(f"{text(r.get('name'), 60)} ({fmt_time_us(r.get('self_us'))})"
@@ -406,3 +410,66 @@ def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     cpu = mapping(analysis.get("cpu"))
     return [(text(r.get("name"), 120), fmt_int(r.get("calls")), fmt_time_us(r.get("self_us")),
              fmt_time_us(r.get("total_us"))) for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)]
+
+
+def profile_sentence(prof: Mapping[str, Any]) -> str:
+    """One sentence naming the device profile a report used and whether its roofs applied."""
+    p = mapping(prof)
+    if not p:
+        return ""
+    name = (f"device profile {text(p.get('file'), 120)} ({text(p.get('name'), 120)}, {text(p.get('kind'), 10)}, "
+            f"measured {text(p.get('date'))[:10]})")
+    if p.get("applied") is False:
+        if text(p.get("kind")) == "cpu":
+            return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
+        return f"{name}: not applied (a GPU profile; a CPU-only trace is judged against the default CPU roofs)"
+    if text(p.get("kind")) == "cpu":
+        return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
+    peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())
+                      if num(v) is not None)
+    dram = num(p.get("dram_gbps"))
+    roofs = "; ".join(x for x in ((f"{peaks} TFLOP/s" if peaks else ""),
+                                  (f"DRAM {fmt_sig(dram)} GB/s" if dram is not None else "")) if x)
+    return (f"{name}: ops shown against its achievable roofs ({roofs}) as well as the datasheet; "
+            "savings measured against achievable")
+
+
+def cpu_verdict_rows(analysis: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A CPU-only trace's per-op roofline verdicts as display strings."""
+    roof = mapping(mapping(analysis.get("cpu")).get("roofline"))
+    out = []
+    for v in seq(roof.get("verdicts")):
+        if not isinstance(v, Mapping):
+            continue
+        gf, gb = num(v.get("achieved_gflops")), num(v.get("achieved_gbps"))
+        out.append({"name": text(v.get("name"), 120), "dims": fmt_dims(v.get("input_dims"), 60),
+                    "types": fmt_types(v.get("input_types"), 40), "calls": fmt_int(v.get("calls")),
+                    "self": fmt_time_us(v.get("self_us")), "per_call": fmt_time_us(v.get("self_per_call_us")),
+                    "gflops": f"{gf:,.1f}" if gf is not None else "—",
+                    "gbps": f"{gb:,.2f}" if gb is not None else "—",
+                    "pct": fmt_pct(v.get("roof_pct")), "bound": text(v.get("bound"), 20),
+                    "text": text(v.get("text"), 600)})
+    return out
+
+
+def cpu_roof_lines(analysis: Mapping[str, Any]) -> list[str]:
+    """The CPU roofs used and the dispatch total, as sentences ([] without CPU verdicts)."""
+    roof = mapping(mapping(analysis.get("cpu")).get("roofline"))
+    if not roof:
+        return []
+    r = mapping(roof.get("roofs"))
+    peaks = ", ".join(f"{text(k, 10)} {fmt_sig(v)}" for k, v in sorted(mapping(r.get("peak_tflops")).items())
+                      if num(v) is not None)
+    lines = [text(r.get("note"), 400),
+             f"Roofs: BLAS {peaks} TFLOP/s; memory {fmt_sig(r.get('dram_gbps'))} GB/s; dispatch "
+             f"{fmt_time_us(r.get('dispatch_us'))} per op."]
+    by = mapping(roof.get("by_bound"))
+    total = num(roof.get("self_us"))
+    if by and total:
+        lines.append("CPU self time by bound: " + ", ".join(
+            f"{text(k, 20)} {fmt_time_us(v)} ({fmt_pct(share(v, total))})"
+            for k, v in sorted(by.items(), key=lambda kv: -(num(kv[1]) or 0.0))) + ".")
+    d = text(mapping(roof.get("dispatch")).get("text"), 600)
+    if d:
+        lines.append(d + ".")
+    return lines

@@ -17,7 +17,10 @@ from typing import Any
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_roof_lines,
     cpu_rows,
+    cpu_verdict_rows,
+    profile_sentence,
     lead_rows,
     finding_kind,
     finding_tags,
@@ -163,7 +166,15 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
 
 
 def _pct_text(op: Mapping[str, Any]) -> str:
-    """% of roof; a mark when it rests on an estimate or beats the roof (the model, not the GPU)."""
+    """% of roof; a mark when it rests on an estimate or beats the roof (the model, not the GPU).
+    With a device profile, % of the achievable roof follows."""
+    base = _pct_base(op)
+    if "achievable_pct" in op:
+        return f"{base} · {fmt_pct(op.get('achievable_pct'))} ach."
+    return base
+
+
+def _pct_base(op: Mapping[str, Any]) -> str:
     pct = fmt_pct(op.get("roof_pct"))
     if op.get("roof_pct") is None:
         return pct
@@ -212,7 +223,8 @@ def _device(dev: Mapping[str, Any]) -> dict[str, Any]:
     peaks = mapping(dev.get("peak_tflops"))
     facts = [("Vendor", text(dev.get("vendor"), 100)), ("Architecture", text(dev.get("arch"), 100)),
              ("SMs", fmt_int(dev.get("sms")) if num(dev.get("sms")) is not None else ""),
-             ("Peaks from", text(dev.get("source"), 200))]
+             ("Peaks from", text(dev.get("source"), 200)),
+             ("Device profile", profile_sentence(mapping(dev.get("profile"))))]
     dram = num(dev.get("dram_gbps"))
     return {
         "name": text(dev.get("name"), 200) or "unknown device",
@@ -416,6 +428,8 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "lead": [(text(lbl, 100), fmt_time_us(us), fmt_pct(p) if p is not None else "—")
                  for lbl, us, p in lead_rows(a)],
         "cpu": cpu_rows(a),
+        "cpu_verdicts": cpu_verdict_rows(a),
+        "cpu_roofs": cpu_roof_lines(a),
         "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
         "device": _device(dev),
         "breakdown": _breakdown(a),

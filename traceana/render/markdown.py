@@ -24,10 +24,13 @@ from urllib.parse import quote
 from traceana.render import (
     BOUNDS,
     bound_of,
+    cpu_roof_lines,
     cpu_rows,
+    cpu_verdict_rows,
     lead_rows,
     finding_tags,
     over_roof_mark,
+    profile_sentence,
     projection_line,
     by_bound,
     fmt_bytes,
@@ -145,6 +148,8 @@ def _device(dev: Mapping[str, Any], image: str | None) -> list[str]:
         f"**DRAM:** {fmt_sig(dram) + ' GB/s' if dram is not None else 'unknown'}"
         + (f" · source: {md_text(dev.get('source'), 80)}" if text(dev.get("source")) else ""),
     ]
+    if mapping(dev.get("profile")):
+        out.append(f"**Profile:** {md_text(profile_sentence(mapping(dev.get('profile'))), 600)}")
     lines = [" \\\n".join(out)]
     if image:
         lines += ["", f"![roofline chart](<{quote(image, safe=':/?#@!$&*+,;=%~._-')}>)"]
@@ -170,7 +175,7 @@ def _lead_table(a: Mapping[str, Any]) -> list[str]:
         if not cpu:
             return []
         lines = ["## CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|"]
-        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu]
+        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu] + _cpu_verdicts(a)
     lines = ["## Where the time went (primary device's span)", "", table_row(["part", "time", "% of span"]),
              "|---|--:|--:|"]
     for label, us, pct in rows:
@@ -178,15 +183,33 @@ def _lead_table(a: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _cpu_verdicts(a: Mapping[str, Any], n: int = 12) -> list[str]:
+    """A CPU-only trace's op signatures against the CPU roofs: the roofs, a table, the verdicts."""
+    rows = cpu_verdict_rows(a)
+    if not rows:
+        return []
+    lines = ["", "## CPU roofline verdicts", ""] + [md_text(x, 700) + "  " for x in cpu_roof_lines(a)]
+    lines += ["", table_row(["op", "shape", "dtype", "calls", "self / call", "GFLOP/s", "GB/s", "% of roof", "bound"]),
+              "|---|---|---|--:|--:|--:|--:|--:|---|"]
+    for r in rows[:n]:
+        lines.append(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—",
+                                md_text(r["types"], 40) or "—",
+                                r["calls"], r["per_call"], r["gflops"], r["gbps"], r["pct"], r["bound"]]))
+    lines += [""] + [f"- **{md_text(r['name'], 80)}** [{md_text(r['dims'], 60)}]: {md_text(r['text'], 600)}"
+                     for r in rows[:min(n, 8)]]
+    return lines
+
+
 def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
     if not ops or n <= 0:
         return []
     shown = ops[:n]
+    ach = any("achievable_pct" in op for op in shown)  # a device profile was given
     lines = [
         f"## Top {len(shown)} of {len(ops):,} op signatures by device time",
         "",
-        table_row(["op", "shape", "dtype", "time", "% of roof", "bound"]),
-        "|---|---|---|--:|--:|---|",
+        table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
+        "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|",
     ]
     for op in shown:
         lines.append(table_row([
@@ -195,6 +218,7 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
             md_text(fmt_types(op.get("input_types")), 40) or "—",
             fmt_time_us(op.get("device_time_us")),
             _pct_cell(op),
+            *([fmt_pct(op.get("achievable_pct"))] if ach else []),
             bound_of(op),
         ]))
     return lines

@@ -1,0 +1,134 @@
+"""Device profiles written by `traceana calibrate`, read back (pure: no torch).
+
+`load_profile(path)` reads and checks one `traceana.profile/1` JSON file (docs/profile-schema.md)
+and returns a frozen Profile; anything wrong is one BadInput naming the file and the problem.
+The roofline stage takes its achievable roofs from it: `peaks()` (TFLOP/s keyed like the device
+table's peaks, from the gemm.* figures) and `dram_gbps()` (the better of DRAM copy and triad).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from traceana.errors import BadInput
+
+SCHEMA = "traceana.profile/1"
+KINDS = ("cpu", "cuda", "rocm")
+UNITS = ("TFLOP/s", "GB/s", "us")
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    unit: str
+    spread_pct: float
+    size: str
+    repeats: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    path: str
+    name: str  # the device the profile measured
+    kind: str  # cpu | cuda | rocm
+    driver: str | None
+    torch: str
+    threads: int | None
+    date: str
+    figures: tuple[tuple[str, Figure], ...]  # (key, figure), sorted by key; a tuple so it pickles to workers
+
+    def figure(self, key: str) -> Figure | None:
+        return next((f for k, f in self.figures if k == key), None)
+
+    def value(self, key: str) -> float | None:
+        f = self.figure(key)
+        return f.value if f else None
+
+    def peaks(self) -> dict[str, float]:
+        """Measured GEMM TFLOP/s by the device table's peak keys (fp32, bf16_tc, ...)."""
+        return {k[5:]: f.value for k, f in self.figures if k.startswith("gemm.") and f.unit == "TFLOP/s"}
+
+    def dram_gbps(self) -> float | None:
+        """The memory roof: the better of DRAM copy and triad (what the machine has shown it does)."""
+        vals = [v for v in (self.value("dram.copy"), self.value("dram.triad")) if v]
+        return max(vals) if vals else None
+
+    def file(self) -> str:
+        return os.path.basename(self.path)
+
+    def label(self) -> str:
+        """'cpu.json (Intel Xeon, cpu, measured 2025-01-02)'."""
+        return f"{self.file()} ({self.name}, {self.kind}, measured {self.date[:10]})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """What an Analysis records of the profile (device.profile)."""
+        return {"file": self.file(), "name": self.name, "kind": self.kind, "date": self.date, "torch": self.torch,
+                "driver": self.driver, "threads": self.threads, "peak_tflops": self.peaks(),
+                "dram_gbps": self.dram_gbps(), "dispatch_us": self.value("dispatch.overhead"),
+                "launch_us": self.value("launch.latency"),
+                "spread_pct": {k: f.spread_pct for k, f in self.figures}}
+
+
+def _bad(path: str, why: str) -> BadInput:
+    return BadInput(f"{path}: not a usable traceana profile: {why}")
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def parse_profile(doc: Any, path: str = "<profile>") -> Profile:
+    """Check one decoded profile document and build the Profile."""
+    if not isinstance(doc, dict):
+        raise _bad(path, "the JSON is not an object")
+    if doc.get("schema") != SCHEMA:
+        raise _bad(path, f"schema is {doc.get('schema')!r}, expected {SCHEMA!r} (write it with `traceana calibrate`)")
+    dev = doc.get("device")
+    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str) or not dev["name"]:
+        raise _bad(path, "device.name is missing")
+    if dev.get("kind") not in KINDS:
+        raise _bad(path, f"device.kind is {dev.get('kind')!r}, expected one of {', '.join(KINDS)}")
+    figs = doc.get("figures")
+    if not isinstance(figs, dict) or not figs:
+        raise _bad(path, "it has no figures")
+    out: dict[str, Figure] = {}
+    for key, f in figs.items():
+        if not isinstance(f, dict):
+            raise _bad(path, f"figure {key!r} is not an object")
+        if not _positive(f.get("value")):
+            raise _bad(path, f"figure {key!r} has no positive value")
+        if f.get("unit") not in UNITS:
+            raise _bad(path, f"figure {key!r} has unit {f.get('unit')!r}, expected one of {', '.join(UNITS)}")
+        spread = f.get("spread_pct", 0.0)
+        reps = f.get("repeats", 1)
+        if not isinstance(spread, (int, float)) or isinstance(spread, bool) or not math.isfinite(spread) or spread < 0:
+            raise _bad(path, f"figure {key!r} has a bad spread_pct")
+        if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+            raise _bad(path, f"figure {key!r} has a bad repeats count")
+        out[str(key)] = Figure(float(f["value"]), f["unit"], float(spread), str(f.get("size") or ""), reps)
+    threads = dev.get("threads")
+    return Profile(path, dev["name"], dev["kind"], dev.get("driver") if isinstance(dev.get("driver"), str) else None,
+                   str(dev.get("torch") or ""), threads if isinstance(threads, int) and threads > 0 else None,
+                   str(doc.get("date") or ""), tuple(sorted(out.items())))
+
+
+def load_profile(path: str) -> Profile:
+    """Read and check a profile file (BadInput with one line on any problem)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(16 << 20)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: profile not found") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory, not a profile") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read profile: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad(path, f"invalid JSON ({str(exc)[:80]})") from None
+    return parse_profile(doc, path)
