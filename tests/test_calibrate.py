@@ -178,3 +178,18 @@ def test_calibrate_bad_output_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("traceana: ") and "does not exist" in err[0]
     assert main(["calibrate", "--device", "tpu"]) == 2
+
+
+def test_unsteady_figures_are_measured_again_then_marked():
+    from traceana.calibrate.run import _steady
+    from traceana.calibrate.stats import figure
+
+    runs = iter([[1.0, 2.0, 3.0], [1.9, 2.0, 2.1]])  # spreads (3-1)/2 = 100%, then (2.1-1.9)/2 = 10%
+    got = _steady(lambda: figure(next(runs), "GB/s", "s"))
+    assert got["spread_pct"] == pytest.approx(10.0) and got["retries"] == 1 and "unstable" not in got
+    noisy = iter([[1.0, 2.0, 3.0], [1.0, 2.0, 4.0], [1.0, 2.0, 3.5]])  # 100%, 150%, 125%: keep the first
+    bad = _steady(lambda: figure(next(noisy), "GB/s", "s"))
+    assert bad["spread_pct"] == pytest.approx(100.0) and bad["retries"] == 2 and bad["unstable"] is True
+    assert "unstable: repeats disagree by 100%" in bad["note"]
+    steady = _steady(lambda: figure([2.0, 2.0, 2.1], "GB/s", "s"))  # 5%: measured once
+    assert "retries" not in steady

@@ -156,3 +156,13 @@ def test_devices_lists_profiles(t4_profile, tmp_path, capsys):
     assert main(["devices", "--json", "--profile", t4_profile]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["profiles"][0]["table_key"] == "t4" and doc["profiles"][0]["peak_tflops"]["fp32"] == 4.05
+
+
+def test_unsteady_profile_figures_are_warned(tmp_path):
+    d = _doc()
+    d["figures"]["dram.triad"]["spread_pct"] = 40.0  # over the 25% calibrate retries at
+    p = tmp_path / "shaky.json"
+    p.write_text(json.dumps(d))
+    a = analyze(T4, Options(profile=load_profile(str(p))))
+    (w,) = [w for w in a["warnings"] if "spread between repeats" in w]
+    assert "dram.triad 40%" in w and "calibrate again" in w

@@ -180,11 +180,19 @@ def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict
     return dev_id, props[0]
 
 
+UNSTABLE_PCT = 25.0  # as traceana.calibrate.run: repeats that disagree more than this
+
+
 def _achievable(prof: Profile, device, device_dict: dict, cpu_only: bool, warnings: list[str]) -> dict | None:
     """The achievable roofs a GPU trace's ops are judged against (device.profile records the
     profile; None when it does not apply: a CPU-only trace, judged by cpu.py, or a CPU profile)."""
     rec = prof.as_dict()
     device_dict["profile"] = rec
+    shaky = {k: v for k, v in (rec.get("spread_pct") or {}).items() if v > UNSTABLE_PCT}
+    if shaky:
+        warnings.append(f"profile {prof.label()}: " + ", ".join(f"{k} {v:.0f}%" for k, v in sorted(shaky.items()))
+                        + f" spread between repeats (over {UNSTABLE_PCT:g}%): those measured roofs are unsteady "
+                        "(a busy machine while calibrating?); calibrate again on an idle machine")
     if cpu_only:
         rec["applied"] = prof.kind == "cpu"
         if prof.kind != "cpu":

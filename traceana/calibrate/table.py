@@ -28,7 +28,8 @@ def lines(profile: dict) -> list[str]:
     order = list(LABEL)
     for key, f in sorted(figs.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])):
         sheet = f.get("datasheet")
-        rows.append((LABEL.get(key, key), _num(f["value"]), f["unit"], f"{f['spread_pct']:.1f}%",
+        spread = f"{f['spread_pct']:.1f}%" + (" unstable" if f.get("unstable") else "")
+        rows.append((LABEL.get(key, key), _num(f["value"]), f["unit"], spread,
                      _num(sheet) if sheet else ("unknown (CPU)" if cpu else "unknown"),
                      f"{f['pct_of_datasheet']:.0f}%" if f.get("pct_of_datasheet") is not None else "-",
                      f["size"]))
@@ -37,5 +38,6 @@ def lines(profile: dict) -> list[str]:
             for r in rows]
     tail = [f"skipped {k}: {why}" for k, why in (profile.get("skipped") or {}).items()]
     tail += list(profile.get("notes") or [])
-    tail.append("spread = (max - min) / median of the repeats; value = the median")
+    tail.append("spread = (max - min) / median of the repeats; value = the median; a figure whose spread is over "
+                "25% is measured again (twice at most) and marked unstable if it stays over")
     return head + [""] + body + [""] + tail
