@@ -137,15 +137,16 @@ def summary(a: dict, out: str) -> str:
     dev = a["device"]
     cov = a["coverage"]
     total = cov["device_time_us"]
-    lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
-             f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
+    from traceana.render import shown_warnings, verdict
+
+    if a.get("cpu") and not total:  # a CPU-only trace: the verdict says so, once
+        lines = [f"{a['trace']['file']}: {verdict(a)}"]
+    else:
+        lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
+                 f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
     lead = a.get("lead") or {}
     if lead.get("sentence"):
         lines.append(f"  {lead['sentence']}")
-    elif a.get("cpu"):
-        from traceana.render import verdict
-
-        lines.append(f"  {verdict(a)}")
     levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
     for f in levers:
         tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",
@@ -159,7 +160,7 @@ def summary(a: dict, out: str) -> str:
         mark = " (over roof)" if r.get("over_roof") else " (estimated)" if r.get("estimated") else ""
         lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}  "
                      f"{r['name'][:70]}{mark}")
-    for w in a["warnings"][:5]:
+    for w in shown_warnings(a)[:5]:
         lines.append(f"  warning: {w}")
     lines.append(f"report written to {out}")
     return "\n".join(lines)

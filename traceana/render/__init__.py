@@ -401,6 +401,22 @@ def projection_line(analysis: Mapping[str, Any]) -> str:
     return line + "."
 
 
+#: The analysis' warning for a trace without GPU events; the verdict of such a trace says it already.
+CPU_ONLY_WARNING = "no GPU activity in this trace"
+
+
+def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
+    """The analysis' warnings as a report shows them: each said once (a CPU-only trace's verdict
+    already says there was no GPU activity, so its warning is not repeated)."""
+    cpu_only = bool(mapping(analysis.get("cpu"))) and not by_bound(analysis)[1]
+    out = []
+    for w in seq(analysis.get("warnings")):
+        if not text(w) or w in out or (cpu_only and text(w).startswith(CPU_ONLY_WARNING)):
+            continue
+        out.append(w)
+    return out
+
+
 def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """(op, calls, self time, total time) rows of a CPU-only trace's breakdown."""
     cpu = mapping(analysis.get("cpu"))

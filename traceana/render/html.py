@@ -37,6 +37,7 @@ from traceana.render import (
     num,
     seq,
     share,
+    shown_warnings,
     text,
     verdict,
 )
@@ -415,7 +416,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "lead": [(text(lbl, 100), fmt_time_us(us), fmt_pct(p) if p is not None else "—")
                  for lbl, us, p in lead_rows(a)],
         "cpu": cpu_rows(a),
-        "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
+        "warnings": [text(w, 2000) for w in shown_warnings(a)],
         "device": _device(dev),
         "breakdown": _breakdown(a),
         "timeline": _timeline(a),

@@ -42,6 +42,7 @@ from traceana.render import (
     num,
     seq,
     share,
+    shown_warnings,
     text,
     verdict,
 )
@@ -246,7 +247,7 @@ def _coverage(analysis: Mapping[str, Any]) -> list[str]:
 
 def _warning_items(analysis: Mapping[str, Any]) -> list[str]:
     dev_notes = [n for n in seq(mapping(analysis.get("device")).get("notes")) if text(n)]
-    items = [w for w in seq(analysis.get("warnings")) if text(w)]
+    items = shown_warnings(analysis)
     items += [n for n in dev_notes if n not in items]
     return [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
 
