@@ -146,7 +146,7 @@ def test_html_chart_has_one_point_per_op_with_flops():
 def test_html_table_rows_and_links():
     page = render_html(make_analysis())
     for i in range(5):
-        assert f'<tr id="op-op{i}">' in page
+        assert f'<tr id="op-op{i}" data-bound=' in page
     assert 'href="#op-op1"' in page  # finding and explanation link to the pow row
     assert "2.167 ms" in page and "512 MiB" in page and "77.4%" in page
     assert "Tesla T4" in page and "320 GB/s" in page
@@ -228,7 +228,8 @@ def test_markdown_content():
     assert md.startswith("# traceana: ")
     assert "**Where the time went:**" in md and "compute throughput" in md
     assert "Tesla T4" in md and "320 GB/s" in md and "fp32 8.10" in md
-    assert "| aten::pow | 8192×8192, () | float, Scalar | 2.167 ms | 77.4% | memory |" in md
+    # dtypes as people write them: 'float' is fp32, the Scalar argument is not a tensor
+    assert "| aten::pow | 8192×8192, () | fp32 | 2.167 ms | 77.4% | memory |" in md
     assert "536870912 B / 320 GB/s = 1677.7 µs" in md
     assert "``````text" in md  # fence longer than the 5-backtick run in the explanation
     assert "## Coverage" in md and "## Warnings" in md
