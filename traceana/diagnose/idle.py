@@ -145,7 +145,7 @@ def idle_finding(summary: dict, span_us: float) -> dict | None:
     big = []
     for g in summary["largest"][:3]:
         s = (f"{u.us(g['length_us'])} at +{u.us(g['start_us'])} ({g['cause'].replace('_', '-')}, before "
-             f"{g['next'][:60]}")
+             f"{u.kernel_name(g['next'], 60)}")
         if g.get("cpu_call"):
             s += f"; the CPU was in {g['cpu_call']}"
         big.append(s + ")")

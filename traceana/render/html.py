@@ -279,7 +279,8 @@ def _timeline(analysis: Mapping[str, Any]) -> dict[str, Any]:
               for k, v in mapping(idle.get("by_cause")).items()]
     gaps = [{"length": fmt_time_us(mapping(g).get("length_us")), "at": fmt_time_us(mapping(g).get("start_us")),
              "cause": text(mapping(g).get("cause"), 30).replace("_", "-"),
-             "next": text(mapping(g).get("next"), 120), "cpu": text(mapping(g).get("cpu_call"), 80)}
+             "next": short_name(mapping(g).get("next")), "next_full": text(mapping(g).get("next"), 2000),
+             "cpu": text(mapping(g).get("cpu_call"), 80)}
             for g in seq(idle.get("largest"))[:10]]
     util = mapping(analysis.get("utilisation"))
     headline = []
