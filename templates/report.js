@@ -30,13 +30,13 @@
       if (p.strip) {
         return [
           ["shapes", p.dims || "\u2014"], ["dtypes", p.dtypes || "\u2014"],
-          ["time", p.time + " (" + p.calls + " calls)"],
+          ["time", p.time + " (" + p.calls + ")"],
           ["GB/s", p.gbps], ["of DRAM roof", p.dram], ["% of roof", p.pct], ["bound", p.bound]
         ];
       }
       return [
-        ["shapes", p.dims || "\u2014"], ["dtypes", p.dtypes || "\u2014"],
-        ["time", p.time + " (" + p.calls + " calls)"],
+        ["shapes", p.dims || "—"], ["dtypes", p.dtypes || "—"],
+        ["time", p.time + " (" + p.calls + ")"],
         ["FLOP/B", p.intensity], ["TFLOP/s", p.tflops],
         ["% of roof", p.pct], ["bound", p.bound]
       ];
@@ -155,6 +155,36 @@
     Array.prototype.forEach.call(ths, function (th, i) {
       var button = th.querySelector("button");
       (button || th).addEventListener("click", function () { sortBy(i); });
+    });
+    initFilters(table);
+  }
+
+  // Text filter (every word must appear in the row's name, dims, dtypes, bound or class) and
+  // the bound / class selects: rows that do not match are hidden, never removed.
+  function initFilters(table) {
+    var box = document.getElementById("ops-filter");
+    var bound = document.getElementById("ops-bound");
+    var family = document.getElementById("ops-family");
+    var shown = document.getElementById("ops-shown");
+    if (!box && !bound && !family) { return; }
+    function apply() {
+      var words = (box ? box.value : "").toLowerCase().split(/\s+/).filter(Boolean);
+      var b = bound ? bound.value : "", f = family ? family.value : "";
+      var rows = table.tBodies[0].rows, n = 0;
+      for (var i = 0; i < rows.length; i += 1) {
+        var r = rows[i], hay = r.getAttribute("data-search") || "";
+        var ok = (!b || r.getAttribute("data-bound") === b) && (!f || r.getAttribute("data-family") === f) &&
+          words.every(function (w) { return hay.indexOf(w) >= 0; });
+        r.hidden = !ok;
+        n += ok ? 1 : 0;
+      }
+      if (shown) {
+        shown.textContent = (words.length || b || f) ? n.toLocaleString("en-US") + " of " +
+          rows.length.toLocaleString("en-US") + " shown" : "";
+      }
+    }
+    [box, bound, family].forEach(function (el) {
+      if (el) { el.addEventListener("input", apply); el.addEventListener("change", apply); }
     });
   }
 

@@ -151,6 +151,34 @@ def test_corrupt_and_truncated_gzip(capsys, tmp_path):
     expect_error(capsys, tmp_path, write(tmp_path, gzip.compress(b"hello"), "hello.json.gz"), "not valid JSON")
 
 
+def test_json_gz_that_is_not_gzip_says_not_gzip(capsys, tmp_path):
+    # neither gzip (no 1f 8b magic) nor JSON: the name promised gzip, so that is what is said
+    line = expect_error(capsys, tmp_path, write(tmp_path, b"this is not a trace", "plain.json.gz"), "not gzip")
+    assert "not valid JSON" not in line
+    # a .json that is not JSON is still a JSON error, not a gzip one
+    line = expect_error(capsys, tmp_path, write(tmp_path, b"this is not a trace", "plain.json"), "not valid JSON")
+    assert "not gzip" not in line
+
+
+def test_json_gz_holding_plain_json_is_read(capsys, tmp_path):
+    """A trace saved as plain JSON under a .json.gz name is read as the JSON it is."""
+    a = expect_report(capsys, tmp_path, write(tmp_path, good_doc(), "renamed.json.gz"))
+    assert sorted(o["name"] for o in a["ops"]) == ["aten::add", "aten::mm"]
+
+
+def test_top_level_event_array_is_a_trace(capsys, tmp_path):
+    """The Chrome trace format's array form, [event, ...], reads as {"traceEvents": [...]}."""
+    as_object = expect_report(capsys, tmp_path, write(tmp_path, good_doc(), "object.json"))
+    events = good_doc()["traceEvents"]
+    as_array = expect_report(capsys, tmp_path, write(tmp_path, events, "array.json"))
+    # aten::mm: 2*M*N*K = 2*256*256*256 = 33,554,432 FLOPs, the same either way
+    assert op_named(as_array, "aten::mm")["flops"] == 33_554_432 == op_named(as_object, "aten::mm")["flops"]
+    assert [o["device_time_us"] for o in as_array["ops"]] == [o["device_time_us"] for o in as_object["ops"]]
+    # gzip'd too
+    as_gz = expect_report(capsys, tmp_path, write(tmp_path, gzip.compress(json.dumps(events).encode()), "a.json.gz"))
+    assert op_named(as_gz, "aten::mm")["flops"] == 33_554_432
+
+
 def test_missing_unreadable_and_odd_paths(capsys, tmp_path):
     expect_error(capsys, tmp_path, str(tmp_path / "nope.json"), "no such file")
     expect_error(capsys, tmp_path, str(tmp_path / "no-dir" / "t.json"), "no such file")
@@ -437,18 +465,31 @@ def test_huge_ids_do_not_overflow(capsys, tmp_path):
 
 def test_cpu_only_trace_says_so(capsys, tmp_path):
     doc = s.trace([e for e in good_events() if e["cat"] == "cpu_op"], props=())
-    a = expect_report(capsys, tmp_path, write(tmp_path, doc), "no GPU activity")
+    path = write(tmp_path, doc)
+    a = expect_report(capsys, tmp_path, path)
+    assert any("no GPU activity" in w for w in a["warnings"])
     assert a["ops"] == [] and a["coverage"]["device_time_us"] == 0
     # said once: no second warning about the unknown device of a run that used none
     assert len([w for w in a["warnings"] if "GPU" in w or "device" in w]) == 1
     assert a["cpu"]["op_calls"] > 0 and a["cpu"]["by_self_time"]
+    # and said once in every report: the verdict says it, the warnings list does not repeat it
+    page = html.unescape((tmp_path / "report.html").read_text(encoding="utf-8"))
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    for shown in (page, md):
+        assert shown.lower().count("no gpu activity") == 1, shown
+    assert main(["report", path, "-o", str(tmp_path / "again.md")]) == 0
+    terminal = capsys.readouterr().out
+    assert terminal.lower().count("no gpu activity") == 1, terminal
+    # 2 CPU ops (aten::mm, aten::add): "2 CPU op calls"; the device line is not printed
+    assert "2 CPU op calls" in terminal and "unknown device" not in terminal
 
 
 def test_cpu_only_sample_trace_says_so(capsys, tmp_path):
     p = SAMPLES / "cpu_mlp_train.json.gz"
     if not p.exists():
         pytest.skip("no CPU sample trace")
-    a = expect_report(capsys, tmp_path, str(p), "no GPU activity")
+    a = expect_report(capsys, tmp_path, str(p))
+    assert a["warnings"][0].startswith("no GPU activity")
     # 2 ProfilerStep annotations; the matmuls take the most CPU self time
     assert a["cpu"]["steps"] == 2 and a["cpu"]["by_self_time"][0]["name"] == "aten::mm"
     assert len(a["warnings"]) == 1

@@ -134,7 +134,7 @@ def test_recorded_cpu_trace_renders_verdicts_without_gpu_advice(recorded, tmp_pa
     assert "## CPU roofline verdicts" in text_md and "| aten::addmm |" in text_md
     assert "traceana's defaults, not measured on this machine" in text_md
     assert "CPU roofline verdicts" in text_html and "dispatch-bound" in text_html
-    assert "dispatch" in term and "aten::addmm" in term
+    assert "dispatch" in term and "CPU self time by bound" in term  # (the top ops shown depend on timing)
     for out in (text_md, text_html, term):
         assert "--peak-tflops" not in out and "peak-tflops" not in out
 

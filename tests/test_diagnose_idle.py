@@ -69,6 +69,6 @@ def test_launch_finding_adds_short_gaps_and_time_above_roofs():
     (f,) = launch_findings(rows, 10_000.0, facts)
     # above the roofs: 300 - 100 x 0.5 = 250 µs; plus 240 µs of short gaps = 490 µs
     assert f["saving_us"] == pytest.approx(490.0)
-    assert "8 µs per launch" in f["text"] and "6 µs per kernel" in f["text"]  # 1200/150, 900/150
+    assert "8.00 µs per launch" in f["text"] and "6.00 µs per kernel" in f["text"]  # 1200/150, 900/150
     assert "CPU sets the pace" in f["text"]
     assert launch_findings([], 1e9, facts) == []  # 240 µs of 1e9 µs: under 0.5%

@@ -161,7 +161,9 @@ def test_cli_diff_real_pair_markdown(tmp_path, capsys):
     b_step = c["breakdown"]["total_us"] / c["trace"]["steps"]
     h_step = t["breakdown"]["total_us"] / t["trace"]["steps"]
     assert h_step > b_step * 1.01  # the V100 run is slower per step: HEAD=test regresses
-    assert f"(**+{100 * (h_step - b_step) / b_step:.1f}%**" in md
+    # a regression reads as one: the time it added, how many times slower, and the percentage
+    assert (f"**+{(h_step - b_step) / 1000:.2f} ms ({h_step / b_step:.2f}× slower, "
+            f"+{100 * (h_step - b_step) / b_step:.1f}%)**") in md
 
 
 def test_cli_diff_non_regressing_direction_exits_0(tmp_path):

@@ -65,7 +65,7 @@ def test_rank0_host_to_device_copy_is_held_to_pcie_not_hbm():
     # per call: 229,212,160 / 25 calls = 9,168,486 B; at 31.5 GB/s 291.06 µs of 812.68 µs = 35.8%
     assert row["roof_pct"] == pytest.approx(9_168_486.4 / 31.5e3 / (20317 / 25) * 100, rel=1e-6)
     f = next(f for f in a["findings"] if f["kind"] == "host_copy" and row["id"] in f["ops"])
-    assert "12 GB/s (38% of the 31.5 GB/s PCIe 4.0 x16)" in f["title"]
+    assert "12.0 GB/s (38% of the 31.5 GB/s PCIe 4.0 x16)" in f["title"]
     assert "2039" not in f["text"] and "fuse" not in f["text"].lower()
     # saving: 19,133 µs - 229,212,160 B / 31.5 GB/s (7,276.6 µs) = 11,856.4 µs
     assert f["saving_us"] == pytest.approx(19133 - 229_212_160 / 31.5e3)

@@ -30,7 +30,7 @@ def test_rank0_leads_with_idle_and_communication():
     assert "42.3% of busy time" in first["title"]  # 185,317 / 438,424
     md = render_markdown(a)
     head = md.split("## Findings")[0]
-    assert "**Where the time went:** GPU idle 64.4%" in head and "| idle: kernel-wait | 666.8 ms | 54.1% |" in head
+    assert "**Where the time went:** GPU idle 64.4%" in head and "| idle: kernel-wait | 666.79 ms | 54.1% |" in head
     assert "fp32 GEMM" not in head
 
 

@@ -339,10 +339,10 @@ def test_single_trace_lead_uses_the_same_union_as_the_timeline():
     assert total == 388587.0 and sum(parts.values()) <= total
     # the lead states the union (388.6 ms busy, 83.6% of the span), never the 501.6 ms sum
     v = verdict(a)
-    assert ("388.6 ms GPU busy" in v or "Busy 83.6%" in v) and "501.6 ms" not in v
+    assert ("388.59 ms GPU busy" in v or "Busy 83.6%" in v) and "501.6 ms" not in v
     from traceana.render.html import render_html
 
-    assert "388.6 ms</span> GPU busy (wall-clock: overlapping streams counted once)" in render_html(a)
+    assert "388.59 ms</span> GPU busy (wall-clock: overlapping streams counted once)" in render_html(a)
 
 
 def test_cross_rank_is_pure_and_handles_no_steps():

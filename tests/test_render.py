@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+from traceana.units import kernel_name
 from traceana.errors import BadInput
 from traceana.render import format_for_path, render
 from traceana.render.html import MAX_TABLE_ROWS, build_view, render_html
@@ -138,7 +139,8 @@ def test_html_chart_has_one_point_per_op_with_flops():
     assert pow_pt["x"] == 0.125 and pow_pt["bound"] == "memory" and pow_pt["pct"] == "77.4%"
     assert data["dram_gbps"] == 320.0
     assert [r["tflops"] for r in data["roofs"]] == [1.0, 8.1, 65.0]
-    assert any(p["name"] == HOSTILE for p in points)  # round-trips intact through JSON
+    # round-trips intact through JSON (as the readable name: its newline folded to a space)
+    assert any(p["name"] == kernel_name(HOSTILE) == '<script>alert(1)</script>|`a` "x"' for p in points)
     view = build_view(a)
     assert view["chart"]["left_out"] == 2
 
@@ -146,7 +148,7 @@ def test_html_chart_has_one_point_per_op_with_flops():
 def test_html_table_rows_and_links():
     page = render_html(make_analysis())
     for i in range(5):
-        assert f'<tr id="op-op{i}">' in page
+        assert f'<tr id="op-op{i}" data-bound=' in page
     assert 'href="#op-op1"' in page  # finding and explanation link to the pow row
     assert "2.167 ms" in page and "512 MiB" in page and "77.4%" in page
     assert "Tesla T4" in page and "320 GB/s" in page
@@ -228,7 +230,8 @@ def test_markdown_content():
     assert md.startswith("# traceana: ")
     assert "**Where the time went:**" in md and "compute throughput" in md
     assert "Tesla T4" in md and "320 GB/s" in md and "fp32 8.10" in md
-    assert "| aten::pow | 8192×8192, () | float, Scalar | 2.167 ms | 77.4% | memory |" in md
+    # dtypes as people write them: 'float' is fp32, the Scalar argument is not a tensor
+    assert "| aten::pow | 8192×8192, () | fp32 | 2.167 ms | 77.4% | memory |" in md
     assert "536870912 B / 320 GB/s = 1677.7 µs" in md
     assert "``````text" in md  # fence longer than the 5-backtick run in the explanation
     assert "## Coverage" in md and "## Warnings" in md

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceana.cost.types import Cost
+from traceana.units import PEAK_NAMES
 
 # Below this share of its measured time explained by the model (floor + roofline time), neither
 # roof nor launch overhead bounds an op: it is underutilised.
@@ -45,13 +46,9 @@ _WIDER = {"fp4": ("fp6_tc", "fp8_tc", "bf16_tc", "fp16_tc"), "fp6": ("fp8_tc", "
 # Kernel-name fragments that mean an fp32-input GEMM ran on TF32 tensor cores (cuBLAS/CUTLASS
 # "s1688"/"s16816" tensor-op kernels, "tf32" in sm80+ xmma names, "xf32" on ROCm).
 TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s")
-PEAK_LABEL = {
-    "fp64": "fp64", "fp64_tc": "fp64 tensor cores", "fp32": "fp32 (CUDA cores / vector)",
-    "tf32_tc": "tf32 tensor cores", "bf16_tc": "bf16 tensor cores", "fp16_tc": "fp16 tensor cores",
-    "fp8_tc": "fp8 tensor cores", "fp6_tc": "fp6 tensor cores", "fp4_tc": "fp4 tensor cores",
-    "int8_tc": "int8 tensor cores", "fp16": "fp16 (non-tensor)",
-    "bf16": "bf16 (non-tensor)",
-}
+#: A compute roof's name in sentences ("bf16 tensor cores", "fp32 vector units"), from units.PEAK_NAMES.
+PEAK_LABEL = {k: v.replace(" tensor", " tensor cores").replace(" vector", " vector units")
+              for k, v in PEAK_NAMES.items()}
 
 
 @dataclass(frozen=True)

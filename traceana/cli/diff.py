@@ -142,10 +142,10 @@ def diff(base: str, head: str, output: str | None, fmt: str | None, roof_thresho
 
 def summary(d: Mapping[str, Any], out: str) -> str:
     """A few lines for the terminal: the total, the device warning, the counts."""
-    from traceana.render.diff_markdown import headline_numbers
+    from traceana.render.diff_markdown import headline_numbers, total_change
 
     n = headline_numbers(d)
-    lines = [f"device time {n['per']}: {n['base']} -> {n['head']} ({n['pct']}, {n['delta']})"]
+    lines = [f"device time {n['per']}: {n['base']} -> {n['head']}: {total_change(n)}"]
     if d.get("device_note"):
         lines.append(f"  warning: {d['device_note']}")
     lines.append(f"  {n['counts']}")

@@ -155,9 +155,10 @@ def summary(a: dict, out: str) -> str:
     dev = a["device"]
     cov = a["coverage"]
     total = cov["device_time_us"]
-    if a.get("cpu") and not total:
-        lines = [f"{a['trace']['file']}: CPU-only trace (no GPU activity), "
-                 f"{u.us((a['cpu'] or {}).get('top_level_us') or 0.0)} in top-level CPU ops"]
+    from traceana.render import shown_warnings, verdict
+
+    if a.get("cpu") and not total:  # a CPU-only trace: the verdict says so, once
+        lines = [f"{a['trace']['file']}: {verdict(a)}"]
     else:
         lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
                  f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
@@ -168,9 +169,8 @@ def summary(a: dict, out: str) -> str:
     if lead.get("sentence"):
         lines.append(f"  {lead['sentence']}")
     elif a.get("cpu"):
-        from traceana.render import cpu_roof_lines, cpu_verdict_rows, verdict
+        from traceana.render import cpu_roof_lines, cpu_verdict_rows
 
-        lines.append(f"  {verdict(a)}")
         lines += [f"  {x}" for x in cpu_roof_lines(a)]
         for r in cpu_verdict_rows(a)[:5]:
             lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {r['name'][:50]} [{r['dims'][:40]}]")
@@ -188,7 +188,7 @@ def summary(a: dict, out: str) -> str:
         ach = f" {u.pct(r['achievable_pct']):>7} ach." if r.get("achievable_pct") is not None else ""
         lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}{ach}  "
                      f"{r['name'][:70]}{mark}")
-    for w in a["warnings"][:5]:
+    for w in shown_warnings(a)[:5]:
         lines.append(f"  warning: {w}")
     lines.append(f"report written to {out}")
     return "\n".join(lines)

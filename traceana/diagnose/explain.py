@@ -21,7 +21,7 @@ def explain_rows(rows: list[dict], device: dict, total_us: float, top_n: int = T
 
 def _title(row: dict) -> str:
     bound = row["bound"]
-    head = f"{row['name']} ({_shape(row)})"
+    head = f"{u.kernel_name(row['name'])} ({_shape(row)})"
     if bound in ("memory", "compute"):
         roof = "bandwidth" if bound == "memory" else f"{row.get('peak_dtype') or ''} compute".strip()
         return f"{head}: {bound}-bound at {u.pct(row['roof_pct'])} of the {roof} roof"
@@ -40,17 +40,16 @@ def _title(row: dict) -> str:
 
 def _shape(row: dict) -> str:
     dims = u.dims(row.get("input_dims"))
-    types = [t for t in (row.get("input_types") or []) if t not in ("", "Scalar", "ScalarList")]
-    dt = types[0] if types else ""
-    if dims != "—":
-        return f"{dims} {dt}".strip()
+    dt = u.dtypes(row.get("input_types"))
+    if dims:
+        return "; ".join(x for x in (dims, dt) if x)
     return (row.get("cause") or "no shapes").replace("_", " ")
 
 
 def _explain(row: dict, device: dict, total_us: float) -> list[str]:
     share = row["device_time_us"] / total_us * 100 if total_us > 0 else 0.0
     calls = row["count"]
-    lines = [f"{calls:,} call{'s' if calls != 1 else ''}, {u.us(row['device_time_us'])} of GPU time "
+    lines = [f"{u.plural(calls, 'call')}, {u.us(row['device_time_us'])} of GPU time "
              f"({share:.1f}% of all device time), {u.us(row['mean_time_us'])} per call."]
     bound = row["bound"]
     if bound == "opaque":
@@ -65,7 +64,8 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
         lines.append(f"No FLOP/byte model: {row.get('reason') or 'no formula'}. Its time is listed as "
                      "unmodelled.")
         return lines
-    lines.append(f"Work per call: {row['flops_expr']} FLOPs.")
+    expr = str(row["flops_expr"])
+    lines.append(f"Work per call: {expr}{'' if expr.endswith(('FLOPs', 'FLOP')) else ' FLOPs'}.")
     lines.append(f"Data per call: {row['bytes_expr']}.")
     dev = device.get("name") or "this device"
     peak, bw = row.get("peak_tflops"), device.get("dram_gbps")

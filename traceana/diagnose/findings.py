@@ -67,13 +67,11 @@ def achievable_note(row: dict) -> str:
 
 
 def _what(row: dict) -> str:
-    dims = u.dims(row.get("input_dims"))
-    dt = row.get("dtype") or ""
-    return f"{row['name']} [{dims}] {dt}".strip()
+    return u.op_label(row["name"], row.get("input_dims"), row.get("dtype"))
 
 
 def _calls(n: int) -> str:
-    return f"{n:,} call{'s' if n != 1 else ''}"
+    return u.plural(n, "call")
 
 
 def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None) -> list[dict]:
@@ -337,22 +335,23 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None) ->
     parts = []
     if facts and facts["short_gaps"]:
         parts.append(f"{facts.get('events', facts['kernels']):,} GPU events (kernels, copies, memsets) ran one by one: "
-                     f"{facts['short_gaps']:,} gaps of at most "
+                     f"{u.plural(facts['short_gaps'], 'gap')} of at most "
                      f"{facts['short_limit_us']:g} µs between them add up to {u.us(short)} of GPU idle (median "
                      f"{u.us(facts['short_median_us'])} per gap), the fixed cost of launching each kernel separately.")
     if latency:
-        parts.append(f"{len(latency)} op signatures are latency-bound, far under both roofs: {n:,.0f} kernels of "
+        parts.append(f"{u.plural(len(latency), 'op signature')} {'is' if len(latency) == 1 else 'are'} latency-bound, "
+                     f"far under both roofs: {u.plural(n, 'kernel')} of "
                      f"{u.us(t / max(n, 1))} on average, {u.us(t)} ({t / total_us * 100:.1f}% of device time), "
                      f"{u.us(above)} of it above their roofs (fixed per-kernel cost).")
     if facts and facts["launches"]:
         per_la = facts["launch_us"] / facts["launches"]
         per_k = facts["kernel_us"] / max(facts["kernels"], 1)
-        parts.append(f"CPU side: {facts['launches']:,} launch calls took {u.us(facts['launch_us'])} "
+        parts.append(f"CPU side: {u.plural(facts['launches'], 'launch call')} took {u.us(facts['launch_us'])} "
                      f"({u.us(per_la)} per launch, against {u.us(per_k)} per kernel on the GPU)"
                      + ("; launching a kernel costs the CPU more than running it costs the GPU, so the CPU sets "
                         "the pace." if per_la > per_k else "."))
         if facts["lat_launches"]:
-            parts.append(f"The latency-bound kernels alone took {facts['lat_launches']:,} launches, "
+            parts.append(f"The latency-bound kernels alone took {u.plural(facts['lat_launches'], 'launch', 'launches')}, "
                          f"{u.us(facts['lat_launch_us'])} of CPU time.")
     parts.append(LATENCY_FIX)
     parts.append("Saving shown: " + " + ".join(x for x in (f"the short gaps ({u.us(short)})" if short else "",

@@ -171,11 +171,11 @@ def analyse(row: dict, sms: int | None) -> dict | None:
 
 
 def _what(row: dict) -> str:
-    return f"{row['name']} [{u.dims(row.get('input_dims'))}] {row.get('dtype') or ''}".strip()
+    return u.op_label(row["name"], row.get("input_dims"), row.get("dtype"))
 
 
 def _calls(n: int) -> str:
-    return f"{n:,} call{'s' if n != 1 else ''}"
+    return u.plural(n, "call")
 
 
 def _tc_frac(r: dict, pk: float | None, bw: float | None) -> float | None:

@@ -145,13 +145,13 @@ def idle_finding(summary: dict, span_us: float) -> dict | None:
     big = []
     for g in summary["largest"][:3]:
         s = (f"{u.us(g['length_us'])} at +{u.us(g['start_us'])} ({g['cause'].replace('_', '-')}, before "
-             f"{g['next'][:60]}")
+             f"{u.kernel_name(g['next'], 60)}")
         if g.get("cpu_call"):
             s += f"; the CPU was in {g['cpu_call']}"
         big.append(s + ")")
     n_long = summary["gaps"] - summary["short"]["gaps"]
     text = (f"The GPU (device {summary['device']}) was idle {u.us(summary['idle_us'])} of its {u.us(span_us)} span "
-            f"({summary['idle_us'] / span_us * 100:.1f}%); {u.us(idle)} of it in {n_long:,} gaps longer than "
+            f"({summary['idle_us'] / span_us * 100:.1f}%); {u.us(idle)} of it in {u.plural(n_long, 'gap')} longer than "
             f"{LAUNCH_GAP_US:g} µs (the shorter ones are launch overhead, see launch_bound). "
             f"Host-wait {u.us(long['host_wait'])}: the next kernel was launched only after the GPU had gone idle, "
             "so the CPU (Python, dispatch, data loading, post-processing) set the pace. "

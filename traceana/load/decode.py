@@ -32,17 +32,6 @@ def _decode(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
     return doc, notes + warnings
 
 
-def _gz_name_without_gzip(path: str) -> bool:
-    """A .gz file whose first bytes are not gzip's magic (1f 8b): the name promises what it is not."""
-    if not path.endswith(".gz"):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(2) != b"\x1f\x8b"
-    except OSError:
-        return False
-
-
 def _decode_typed(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
     try:
         doc = DOC_DECODER.decode(data)
@@ -91,9 +80,6 @@ def _normalize(path: str, data: bytes, first: BaseException) -> tuple[bytes, lis
     except RecursionError:
         raise BadInput(f"{path}: not a trace (JSON nested too deeply)") from None
     except ValueError:  # json.JSONDecodeError: report the fast parser's message
-        if _gz_name_without_gzip(path):
-            raise BadInput(f"{path}: not gzip (named .gz, but no gzip header), and not plain JSON either "
-                           f"({_short(first)})") from None
         if isinstance(first, UnicodeDecodeError):
             raise BadInput(f"{path}: not valid JSON (not UTF-8 text)") from None
         raise BadInput(f"{path}: not valid JSON ({_short(first)})") from None

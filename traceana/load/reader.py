@@ -73,6 +73,17 @@ def _directory_message(path: str) -> str:
             "(a directory of per-rank traces is not supported yet)")
 
 
+def _named_gz_but_not_gzip(path: str) -> bool:
+    """True when the file's name promises gzip (`.gz`) but its first bytes are not gzip's magic."""
+    if not path.lower().endswith(".gz"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) != b"\x1f\x8b"
+    except OSError:
+        return False
+
+
 def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
     """Parse the file once and split its events into columns by role. `stage(name)` is told
     when each stage starts (read, decode, columns): the progress bar, never per event."""
@@ -88,7 +99,13 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
     try:
         trace = _load_chunked(path, data, stage)
         if trace is None:
-            doc, warnings = _decode(path, data)
+            try:
+                doc, warnings = _decode(path, data)
+            except BadInput as exc:
+                if "not valid JSON" in str(exc) and _named_gz_but_not_gzip(path):
+                    raise BadInput(f"{path}: not gzip (the name ends in .gz but the file does not start with "
+                                   "gzip's magic bytes 1f 8b) and not JSON text either") from None
+                raise
             del data
             if stage:
                 stage("columns")

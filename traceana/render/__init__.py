@@ -3,18 +3,35 @@
 Every renderer reads only the analysis dict (docs/analysis-schema.md), so a saved
 `analysis.json` re-renders without the trace. The dict may come from an older or newer
 traceana, or be hand-edited: every field may be missing or null and every string is
-untrusted. The small value helpers below are shared by the renderers so that the HTML
-page and the markdown summary show the same numbers the same way.
+untrusted. Numbers, shapes, dtypes and kernel names are formatted by traceana/units.py only;
+the small value helpers below read the dict the same way for every renderer.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from traceana import units
 from traceana.errors import BadInput
+from traceana.units import num
+
+#: The formatters every renderer uses, all from traceana/units.py (one voice); the fmt_* names
+#: are kept so the renderers read as before.
+fmt_time_us = units.us
+fmt_ms = units.ms
+fmt_sig = units.sig
+fmt_si = units.si
+fmt_bytes = units.bytes_iec
+fmt_int = units.integer
+fmt_pct = units.pct
+fmt_dims = units.dims
+fmt_types = units.dtypes
+fmt_delta_us = units.signed_us
+fmt_signed_pct = units.signed_pct
+plural = units.plural
+short_name = units.kernel_name
 
 __all__ = ["FORMATS", "format_for_path", "render"]
 
@@ -73,17 +90,6 @@ def seq(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def num(value: Any) -> float | None:
-    """A finite number, or None (null, NaN, inf, booleans and strings are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)
-    except OverflowError:  # an int beyond float's range (a hand-edited saved analysis)
-        return None
-    return value if math.isfinite(value) else None
-
-
 def text(value: Any, limit: int | None = None) -> str:
     """A display string for an untrusted value; "" for null; cut to `limit` characters."""
     if value is None:
@@ -94,120 +100,12 @@ def text(value: Any, limit: int | None = None) -> str:
     return out
 
 
-def fmt_time_us(us: Any) -> str:
-    """Microseconds in the unit a reader expects: µs, ms or s."""
-    v = num(us)
-    if v is None:
-        return "—"
-    a = abs(v)
-    if a < 1000:
-        return f"{v:.2f} µs" if a < 10 else f"{v:,.1f} µs"
-    if a < 1_000_000:
-        ms = v / 1000
-        if a < 10_000:
-            return f"{ms:.3f} ms"
-        return f"{ms:,.2f} ms" if a < 100_000 else f"{ms:,.1f} ms"
-    return f"{v / 1_000_000:,.2f} s"
-
-
-def fmt_sig(value: Any) -> str:
-    """About three significant digits, thousands separators, no exponent above 1."""
-    v = num(value)
-    if v is None:
-        return "—"
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a >= 100:
-        return f"{v:,.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    if a >= 0.001:
-        return f"{v:.3g}"
-    return f"{v:.2e}"
-
-
-def fmt_si(value: Any, unit: str = "") -> str:
-    """Decimal SI prefixes (k, M, G, T, P, E): 67.1 M, 1.10 T."""
-    v = num(value)
-    if v is None:
-        return "—"
-    a, prefix = abs(v), ""
-    for p in ("k", "M", "G", "T", "P", "E"):
-        if a < 1000:
-            break
-        a /= 1000
-        v /= 1000
-        prefix = p
-    if a >= 100:
-        body = f"{v:.0f}"
-    elif a >= 10:
-        body = f"{v:.1f}"
-    else:
-        body = f"{v:.2f}" if a >= 1 or v == 0 else f"{v:.3g}"
-    return f"{body} {prefix}{unit}".rstrip()
-
-
-def fmt_bytes(value: Any) -> str:
-    """Binary units, as tensor sizes are usually thought of: 512 MiB."""
-    v = num(value)
-    if v is None:
-        return "—"
-    a, unit = abs(v), "B"
-    for u in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if a < 1024:
-            break
-        a /= 1024
-        v /= 1024
-        unit = u
-    if unit == "B":
-        return f"{v:,.0f} B"
-    body = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}"
-    return f"{body} {unit}"
-
-
-def fmt_int(value: Any) -> str:
-    """An integer with thousands separators."""
-    v = num(value)
-    return "—" if v is None else f"{round(v):,}"
-
-
-def fmt_pct(value: Any) -> str:
-    """A percentage already scaled to 0..100."""
-    v = num(value)
-    return "—" if v is None else f"{v:.1f}%"
-
-
 def share(part: Any, whole: Any) -> float | None:
     """part / whole in percent, or None when either is unknown or whole is not positive."""
     p, w = num(part), num(whole)
     if p is None or w is None or w <= 0:
         return None
     return 100.0 * p / w
-
-
-def fmt_dims(dims: Any, limit: int = 200) -> str:
-    """Recorded input dims as `8192×8192, 8192` (a 0-d or non-tensor argument is `()`)."""
-
-    def one(d: Any, depth: int) -> str:
-        if isinstance(d, (list, tuple)):
-            if not d:
-                return "()"
-            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in d):
-                return "×".join(text(x) for x in d)
-            if depth > 3:
-                return "[…]"
-            return "[" + ", ".join(one(x, depth + 1) for x in d) + "]"
-        return text(d)
-
-    return text(", ".join(one(d, 1) for d in seq(dims)), limit)
-
-
-def fmt_types(types: Any, limit: int = 120) -> str:
-    """Recorded input dtypes, empty entries (non-tensor arguments) dropped."""
-    return text(", ".join(text(t) for t in seq(types) if text(t)), limit)
 
 
 def bound_of(op: Mapping[str, Any]) -> str:
@@ -314,7 +212,7 @@ def verdict(analysis: Mapping[str, Any]) -> str:
         ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
         if ops:
             top = ops[0]
-            out += (f" The biggest op is {text(top.get('name'), 80) or '(unnamed op)'} "
+            out += (f" The biggest op is {short_name(top.get('name')) or '(unnamed op)'} "
                     f"({fmt_time_us(top.get('device_time_us'))}, {bound_of(top)}).")
         return out
     parts, total = by_bound(analysis)
@@ -327,7 +225,7 @@ def verdict(analysis: Mapping[str, Any]) -> str:
                   + (f"device profile {text(roof.get('profile'), 120)}" if roof.get("source") == "profile"
                      else "traceana's defaults, not measured on this machine") + "). ")
         return (f"No GPU activity: a CPU-only trace, {judged or 'so no GPU roofline applies. '}"
-                f"{fmt_int(cpu.get('op_calls'))} CPU op calls, {fmt_time_us(cpu.get('top_level_us'))} in top-level ops"
+                f"{plural(cpu.get('op_calls'), 'CPU op call')}, {fmt_time_us(cpu.get('top_level_us'))} in top-level ops"
                 + (f" over {fmt_int(cpu.get('steps'))} steps" if num(cpu.get("steps")) else "")
                 + ("; most self time in " + ", ".join(f"{text(r.get('name'), 60)} ({fmt_time_us(r.get('self_us'))})"
                                                       for r in top) if top else "") + ".")
@@ -342,7 +240,7 @@ def verdict(analysis: Mapping[str, Any]) -> str:
     out = f"{fmt_pct(pct)} of {fmt_time_us(total)} {what} is {BOUND_WORDS[top_bound]}"
     if ops:
         top = ops[0]
-        name = text(top.get("name"), 80) or "(unnamed op)"
+        name = short_name(top.get("name")) or "(unnamed op)"
         bits = [fmt_time_us(top.get("device_time_us"))]
         if num(top.get("roof_pct")) is not None:
             bits.append(f"{fmt_pct(top.get('roof_pct'))} of roof")
@@ -403,6 +301,22 @@ def projection_line(analysis: Mapping[str, Any]) -> str:
         line += (f". The findings claim {fmt_time_us(claimed)} one by one: they overlap, and each µs is "
                  "counted once here")
     return line + "."
+
+
+#: The analysis' warning for a trace without GPU events; the verdict of such a trace says it already.
+CPU_ONLY_WARNING = "no GPU activity in this trace"
+
+
+def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
+    """The analysis' warnings as a report shows them: a CPU-only trace's verdict already says
+    there was no GPU activity, so its warning is not repeated."""
+    cpu_only = bool(mapping(analysis.get("cpu"))) and not by_bound(analysis)[1]
+    out = []
+    for w in seq(analysis.get("warnings")):
+        if not text(w) or (cpu_only and text(w).startswith(CPU_ONLY_WARNING)):
+            continue
+        out.append(w)
+    return out
 
 
 def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:

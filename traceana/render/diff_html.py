@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, seq, text
+from traceana.render import fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, seq, short_name, text
 from traceana.render.diff_markdown import (
     bound_rows,
+    change_sign,
+    total_change,
     fmt_delta_pct,
     gate_rows,
     fmt_delta_us,
@@ -35,23 +37,23 @@ def render_diff_html(diff: Mapping[str, Any]) -> str:
     return environment().get_template("diff.html.j2").render(view=build_diff_view(diff))
 
 
-def _sign(v: Any) -> str:
-    n = num(v)
-    return "" if n is None or n == 0 else ("up" if n > 0 else "down")
+def _sign(row: Mapping[str, Any]) -> str:
+    """The CSS class of a change: 'better' (time went down), 'worse' (up), '' (neither)."""
+    return change_sign(row)
 
 
 def _op(r: Mapping[str, Any]) -> dict[str, str]:
     dims = fmt_dims(r.get("input_dims"), 300)
     if r.get("match") not in (None, "exact") and "head_input_dims" in r:
         dims += " → " + fmt_dims(r.get("head_input_dims"), 300)
-    return {"name": text(r.get("name"), 500) or "(unnamed)", "dims": dims,
+    return {"name": short_name(r.get("name")) or "(unnamed)", "full": text(r.get("name"), 2000), "dims": dims,
             "types": fmt_types(r.get("input_types"))}
 
 
 def _change(r: Mapping[str, Any]) -> dict[str, str]:
     b, h = mapping(r.get("base")), mapping(r.get("head"))
     return {**_op(r), "base": fmt_time_us(b.get("time_us")), "head": fmt_time_us(h.get("time_us")),
-            "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r), "sign": _sign(r.get("delta_us")),
+            "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r), "sign": _sign(r),
             "roof": fmt_roof_change(r), "match": match_words(r),
             "bound": f"{text(b.get('bound'), 20) or '—'} → {text(h.get('bound'), 20) or '—'}"}
 
@@ -88,16 +90,16 @@ def build_diff_view(diff: Mapping[str, Any]) -> dict[str, Any]:
         "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", text(tool.get("version"), 40)) if x),
         "device_note": text(d.get("device_note"), 1000),
         "norm_note": text(mapping(d.get("normalisation")).get("note"), 1000),
-        "total": {**n, "sign": _sign(mapping(d.get("total")).get("delta_us"))},
+        "total": {**n, "change": total_change(n)},
         "sides": sides,
         "bounds": [{"bound": k, "base": fmt_time_us(r.get("base_us")), "head": fmt_time_us(r.get("head_us")),
                     "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r),
-                    "sign": _sign(r.get("delta_us"))} for k, r in bound_rows(d)],
+                    "sign": _sign(r)} for k, r in bound_rows(d)],
         "changes": _table(seq(d.get("ops")), _change),
-        "by_name": {"rows": [{"name": text(r.get("name"), 500) or "(unnamed)",
+        "by_name": {"rows": [{"name": short_name(r.get("name")) or "(unnamed)", "full": text(r.get("name"), 2000),
                               "base": fmt_time_us(r.get("base_us")), "head": fmt_time_us(r.get("head_us")),
                               "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r),
-                              "sign": _sign(r.get("delta_us"))}
+                              "sign": _sign(r)}
                              for r in seq(d.get("by_name"))[:MAX_ROWS] if isinstance(r, Mapping)],
                     "total": len(seq(d.get("by_name")))},
         "roof": _table(roof_rows(d), _change),

@@ -12,15 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from traceana import units
 from traceana.render import (
     BOUNDS,
+    fmt_signed_pct,
+    fmt_delta_us,
     fmt_dims,
+    fmt_int,
     fmt_pct,
     fmt_time_us,
     fmt_types,
     mapping,
     num,
+    plural,
     seq,
+    short_name,
     text,
 )
 from traceana.render.markdown import MAX_CHARS, fold, md_text, table_row
@@ -33,25 +39,38 @@ TOP_ROOF = 15
 # ---------------------------------------------------------------- shared formatters
 
 
-def fmt_delta_us(us: Any) -> str:
-    """A signed time: +1.234 ms, −56.0 µs, 0."""
-    v = num(us)
-    if v is None:
-        return "—"
-    if v == 0:
-        return "0"
-    return ("+" if v > 0 else "−") + fmt_time_us(abs(v))
+def _sides_us(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(base µs, head µs) of a row: flat {base_us, head_us} or nested {base: {time_us}, head: {time_us}}."""
+    b, h = num(row.get("base_us")), num(row.get("head_us"))
+    if b is None and h is None:
+        b, h = num(mapping(row.get("base")).get("time_us")), num(mapping(row.get("head")).get("time_us"))
+    return b, h
 
 
 def fmt_delta_pct(row: Mapping[str, Any]) -> str:
-    """The relative change of a {base_us, head_us, delta_pct} row: +12.3%, new, gone."""
+    """The relative change of a row, as a speed when both sides ran: '−25.9%, 1.35× faster',
+    '+12.3%, 1.12× slower', 'new', 'gone'."""
+    base, head = _sides_us(row)
     p = num(row.get("delta_pct"))
-    if p is not None:
-        return f"{p:+.1f}%".replace("-", "−")
-    base, head = num(row.get("base_us")) or 0.0, num(row.get("head_us")) or 0.0
-    if base <= 0 and head > 0:
-        return "new"
-    return "—"
+    if p is None and base and head is not None:
+        p = (head - base) / base * 100
+    if p is None:
+        if (base or 0.0) <= 0 and (head or 0.0) > 0:
+            return "new"
+        if (base or 0.0) > 0 and (head or 0.0) <= 0:
+            return "gone"
+        return "—"
+    words = units.speed(base, head)
+    return f"{fmt_signed_pct(p)}, {words}" if words and words != "same" else fmt_signed_pct(p)
+
+
+def change_sign(row: Mapping[str, Any]) -> str:
+    """'better' when the time went down, 'worse' when it went up, '' when unchanged or unknown."""
+    d = num(row.get("delta_us"))
+    if d is None:
+        base, head = _sides_us(row)
+        d = head - base if base is not None and head is not None else None
+    return "" if d is None or d == 0 else ("worse" if d > 0 else "better")
 
 
 def fmt_roof_change(r: Mapping[str, Any]) -> str:
@@ -84,13 +103,22 @@ def headline_numbers(d: Mapping[str, Any]) -> dict[str, str]:
     tot = mapping(d.get("total"))
     per = "per step" if mapping(d.get("normalisation")).get("per") == "step" else "in total"
     s = mapping(d.get("summary"))
-    counts = (f"{fmt_int0(s.get('matched'))} op signatures matched ({fmt_int0(s.get('exact'))} exactly), "
+    counts = (f"{plural(num(s.get('matched')) or 0, 'op signature')} matched ({fmt_int0(s.get('exact'))} exactly), "
               f"{fmt_int0(s.get('new'))} new, {fmt_int0(s.get('vanished'))} vanished; "
               f"{fmt_int0(s.get('slower'))} slower and {fmt_int0(s.get('faster'))} faster by "
               f"{num(d.get('noise_pct')) or 0:g}% or more; {fmt_int0(s.get('roof_changed'))} with "
               f"% of roof changed by more than {num(d.get('roof_threshold_pp')) or 0:g} points")
     return {"per": per, "base": fmt_time_us(tot.get("base_us")), "head": fmt_time_us(tot.get("head_us")),
-            "delta": fmt_delta_us(tot.get("delta_us")), "pct": fmt_delta_pct(tot), "counts": counts}
+            "delta": fmt_delta_us(tot.get("delta_us")), "pct": fmt_signed_pct(tot.get("delta_pct")),
+            "speed": units.speed(tot.get("base_us"), tot.get("head_us")), "sign": change_sign(tot),
+            "counts": counts}
+
+
+def total_change(n: Mapping[str, str]) -> str:
+    """The headline change, as an improvement or a regression: '−1.2 ms (1.35× faster, −25.9%)'."""
+    words = n["speed"] if n.get("speed") and n.get("speed") != "same" else ""
+    inner = ", ".join(x for x in (words, n["pct"] if n["pct"] != "—" else "") if x)
+    return f"{n['delta']} ({inner})" if inner else n["delta"]
 
 
 def gate_rows(d: Mapping[str, Any]) -> list[tuple[bool, str]]:
@@ -108,8 +136,8 @@ def gate_rows(d: Mapping[str, Any]) -> list[tuple[bool, str]]:
 
 
 def fmt_int0(v: Any) -> str:
-    n = num(v)
-    return f"{round(n):,}" if n is not None else "0"
+    """A count that is 0 when missing."""
+    return fmt_int(v) if num(v) is not None else "0"
 
 
 def roof_rows(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -132,7 +160,7 @@ def _op_cells(r: Mapping[str, Any]) -> list[str]:
     dims = fmt_dims(r.get("input_dims"))
     if r.get("match") not in (None, "exact") and "head_input_dims" in r:
         dims += " → " + fmt_dims(r.get("head_input_dims"))
-    return [md_text(r.get("name"), 80) or "(unnamed)", md_text(dims, 80) or "—",
+    return [md_text(short_name(r.get("name")), 80) or "(unnamed)", md_text(dims, 80) or "—",
             md_text(fmt_types(r.get("input_types")), 40) or "—"]
 
 
@@ -143,7 +171,7 @@ def _change_row(r: Mapping[str, Any]) -> str:
                  md_text(match_words(r), 40)])
 
 
-_CHANGE_HEAD = (table_row(["op", "shape", "dtype", "base", "head", "Δ", "Δ%", "% of roof", "match"])
+_CHANGE_HEAD = (table_row(["op", "shape", "dtype", "base", "head", "Δ", "change", "% of roof", "match"])
                 + "\n|---|---|---|--:|--:|--:|--:|--:|---|")
 
 
@@ -161,7 +189,7 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
     head = [f"# traceana diff: {md_text(bl, 120)} → {md_text(hl, 120)}", ""]
     if text(d.get("device_note")):
         head += [f"> **Warning:** {md_text(d.get('device_note'), 400)}", ""]
-    head += [f"**Device time {n['per']}:** {n['base']} → {n['head']} (**{n['pct']}**, {n['delta']})", "",
+    head += [f"**Device time {n['per']}:** {n['base']} → {n['head']}: **{total_change(n)}**", "",
              f"**Base:** {md_text(bl, 120)} on {md_text(bd, 200)}, {bs} \\",
              f"**Head:** {md_text(hl, 120)} on {md_text(hd, 200)}, {hs}", "",
              f"*{md_text(mapping(d.get('normalisation')).get('note'), 400)}* {md_text(n['counts'], 600)}."]
@@ -174,21 +202,21 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
         sections.append([title, "", *(f"- {'✅' if ok else '❌'} {md_text(line, 400)}" for ok, line in gates)])
     bounds = bound_rows(d)
     if bounds:
-        lines = [f"## Time by bound ({n['per']})", "", table_row(["bound", "base", "head", "Δ", "Δ%"]),
+        lines = [f"## Time by bound ({n['per']})", "", table_row(["bound", "base", "head", "Δ", "change"]),
                  "|---|--:|--:|--:|--:|"]
         lines += [table_row([md_text(k, 40), fmt_time_us(r.get("base_us")), fmt_time_us(r.get("head_us")),
                         fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)]) for k, r in bounds]
         sections.append(lines)
     ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
     if ops and top > 0:
-        sections.append([f"## Biggest changes: {min(top, len(ops))} of {len(ops):,} matched op signatures", "",
+        sections.append([f"## Biggest changes: {min(top, len(ops))} of {plural(len(ops), 'matched op signature')}", "",
                          _CHANGE_HEAD, *(_change_row(r) for r in ops[:top])])
     names = [r for r in seq(d.get("by_name")) if isinstance(r, Mapping)]
     if names and top > 0:
         k = min(TOP_NAMES, top, len(names))
         lines = [f"## Biggest changes by op name (all signatures summed, {k} of {len(names):,})", "",
-                 table_row(["op", "base", "head", "Δ", "Δ%"]), "|---|--:|--:|--:|--:|"]
-        lines += [table_row([md_text(r.get("name"), 100) or "(unnamed)", fmt_time_us(r.get("base_us")),
+                 table_row(["op", "base", "head", "Δ", "change"]), "|---|--:|--:|--:|--:|"]
+        lines += [table_row([md_text(short_name(r.get("name")), 100) or "(unnamed)", fmt_time_us(r.get("base_us")),
                         fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
                   for r in names[:k]]
         sections.append(lines)
@@ -215,13 +243,13 @@ def _folded(d: Mapping[str, Any], budget: int) -> str:
     ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
     if len(ops) > TOP_CHANGES:
         builders.append(("matched", lambda cap: fold(
-            f"All {len(ops):,} matched op signatures", [_change_row(r) for r in ops], cap,
+            f"All {plural(len(ops), 'matched op signature')}", [_change_row(r) for r in ops], cap,
             head=_CHANGE_HEAD, more=more)))
     for key, side, what in (("new", "head", "new in head"), ("vanished", "base", "gone from base")):
         rows = [r for r in seq(d.get(key)) if isinstance(r, Mapping)]
         rows.sort(key=lambda r, s=side: -(num(mapping(r.get(s)).get("time_us")) or 0.0))
         builders.append((key, lambda cap, rows=rows, side=side, what=what: fold(
-            f"{len(rows):,} op signatures {what}", [_lone_row(r, side) for r in rows], cap,
+            f"{plural(len(rows), 'op signature')} {what}", [_lone_row(r, side) for r in rows], cap,
             head=lone_head, more=more)))
     blocks: dict[str, str] = {}
     for i, (key, build) in enumerate(builders):

@@ -25,11 +25,13 @@ from traceana.render import (
     finding_kind,
     finding_tags,
     over_roof_mark,
+    plural,
     projection_line,
     by_bound,
     fmt_bytes,
     fmt_dims,
     fmt_int,
+    fmt_ms,
     fmt_pct,
     fmt_si,
     fmt_sig,
@@ -40,9 +42,12 @@ from traceana.render import (
     num,
     seq,
     share,
+    short_name,
+    shown_warnings,
     text,
     verdict,
 )
+from traceana import units
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import add_story
 
@@ -62,15 +67,6 @@ def render_html(analysis: Mapping[str, Any]) -> str:
 
     view = build_view(analysis)
     return environment().get_template("report.html.j2").render(view=view, data=view.pop("data"))
-
-
-def fmt_ms(us: Any) -> str:
-    """A saving, always in milliseconds."""
-    v = num(us)
-    if v is None:
-        return "—"
-    ms = v / 1000
-    return f"{ms:,.3f} ms" if abs(ms) < 10 else f"{ms:,.1f} ms"
 
 
 def _anchors(ops: list[Mapping[str, Any]]) -> tuple[list[str], dict[str, str]]:
@@ -96,9 +92,9 @@ def _cell(t: str, v: Any = None, title: str = "", cls: str = "") -> dict[str, st
     return {"t": t, "v": "" if n is None else repr(n), "title": title, "cls": cls}
 
 
-def _op_details(op: Mapping[str, Any]) -> str:
-    """The name cell's tooltip: what traceana knows about how the op was costed."""
-    lines = []
+def _op_details(op: Mapping[str, Any], full: str = "") -> str:
+    """The name cell's tooltip: the full name, then what traceana knows about how the op was costed."""
+    lines = [full] if full else []
     for label, key in (("family", "family"), ("FLOPs", "flops_expr"), ("bytes", "bytes_expr"),
                        ("reason", "reason"), ("roof", "peak_why")):
         if text(op.get(key)):
@@ -122,7 +118,7 @@ def _kernel_line(k: Any) -> str:
     count, t = num(k.get("count")), num(k.get("time_us"))
     facts = []
     if count is not None:
-        facts.append(f"{count:,.0f} call{'s' if count != 1 else ''}")
+        facts.append(plural(count, "call"))
     if t is not None:
         facts.append(fmt_time_us(t))
     return f"{name} ({', '.join(facts)})" if facts else name
@@ -139,30 +135,41 @@ def _mean_us(op: Mapping[str, Any]) -> float | None:
 
 def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
     flops, nbytes = num(op.get("flops")), num(op.get("bytes"))
-    peak_dtype, peak = text(op.get("peak_dtype"), 20), num(op.get("peak_tflops"))
-    peak_text = " ".join(x for x in (peak_dtype, fmt_sig(peak) if peak is not None else "") if x)
-    est = " (estimated)" if op.get("estimated") is True else ""
+    peak = num(op.get("peak_tflops"))
+    peak_text = fmt_sig(peak) if peak is not None else "—"
+    peak_label = units.peak_name(op.get("peak_dtype")) if text(op.get("peak_dtype")) else ""
+    est = op.get("estimated") is True
+    mark = "≈ " if est else ""  # an estimated FLOP / byte count
     bound = bound_of(op)
+    full = text(op.get("name"), 2000) or "(unnamed)"
+    name = short_name(full) or "(unnamed)"
+    dims = units.dims(op.get("input_dims"), None, collapse=True)
+    family = text(op.get("family"), 30) or text(op.get("kernel_class"), 30) or "other"
     cells = [
-        _cell(text(op.get("name"), 500) or "(unnamed)", title=_op_details(op), cls="name"),
-        _cell(fmt_dims(op.get("input_dims")), cls="dims"),
-        _cell(fmt_types(op.get("input_types"))),
+        _cell(name, title=_op_details(op, full), cls="name"),
+        _cell(text(dims, 160), title=dims if len(dims) > 160 else "", cls="dims"),
+        _cell(fmt_types(op.get("input_types")), cls="dtypes"),
         _cell(fmt_int(op.get("count")), op.get("count"), cls="num"),
         _cell(fmt_time_us(op.get("device_time_us")), op.get("device_time_us"), cls="num"),
         _cell(fmt_time_us(_mean_us(op)), _mean_us(op), cls="num"),
-        _cell(fmt_si(flops), flops, f"{fmt_int(flops)} FLOP{est}" if flops is not None else "",
-              "num"),
-        _cell(fmt_bytes(nbytes), nbytes, f"{fmt_int(nbytes)} B" if nbytes is not None else "",
-              "num"),
+        _cell(mark + fmt_si(flops) if flops is not None else "—", flops,
+              (units.flops(flops) + (" (estimated)" if est else "")) if flops is not None else "",
+              "num est" if est and flops is not None else "num"),
+        _cell(mark + fmt_bytes(nbytes) if nbytes is not None else "—", nbytes,
+              (units.nbytes(nbytes) + (" (estimated)" if est else "")) if nbytes is not None else "",
+              "num est" if est and nbytes is not None else "num"),
         _cell(fmt_sig(op.get("intensity")), op.get("intensity"), cls="num"),
         _cell(fmt_sig(op.get("achieved_tflops")), op.get("achieved_tflops"), cls="num"),
         _cell(fmt_sig(op.get("achieved_gbps")), op.get("achieved_gbps"), cls="num"),
         _cell(fmt_time_us(op.get("roofline_time_us")), op.get("roofline_time_us"), cls="num"),
-        _cell(_pct_text(op), op.get("roof_pct"), _pct_title(op), cls="num"),
-        _cell(bound, cls=f"bound b-{bound}"),
-        _cell(peak_text or "—", title=text(op.get("peak_why"), 300)),
+        _cell(_pct_text(op), op.get("roof_pct"), _pct_title(op),
+              cls="num over" if op.get("over_roof") else "num est" if est else "num"),
+        _cell(bound.replace("_", " "), cls=f"bound b-{bound}"),
+        _cell(f"{peak_text} {peak_label}".strip() if peak is not None else "—", peak,
+              title=text(op.get("peak_why"), 300), cls="roof"),
     ]
-    return {"id": anchor, "cells": cells}
+    search = " ".join((full, dims, fmt_types(op.get("input_types")), bound, family)).lower()
+    return {"id": anchor, "cells": cells, "bound": bound, "family": family, "search": text(search, 3000)}
 
 
 def _pct_text(op: Mapping[str, Any]) -> str:
@@ -180,7 +187,7 @@ def _pct_base(op: Mapping[str, Any]) -> str:
         return pct
     if op.get("over_roof"):
         return f"{pct} ↑"
-    return f"{pct} ~" if op.get("estimated") is True else pct
+    return f"{pct} ≈" if op.get("estimated") is True else pct
 
 
 def _pct_title(op: Mapping[str, Any]) -> str:
@@ -204,11 +211,11 @@ def _point(op: Mapping[str, Any], anchor: str, has_row: bool) -> dict[str, Any] 
     return {
         "id": anchor,
         "row": has_row,
-        "name": text(op.get("name"), 300) or "(unnamed)",
+        "name": short_name(op.get("name")) or "(unnamed)",
         "dims": fmt_dims(op.get("input_dims")),
         "dtypes": fmt_types(op.get("input_types")),
         "time": fmt_time_us(op.get("device_time_us")),
-        "calls": fmt_int(op.get("count")),
+        "calls": plural(op.get("count"), "call"),
         "t": num(op.get("device_time_us")) or 0.0,
         "x": x,
         "y": y,
@@ -285,7 +292,8 @@ def _timeline(analysis: Mapping[str, Any]) -> dict[str, Any]:
               for k, v in mapping(idle.get("by_cause")).items()]
     gaps = [{"length": fmt_time_us(mapping(g).get("length_us")), "at": fmt_time_us(mapping(g).get("start_us")),
              "cause": text(mapping(g).get("cause"), 30).replace("_", "-"),
-             "next": text(mapping(g).get("next"), 120), "cpu": text(mapping(g).get("cpu_call"), 80)}
+             "next": short_name(mapping(g).get("next")), "next_full": text(mapping(g).get("next"), 2000),
+             "cpu": text(mapping(g).get("cpu_call"), 80)}
             for g in seq(idle.get("largest"))[:10]]
     util = mapping(analysis.get("utilisation"))
     headline = []
@@ -380,6 +388,16 @@ def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in facts if v]
 
 
+def _table(rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    """The ops table and the choices of its filters (the bounds and op families present)."""
+    bounds = [b for b in BOUNDS if any(r["bound"] == b for r in rows)]
+    families = sorted({r["family"] for r in rows})
+    return {"rows": rows, "total": total, "shown": len(rows),
+            "bounds": [(b, b.replace("_", " ")) for b in bounds], "families": families,
+            "estimated": any("est" in c["cls"] for r in rows for c in r["cells"]),
+            "over": any("over" in c["cls"] for r in rows for c in r["cells"])}
+
+
 def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template shows, as display strings and plain numbers."""
     a = mapping(analysis)
@@ -388,7 +406,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     anchors, by_id = _anchors(ops)
     shown = min(len(ops), MAX_TABLE_ROWS)
     in_table = set(anchors[:shown])
-    names = {anchors[i]: text(ops[i].get("name"), 80) for i in range(len(ops))}
+    names = {anchors[i]: short_name(ops[i].get("name")) for i in range(len(ops))}
 
     def link(op_id: Any) -> dict[str, str]:
         anchor = by_id.get(text(op_id), "")
@@ -430,7 +448,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "cpu": cpu_rows(a),
         "cpu_verdicts": cpu_verdict_rows(a),
         "cpu_roofs": cpu_roof_lines(a),
-        "warnings": [text(w, 2000) for w in seq(a.get("warnings")) if text(w)],
+        "warnings": [text(w, 2000) for w in shown_warnings(a)],
         "device": _device(dev),
         "breakdown": _breakdown(a),
         "timeline": _timeline(a),
@@ -439,8 +457,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "explanations": explanations,
         "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),
                   "capped": len(plottable) - len(points)},
-        "table": {"rows": [_row(ops[i], anchors[i]) for i in range(shown)],
-                  "total": len(ops), "shown": shown},
+        "table": _table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
         "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")),
         "data": to_json_safe({
             "points": points,

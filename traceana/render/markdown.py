@@ -30,6 +30,7 @@ from traceana.render import (
     lead_rows,
     finding_tags,
     over_roof_mark,
+    plural,
     profile_sentence,
     projection_line,
     by_bound,
@@ -45,6 +46,8 @@ from traceana.render import (
     num,
     seq,
     share,
+    short_name,
+    shown_warnings,
     text,
     verdict,
 )
@@ -206,15 +209,15 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
     shown = ops[:n]
     ach = any("achievable_pct" in op for op in shown)  # a device profile was given
     lines = [
-        f"## Top {len(shown)} of {len(ops):,} op signatures by device time",
+        f"## Top {len(shown)} of {plural(len(ops), 'op signature')} by device time",
         "",
         table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
         "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|",
     ]
     for op in shown:
         lines.append(table_row([
-            md_text(op.get("name"), 80) or "(unnamed)",
-            md_text(fmt_dims(op.get("input_dims")), 60) or "—",
+            md_text(short_name(op.get("name")), 80) or "(unnamed)",
+            md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
             md_text(fmt_types(op.get("input_types")), 40) or "—",
             fmt_time_us(op.get("device_time_us")),
             _pct_cell(op),
@@ -270,7 +273,7 @@ def _coverage(analysis: Mapping[str, Any]) -> list[str]:
 
 def _warning_items(analysis: Mapping[str, Any]) -> list[str]:
     dev_notes = [n for n in seq(mapping(analysis.get("device")).get("notes")) if text(n)]
-    items = [w for w in seq(analysis.get("warnings")) if text(w)]
+    items = shown_warnings(analysis)
     items += [n for n in dev_notes if n not in items]
     return [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
 
@@ -318,15 +321,15 @@ def _full_table(ops: list[Mapping[str, Any]], budget: int) -> str:
         if mean is None and num(op.get("count")):
             mean = (num(op.get("device_time_us")) or 0.0) / num(op.get("count"))  # type: ignore[operator]
         rows.append(table_row([
-            str(i), md_text(op.get("name"), 100) or "(unnamed)",
-            md_text(fmt_dims(op.get("input_dims")), 80) or "—",
+            str(i), md_text(short_name(op.get("name")), 100) or "(unnamed)",
+            md_text(fmt_dims(op.get("input_dims"), None, True), 80) or "—",
             md_text(fmt_types(op.get("input_types")), 40) or "—",
             fmt_int(op.get("count")), fmt_time_us(op.get("device_time_us")), fmt_time_us(mean),
             fmt_si(op.get("flops")), fmt_bytes(op.get("bytes")), fmt_sig(op.get("achieved_tflops")),
             fmt_sig(op.get("achieved_gbps")), fmt_pct(op.get("roof_pct")), bound_of(op),
         ]))
-    return fold(f"All {len(ops):,} op signatures", rows, budget, head=header + "\n" + align,
-                    more=lambda n: f"*… {n:,} more op signatures do not fit in a comment; "
+    return fold(f"All {plural(len(ops), 'op signature')}", rows, budget, head=header + "\n" + align,
+                    more=lambda n: f"*… {plural(n, 'more op signature')} do not fit in a comment; "
                                    "the HTML and JSON reports have all of them.*")
 
 
@@ -359,7 +362,7 @@ def _folded(a: Mapping[str, Any], budget: int) -> tuple[str, str]:
         return fold(f"{len(rest):,} more warnings", rest, cap,
                     more=lambda n: f"*… {n:,} more in the JSON report.*")
 
-    why = fold(f"Why: the {len(expl)} op signatures with the most device time, explained",
+    why = fold(f"Why: the {plural(len(expl), 'op signature')} with the most device time, explained",
                expl, int(total * 0.4), sep="\n\n")
     budget -= len(why) + 2
     cov = _coverage_detail(a, int(total * 0.1))

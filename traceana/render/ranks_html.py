@@ -14,14 +14,17 @@ from typing import Any
 
 from traceana.render import (
     bound_of,
+    fmt_delta_us,
     fmt_dims,
     fmt_int,
     fmt_pct,
+    fmt_signed_pct,
     fmt_time_us,
     fmt_types,
     mapping,
     num,
     seq,
+    short_name,
     text,
 )
 from traceana.render.json_out import render_json
@@ -92,7 +95,7 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
             "anchor": anchor, "label": label, "file": text(r.get("file"), 200),
             "steps": text(r.get("steps")), "step": fmt_time_us(step),
             "step_bar": (step or 0.0) / max_step * 100 if max_step else 0.0,
-            "vs_median": _signed_pct(r.get("vs_median_pct")),
+            "vs_median": fmt_signed_pct(r.get("vs_median_pct")),
             "own": fmt_time_us(r.get("own_us")), "busy": fmt_pct(_pct100(r.get("busy_pct"))),
             "collective": fmt_time_us(r.get("collective_us")), "wait": fmt_time_us(r.get("collective_wait_us")),
             "classes": classes, "device": text(r.get("device"), 80),
@@ -101,7 +104,7 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         a = analyses[i] if i < len(analyses) else {}
         ops = []
         for o in [o for o in seq(a.get("ops")) if isinstance(o, Mapping)][:TOP_OPS]:
-            ops.append({"name": text(o.get("name"), 200) or "(unnamed)", "dims": fmt_dims(o.get("input_dims"), 120),
+            ops.append({"name": short_name(o.get("name")) or "(unnamed)", "full": text(o.get("name"), 2000), "dims": fmt_dims(o.get("input_dims"), 120),
                         "types": fmt_types(o.get("input_types"), 60), "bound": bound_of(o),
                         "time": fmt_time_us(o.get("device_time_us")), "roof": fmt_pct(o.get("roof_pct")),
                         "count": text(o.get("count"))})
@@ -125,8 +128,8 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
             "text": [text(t, 800) for t in seq(strag.get("text"))],
             "phases": [{"phase": text(p.get("phase"), 20), "source": text(p.get("source"), 200),
                         "label": text(p.get("label"), 60), "work": fmt_time_us(p.get("work_us")),
-                        "median": fmt_time_us(p.get("median_us")), "extra": _signed_us(p.get("extra_us")),
-                        "pct": _signed_pct(p.get("extra_pct")), "wait": fmt_time_us(p.get("wait_us")),
+                        "median": fmt_time_us(p.get("median_us")), "extra": fmt_delta_us(p.get("extra_us")),
+                        "pct": fmt_signed_pct(p.get("extra_pct")), "wait": fmt_time_us(p.get("wait_us")),
                         "ties": ", ".join(text(t, 60) for t in seq(p.get("ties"))[:8]),
                         "text": text(p.get("text"), 400)}
                        for p in seq(strag.get("phases")) if isinstance(p, Mapping)],
@@ -136,12 +139,12 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
                        for d in seq(strag.get("shapes_differ")) if isinstance(d, Mapping)],
             "differ_count": text(strag.get("shapes_differ_count")),
             "classes": [{"cls": text(c.get("class"), 20), "rank": fmt_time_us(c.get("rank_us")),
-                         "median": fmt_time_us(c.get("median_us")), "delta": _signed_us(c.get("delta_us"))}
+                         "median": fmt_time_us(c.get("median_us")), "delta": fmt_delta_us(c.get("delta_us"))}
                         for c in seq(strag.get("by_class")) if isinstance(c, Mapping)
                         and (num(c.get("rank_us")) or num(c.get("median_us")))],
             "ops": [{"sig": text(o.get("sig"), 300), "cls": text(o.get("class"), 20),
                      "rank": fmt_time_us(o.get("rank_us")), "median": fmt_time_us(o.get("median_us")),
-                     "delta": _signed_us(o.get("delta_us")), "pct": _signed_pct(o.get("delta_pct"))}
+                     "delta": fmt_delta_us(o.get("delta_us")), "pct": fmt_signed_pct(o.get("delta_pct"))}
                     for o in seq(strag.get("ops")) if isinstance(o, Mapping) and (num(o.get("delta_us")) or 0) > 0],
         }
     tool = mapping(doc.get("tool"))
@@ -171,22 +174,6 @@ def _pct100(v: Any) -> float | None:
     """A share that cannot exceed 100% (GPU busy of a window), held to it for a hand-edited file."""
     n = num(v)
     return None if n is None else max(0.0, min(n, 100.0))
-
-
-def _signed_us(v: Any) -> str:
-    n = num(v)
-    if n is None:
-        return "—"
-    return ("+" if n > 0 else "−" if n < 0 else "") + fmt_time_us(abs(n))
-
-
-def _signed_pct(v: Any) -> str:
-    n = num(v)
-    if n is None:
-        return "—"
-    if round(abs(n), 1) == 0:
-        return "0.0%"
-    return ("+" if n > 0 else "−") + f"{abs(n):.1f}%"
 
 
 def render_ranks_html(doc: Mapping[str, Any]) -> str:

@@ -27,8 +27,10 @@ from traceana.render import (
     mapping,
     num,
     over_roof_mark,
+    plural,
     seq,
     share,
+    short_name,
     text,
 )
 from traceana.render.json_out import to_json_safe
@@ -223,7 +225,7 @@ def _verdict(op: Mapping[str, Any]) -> str:
 
 
 def _op_info(op: Mapping[str, Any], anchor: str, in_table: bool) -> dict[str, Any]:
-    return {"name": text(op.get("name"), 300) or "(unnamed)", "dims": fmt_dims(op.get("input_dims"), 160),
+    return {"name": short_name(op.get("name")) or "(unnamed)", "dims": fmt_dims(op.get("input_dims"), 160),
             "dtypes": fmt_types(op.get("input_types"), 80), "verdict": _verdict(op),
             "mean": fmt_time_us(op.get("mean_time_us")), "id": anchor, "row": in_table}
 
@@ -245,7 +247,7 @@ def window_text(a: Mapping[str, Any]) -> str:
     t = mapping(a.get("timeline"))
     w = mapping(t.get("window"))
     kind = text(w.get("kind"), 20)
-    events = fmt_int(t.get("events"))
+    events = plural(t.get("events"), "event")
     if kind == "step":
         steps = mapping(w.get("steps"))
         if num(steps.get("count")) == 1:
@@ -255,12 +257,12 @@ def window_text(a: Mapping[str, Any]) -> str:
                      f"{fmt_int(steps.get('count'))} steps from {fmt_time_us(steps.get('min_us'))} to "
                      f"{fmt_time_us(steps.get('max_us'))})")
         out = (f"{text(w.get('name'), 60)}, {which}: the GPU work launched in it, from its first kernel's start "
-               f"to its last one's end, {fmt_time_us(t.get('dur_us'))}, {events} events")
+               f"to its last one's end, {fmt_time_us(t.get('dur_us'))}, {events}")
     elif kind == "busiest":
         out = (f"No ProfilerStep annotations: the busiest {fmt_time_us(t.get('dur_us'))} of the span "
-               f"(GPU busy {fmt_time_us(w.get('busy_us'))} of it), {events} events")
+               f"(GPU busy {fmt_time_us(w.get('busy_us'))} of it), {events}")
     else:
-        out = f"No ProfilerStep annotations: the whole span, {fmt_time_us(t.get('dur_us'))}, {events} events"
+        out = f"No ProfilerStep annotations: the whole span, {fmt_time_us(t.get('dur_us'))}, {events}"
     if t.get("aggregated") is True:
         out += (f"; drawn as {fmt_int(t.get('intervals'))} intervals: kernels shorter than "
                 f"{fmt_sig(t.get('bucket_us'))} µs merged into buckets"
@@ -274,8 +276,8 @@ def window_text(a: Mapping[str, Any]) -> str:
 def _strip_point(op: Mapping[str, Any], anchor: str, in_table: bool, a: Mapping[str, Any]) -> dict[str, Any]:
     dram = num(mapping(a.get("device")).get("dram_gbps"))
     gbps = num(op.get("achieved_gbps"))
-    return {"id": anchor, "row": in_table, "name": text(op.get("name"), 300) or "(unnamed)",
+    return {"id": anchor, "row": in_table, "name": short_name(op.get("name")) or "(unnamed)",
             "dims": fmt_dims(op.get("input_dims")), "dtypes": fmt_types(op.get("input_types")),
-            "time": fmt_time_us(op.get("device_time_us")), "calls": fmt_int(op.get("count")),
+            "time": fmt_time_us(op.get("device_time_us")), "calls": plural(op.get("count"), "call"),
             "gbps": fmt_sig(gbps), "dram": fmt_pct(share(gbps, dram)) if dram else "—",
             "pct": fmt_pct(op.get("roof_pct")), "bound": bound_of(op)}
