@@ -1,23 +1,37 @@
 """Read and gunzip a trace in a background thread while the interpreter imports the rest.
 
-`traceana report TRACE` spends its first ~0.4 s importing numpy, jinja2 and the cost formulas;
+`traceana report TRACE` spends its first ~0.2 s importing numpy, jinja2 and the cost formulas;
 reading the file and inflating it (zlib releases the GIL) can run meanwhile on another core.
-`start(path)` begins that; `reader.read_bytes` calls `take(path, stat)`, which waits for the
-thread and returns the text only if the file is still the one read (same inode, size and
-mtime), else None, and read_bytes reads the file itself. Any failure in the thread is
-dropped: read_bytes then reads again and reports it its own way, so errors are unchanged.
-Only the standard library here, so starting costs nothing.
+
+Two ways, chosen by `start(path, pieces=...)`:
+- pieces (the C scanner is built): a `Pieces` producer reads and inflates the file a piece of
+  PIECE bytes of text at a time into a bounded queue, so at most DEPTH pieces are ever held
+  and the scanner works on one piece while the thread inflates the next. `take_pieces(path,
+  stat)` hands it over (None when the file changed since, or nothing was started).
+- whole (the Python loader): the whole text is read into memory; `take(path, stat)` waits for
+  it and returns it only if the file is still the one read (same inode, size and mtime).
+Any failure in the thread is kept, not raised: the loader then reads the file again its own
+way and reports it, so errors are unchanged. Only the standard library here, so starting
+costs nothing.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import queue
 import stat
 import threading
 import zlib
+from collections.abc import Iterator
 
 _jobs: dict[str, tuple[threading.Thread, list, tuple]] = {}
+_streams: dict[str, Pieces] = {}
+
+#: bytes of JSON text per piece, and pieces the queue holds at most
+PIECE = 8 << 20
+DEPTH = 3
+_READ = 1 << 20  # compressed bytes read at a time
 
 
 def gunzip(data: bytes) -> bytes:
@@ -46,14 +60,127 @@ def _key(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def start(path: str) -> None:
-    """Begin reading `path` in a daemon thread (regular files only: a FIFO would block)."""
+class Pieces:
+    """The file's JSON text as pieces of about PIECE bytes, produced by a daemon thread (gzip
+    inflated, its CRC and size checked by zlib) into a queue of DEPTH pieces. Iterate it once;
+    when the thread failed, iteration ends early and `error` holds why (the caller then reads
+    the file its own way). `done` is the fraction of the file read so far (the progress bar)."""
+
+    def __init__(self, path: str, st: os.stat_result) -> None:
+        self.path = path
+        self.key = _key(st)
+        self.size = max(st.st_size, 1)
+        self.read = 0
+        self.error: BaseException | None = None
+        self._q: queue.Queue = queue.Queue(DEPTH)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="traceana-pieces", daemon=True)
+        self._thread.start()
+
+    @property
+    def done(self) -> float:
+        return min(self.read / self.size, 1.0)
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _raw(self, fh) -> Iterator[bytes]:
+        while True:
+            data = fh.read(_READ)
+            if not data:
+                return
+            self.read += len(data)
+            yield data
+
+    def _texts(self, fh) -> Iterator[bytes]:
+        if fh.read(2) != b"\x1f\x8b":
+            fh.seek(0)
+            while True:
+                data = fh.read(PIECE)
+                if not data:
+                    return
+                self.read += len(data)
+                yield data
+            return
+        fh.seek(0)
+        d = zlib.decompressobj(31)
+        for data in self._raw(fh):
+            while data:
+                if d.eof:  # another gzip member follows (cat a.gz b.gz)
+                    d = zlib.decompressobj(31)
+                out = d.decompress(data, PIECE)
+                if out:
+                    yield out
+                data = d.unused_data if d.eof else d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+
+    def _run(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                parts: list[bytes] = []
+                size = 0
+                for text in self._texts(fh):
+                    parts.append(text)
+                    size += len(text)
+                    if size >= PIECE:
+                        if not self._put(b"".join(parts) if len(parts) > 1 else parts[0]):
+                            return
+                        parts, size = [], 0
+                if parts and not self._put(b"".join(parts)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - the loader reads again and says what is wrong
+            self.error = exc
+        self._put(None)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            yield item
+
+    def close(self) -> None:
+        """Stop the thread (it ends at its next piece) and drop what it queued."""
+        self._stop.set()
+        try:
+            while True:
+                self._q.get_nowait()
+        except queue.Empty:
+            pass
+
+
+def scanner_built() -> bool:
+    """Is the C scanner built (traceana/load/_scan*.so) and not switched off? Checked by file
+    name, so that no import of the loader is paid for before the prefetch starts."""
+    if os.environ.get("TRACEANA_PURE_PYTHON", "") not in ("", "0"):
+        return False
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "load")
+    return any(os.path.exists(os.path.join(here, "_scan" + suffix)) for suffix in EXTENSION_SUFFIXES)
+
+
+def start(path: str, pieces: bool | None = None) -> None:
+    """Begin reading `path` in a daemon thread (regular files only: a FIFO would block): as
+    pieces for the C scanner (the default when it is built), or whole."""
     discard()
+    if pieces is None:
+        pieces = scanner_built()
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return
     if not stat.S_ISREG(st.st_mode):
+        return
+    if pieces:
+        _streams[path] = Pieces(path, st)
         return
     box: list = []
 
@@ -74,6 +201,9 @@ def start(path: str) -> None:
 
 def take(path: str, st: os.stat_result) -> bytes | None:
     """The prefetched text of `path` if it is still the same file, else None."""
+    stream = _streams.pop(path, None)
+    if stream is not None:  # started for the scanner, which then could not be loaded
+        stream.close()
     job = _jobs.pop(path, None)
     if job is None:
         return None
@@ -84,6 +214,18 @@ def take(path: str, st: os.stat_result) -> bytes | None:
     return None
 
 
+def take_pieces(path: str, st: os.stat_result) -> Pieces | None:
+    """The producer started for `path` if it is still the same file, else None (and it stops)."""
+    job = _streams.pop(path, None)
+    if job is not None and job.key != _key(st):
+        job.close()
+        return None
+    return job
+
+
 def discard() -> None:
-    """Forget any prefetch (its thread finishes on its own; it is a daemon)."""
+    """Forget any prefetch (whole reads finish on their own: daemons; producers are stopped)."""
     _jobs.clear()
+    for job in _streams.values():
+        job.close()
+    _streams.clear()

@@ -192,33 +192,56 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 a_end(end)
         events = None  # free this chunk before the next one is decoded
 
+    i32, f64 = np.int32, np.float64
+    cols = {"op_name": np.array(op["name"], i32), "op_thread": np.array(op["thread"], i32),
+            "op_ts": np.array(op["ts"], f64), "op_end": np.array(op["end"], f64), "op_ext": _ints(op["ext"]),
+            "op_dims": op["dims"], "op_types": op["types"], "op_strides": op["strides"], "op_concrete": op["concrete"],
+            "op_kflop": _floats(op["kflop"]), "op_kgb": _floats(op["kgb"]),
+            "la_name": np.array(la["name"], i32), "la_thread": np.array(la["thread"], i32),
+            "la_ts": np.array(la["ts"], f64), "la_end": np.array(la["end"], f64), "la_corr": _ints(la["corr"]),
+            "la_ext": _ints(la["ext"]), "la_kernel": np.array(la["kernel"], i32),
+            "gp_name": np.array(gp["name"], i32), "gp_kind": np.array(gp["kind"], np.int8),
+            "gp_device": _ints(gp["device"]), "gp_pid": _ints(gp["pid"]), "gp_stream": _ints(gp["stream"]),
+            "gp_ts": np.array(gp["ts"], f64), "gp_dur": np.array(gp["dur"], f64), "gp_corr": _ints(gp["corr"]),
+            "gp_ext": _ints(gp["ext"]), "gp_bytes": _floats(gp["bytes"]), "gp_gnode": _ints(gp["gnode"]),
+            "gp_blocks": _floats(gp["blocks"]),
+            "an_name": np.array(an["name"], i32), "an_thread": np.array(an["thread"], i32),
+            "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64)}
+    counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
+              "t_min": t_min, "t_max": t_max}
+    return assemble(path, doc, warnings, list(names), list(threads), cols, counts)
+
+
+def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], threads: list[tuple],
+             cols: dict[str, Any], counts: dict[str, Any]) -> Trace:
+    """The Trace from its columns (numpy arrays by role, shape args as lists of bytes), its name
+    and thread tables in code order and the load's counts; shared by build_trace and the C scan."""
+    n_events, no_ph, bad_time = counts["n_events"], counts["no_ph"], counts["bad_time"]
+    t_min, t_max = counts["t_min"], counts["t_max"]
     if n_events and no_ph == n_events:
         raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
     if bad_time:
         warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
-    i32, f64 = np.int32, np.float64
-    ops = CpuOps(np.array(op["name"], i32), np.array(op["thread"], i32), np.array(op["ts"], f64),
-                 np.array(op["end"], f64), _ints(op["ext"]), op["dims"], op["types"],
-                 op["strides"], op["concrete"], _floats(op["kflop"]), _floats(op["kgb"]))
-    launches = Launches(np.array(la["name"], i32), np.array(la["thread"], i32), np.array(la["ts"], f64),
-                        np.array(la["end"], f64), _ints(la["corr"]), _ints(la["ext"]), np.array(la["kernel"], i32))
-    device = _ints(gp["device"])
-    device = np.where(device >= 0, device, _ints(gp["pid"]))
-    gpu = GpuEvents(np.array(gp["name"], i32), np.array(gp["kind"], np.int8), device,
-                    _ints(gp["stream"]), np.array(gp["ts"], f64), np.array(gp["dur"], f64),
-                    _ints(gp["corr"]), _ints(gp["ext"]), _floats(gp["bytes"]), _ints(gp["gnode"]),
-                    _floats(gp["blocks"]))
-    anns = Annotations(np.array(an["name"], i32), np.array(an["thread"], i32), np.array(an["ts"], f64),
-                       np.array(an["end"], f64))
+    c = cols
+    ops = CpuOps(c["op_name"], c["op_thread"], c["op_ts"], c["op_end"], c["op_ext"], c["op_dims"], c["op_types"],
+                 c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"])
+    launches = Launches(c["la_name"], c["la_thread"], c["la_ts"], c["la_end"], c["la_corr"], c["la_ext"],
+                        c["la_kernel"])
+    device = c["gp_device"]
+    device = np.where(device >= 0, device, c["gp_pid"])
+    gpu = GpuEvents(c["gp_name"], c["gp_kind"], device, c["gp_stream"], c["gp_ts"], c["gp_dur"], c["gp_corr"],
+                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], c["gp_blocks"])
+    anns = Annotations(c["an_name"], c["an_thread"], c["an_ts"], c["an_end"])
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
     distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None
-    name_list, props, distributed, cleaned = _clean_strings(list(names), props, distributed)
+    name_list, props, distributed, cleaned = _clean_strings(names, props, distributed)
     if cleaned:
         warnings.append(BIDI_WARNING)
     props = _sane_props(props, warnings)
-    record_shapes = bool(doc.record_shapes) or any(op["dims"][i] for i in range(min(len(op["dims"]), 2000)))
+    dims = c["op_dims"]
+    record_shapes = bool(doc.record_shapes) or any(dims[i] for i in range(min(len(dims), 2000)))
     span = (t_max - t_min) if t_max > t_min else 0.0
-    fmt = "kineto-2021" if legacy else "kineto"
+    fmt = "kineto-2021" if counts["legacy"] else "kineto"
     # Trace.path is only displayed (the report's file name): no control or bidi characters.
     return Trace(path=clean_text(path), format=fmt, names=name_list, threads=[f"{p}/{t}" for p, t in threads],
                  ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
@@ -243,18 +266,26 @@ def comm_events(part: list, text: bytes) -> list[tuple]:
             hits.append(j)
         pos = text.find(_COMM_MARK, pos + 1)
     for j in hits:
-        b = bytes(part[j])
-        try:
-            ev = COMM_EVENT_DECODER.decode(b.lstrip(b"[").rstrip(b"]"))
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            continue
-        if ev.name != "record_param_comms" or ev.cat not in OP_CATS or ev.args is None:
-            continue
-        ts = _finite(ev.ts)
-        ex = comm_extra(ev.args)
-        if ts is not None and ex:
-            out.append((ts, _as_int(ev.args.external_id), ex))
+        rec = comm_record(bytes(part[j]).lstrip(b"[").rstrip(b"]"))
+        if rec is not None:
+            out.append(rec)
     return out
+
+
+def comm_record(raw: bytes) -> tuple | None:
+    """(ts, External id, comm_extra) of one raw event if it is a record_param_comms cpu op whose
+    args say something, else None."""
+    try:
+        ev = COMM_EVENT_DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    if ev.name != "record_param_comms" or ev.cat not in OP_CATS or ev.args is None:
+        return None
+    ts = _finite(ev.ts)
+    ex = comm_extra(ev.args)
+    if ts is not None and ex:
+        return (ts, _as_int(ev.args.external_id), ex)
+    return None
 
 
 def attach_comm(trace: Trace, comm: list[tuple]) -> None:

@@ -14,6 +14,7 @@ import msgspec
 
 from traceana.errors import BadInput
 from traceana import prefetch
+from traceana.load import stream
 from traceana.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
@@ -28,8 +29,8 @@ from traceana.load.decode import (  # noqa: F401  (re-exported)
 )
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure."""
+def _regular_file(path: str) -> os.stat_result:
+    """The file's stat; one clear BadInput when it is missing, a directory or not a regular file."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -40,6 +41,12 @@ def read_bytes(path: str) -> bytes:
         raise BadInput(_directory_message(path))
     if not stat.S_ISREG(st.st_mode):  # a FIFO would block forever, /dev/zero never ends
         raise BadInput(f"{path}: is not a regular file (a FIFO, device or socket); save the trace to a file first")
+    return st
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure."""
+    st = _regular_file(path)
     data = prefetch.take(path, st)  # read and gunzipped meanwhile by `traceana report`, if it could
     if data is None:
         try:
@@ -84,38 +91,50 @@ def _named_gz_but_not_gzip(path: str) -> bool:
         return False
 
 
-def load_trace(path: str, stage: Callable[[str], None] | None = None) -> Trace:
+def load_trace(path: str, stage: Callable[[str], None] | None = None,
+               progress: Callable[[float], None] | None = None) -> Trace:
     """Parse the file once and split its events into columns by role. `stage(name)` is told
-    when each stage starts (read, decode, columns): the progress bar, never per event."""
+    when each stage starts (read, decode, columns): the progress bar, never per event;
+    `progress(fraction)` how much of the file the streaming load has read (per piece)."""
     if stage:
         stage("read")
-    data = read_bytes(path)
-    if stage:
-        stage("decode")
-    # The decode makes two objects per event and none of them is in a reference cycle: the
+    # The decode makes millions of objects and none of them is in a reference cycle: the
     # cyclic collector would only walk them over and over (~1/3 of the decode's time).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        trace = _load_chunked(path, data, stage)
+        st = _regular_file(path)
+        if stage:
+            stage("decode")
+        trace = stream.load(path, st, progress)  # the C scanner, streaming; None: the Python way
+        if trace is not None and stage:
+            stage("columns")
         if trace is None:
-            try:
-                doc, warnings = _decode(path, data)
-            except BadInput as exc:
-                if "not valid JSON" in str(exc) and _named_gz_but_not_gzip(path):
-                    raise BadInput(f"{path}: not gzip (the name ends in .gz but the file does not start with "
-                                   "gzip's magic bytes 1f 8b) and not JSON text either") from None
-                raise
-            del data
-            if stage:
-                stage("columns")
-            trace = build_trace(path, doc, warnings)
+            trace = _load_python(path, stage)
         adopt_parent_messages(trace)
         attach_layer_weights(trace)
         return trace
     finally:
         if enabled:
             gc.enable()
+
+
+def _load_python(path: str, stage: Callable[[str], None] | None) -> Trace:
+    data = read_bytes(path)
+    trace = _load_chunked(path, data, stage)
+    if trace is None:
+        try:
+            doc, warnings = _decode(path, data)
+        except BadInput as exc:
+            if "not valid JSON" in str(exc) and _named_gz_but_not_gzip(path):
+                raise BadInput(f"{path}: not gzip (the name ends in .gz but the file does not start with "
+                               "gzip's magic bytes 1f 8b) and not JSON text either") from None
+            raise
+        del data
+        if stage:
+            stage("columns")
+        trace = build_trace(path, doc, warnings)
+    return trace
 
 
 class _RawDoc(TraceDoc):

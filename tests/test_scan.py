@@ -1,0 +1,150 @@
+"""The C scanner (traceana/load/_scan.c, driven by traceana/load/stream.py) loads every trace
+exactly as the Python loader does: same name and thread codes, same numbers (NaN where NaN),
+same raw shape arguments, same collective args, same warnings. And where it cannot, it steps
+aside (the Python loader then decides), never loads something different."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+from traceana.load import reader, stream
+from tests.conftest import SAMPLES, TRACES, all_shared_traces
+
+pytestmark = pytest.mark.skipif(not stream.available(), reason="the C scanner is not built")
+
+
+def _python_load(path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setenv("TRACEANA_PURE_PYTHON", "1")
+        assert not stream.available()
+        return reader.load_trace(str(path))
+
+
+def _same(a, b, where=""):
+    """Field by field equality of two loaded traces (arrays: dtype, shape, values, NaN = NaN)."""
+    if dataclasses.is_dataclass(a):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
+    else:
+        assert a == b, where
+
+
+def _fast_load(path):
+    trace = stream.load(str(path), os.stat(path))
+    assert trace is not None, f"the scanner stepped aside on {path}"
+    # the same post-steps load_trace runs
+    reader.adopt_parent_messages(trace)
+    reader.attach_layer_weights(trace)
+    return trace
+
+
+_ALL = [TRACES / rel for rel in all_shared_traces()] + sorted(SAMPLES.glob("*.json*"))
+
+
+@pytest.mark.parametrize("path", _ALL, ids=lambda p: p.name)
+def test_every_shared_trace_loads_identically(path, monkeypatch):
+    fast = _fast_load(path)
+    slow = _python_load(path, monkeypatch)
+    _same(fast, slow, path.name)
+    assert len(fast.names) == len(slow.names) and fast.n_events == slow.n_events
+
+
+def _write(tmp_path, doc, name="t.json", gz=False):
+    text = doc if isinstance(doc, (bytes, str)) else json.dumps(doc)
+    data = text.encode() if isinstance(text, str) else text
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(data) if gz else data)
+    return p
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
+          "args": {"device": 0, "stream": 7, "correlation": 5, "External id": 3, "grid": [2, 3, 4]}}
+OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 9, "dur": 5,
+      "args": {"External id": 3, "Input Dims": [[64, 32], [32, 128]], "Input type": ["float", "float"]}}
+LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 9.5,
+          "dur": 0.5, "args": {"correlation": 5, "External id": 3}}
+
+
+def test_odd_values_take_the_python_rules(tmp_path, monkeypatch):
+    """Ids written as strings, byte counts as strings, a launch grid too large for exact doubles,
+    escaped names, several gzip members: converted by the Python loader's own functions."""
+    odd = dict(KERNEL, name="k\\u00e9\\n", args=dict(KERNEL["args"], correlation="12", device="x",
+                                                    bytes="2048", grid=[2**40, 2**20, 3]))
+    memcpy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 1e1,
+              "dur": 1.25e0, "args": {"bytes": 4096, "External id": None, "external id": 9}}
+    doc = {"schemaVersion": 1, "traceEvents": [OP, LAUNCH, odd, memcpy, {"ph": "M", "name": "meta"}],
+           "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceName": "x"}
+    text = json.dumps(doc).replace("k\\\\u00e9\\\\n", "k\\u00e9\\n")
+    half = len(text) // 2
+    p = tmp_path / "two.json.gz"
+    p.write_bytes(gzip.compress(text[:half].encode()) + gzip.compress(text[half:].encode()))
+    fast = _fast_load(p)
+    slow = _python_load(p, monkeypatch)
+    _same(fast, slow)
+    g = fast.gpu
+    assert fast.names[g.name[0]] == "k\u00e9\n"
+    assert g.corr.tolist() == [12, -1]  # "12" -> 12 (_as_int); absent -> -1
+    assert g.device.tolist() == [0, 0]  # "x" -> -1 -> the pid (0)
+    assert g.nbytes.tolist() == [2048.0, 4096.0]
+    assert g.blocks[0] == float(2**40 * 2**20 * 3)  # 2^60 * 3 = 3458764513820540928
+    assert g.ext.tolist() == [3, 9]  # "External id": null -> the 2021 spelling "external id"
+    assert fast.n_events == 5 and fast.device_properties[0]["name"] == "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("text", [
+    b'[{"ph": "X"}]',  # a bare event list
+    b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "10", "dur": 1}]}',  # ts as a string
+    b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 1.5}]}',
+    b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}',  # truncated
+    b'{"traceEvents": [{"ph": "X", "cat": "cpu_\\u006fp", "name": "k", "ts": 1, "dur": 1}]}',  # escaped cat
+    b'{"traceEvents": [{"ph": "X", "name": "\\ud800"}]}',  # a lone surrogate
+    b'{"traceEvents": [1, 2]}',
+    b'{"traceEvents": null}',
+    b'{"traceEvents": [], "traceEvents": []}',
+    b'{"traceEvents": [{"ph": "X", "ts": 1e400, "dur": 1, "cat": "kernel"}]}',
+    b'{"traceEvents": [{"ph": "X", "ts": 01, "dur": 1}]}',  # not JSON
+    b'{"traceEvents": []} x',
+])
+def test_what_the_scanner_leaves_to_the_python_loader(tmp_path, text):
+    p = _write(tmp_path, text)
+    assert stream.load(str(p), os.stat(p)) is None
+
+
+def test_pieces_split_anywhere_give_the_same_columns(tmp_path, monkeypatch):
+    """Feeding the text in pieces of any size (an event split across pieces, even a number or a
+    UTF-8 character) gives the same result as one piece."""
+    events = [dict(OP, ts=9 + i, name=f"aten::op{i % 7}\u00b5") for i in range(50)] + [KERNEL, LAUNCH]
+    data = json.dumps({"traceEvents": events}, ensure_ascii=False).encode()
+    whole = stream.scan([data])
+    for size in (1, 3, 7, 64, 1000):
+        parts = [data[i:i + size] for i in range(0, len(data), size)]
+        got = stream.scan(parts)
+        assert got is not None
+        for k, v in whole.items():
+            assert got[k] == v, (size, k)
+
+
+def test_numbers_are_parsed_as_python_parses_them():
+    """Correctly rounded doubles: fast path (<= 2^53 mantissa, |exp| <= 22) and the slow one."""
+    values = ["1718062135781745.123", "6155538669427.906", "0.1", "2.5e-3", "1e22", "1e23", "-0.0",
+              "123456789012345678", "9007199254740993", "4.35", "1.7976931348623157e308", "5e-324",
+              "0.30000000000000004", "1234567890123456789012e-3"]
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 0, "ts": 0, "dur": 1,
+               "args": {"bytes": 0}} for _ in values]
+    text = json.dumps({"traceEvents": events})
+    for v in values:
+        text = text.replace('"bytes": 0}', f'"bytes": {v}}}', 1)
+    got = stream.scan([text.encode()])
+    col = np.frombuffer(got["gp_bytes"], dtype=np.float64)
+    assert [float(x) for x in col] == [float(v) for v in values]
+    assert str(col[6]) == "-0.0"

@@ -1,0 +1,1274 @@
+/* traceana.load._scan: one pass over a Kineto trace's JSON text, straight into columns.
+
+   The Python loader (traceana.load.columns.build_trace) decodes every event into a typed
+   struct and then splits the structs into columns in a Python loop; this module does both in
+   C, on the text itself, fed in pieces (so a gzip file is inflated and scanned piece by piece,
+   and the whole text never has to be in memory at once).
+
+   What it produces is exactly what the Python loader produces: the same name and thread codes
+   in the same order, the same numbers (numbers are parsed correctly rounded, as Python and
+   msgspec do), the same raw shape arguments. Where the two could differ it does not guess:
+   - a value whose conversion needs Python's rules (an id written as a string, a byte count
+     as a string, a launch grid too large for exact doubles) is handed back as a "fixup"
+     (column, row, raw JSON) and converted in Python by the same functions the Python
+     loader uses;
+   - anything the typed decoder would refuse or treat specially (a wrong type, invalid JSON,
+     an escaped key or category, a lone surrogate, a truncated text, a bare event list) raises
+     Unsupported, and the caller loads the file the Python way, whose error handling and
+     lenient fallbacks decide what the file says.
+
+   Feeding: feed(buffer, final) scans what it can and returns how many bytes it consumed;
+   the caller keeps the rest and passes it again, followed by more text. State between calls
+   is only the position in the document's structure (before the document, between its keys,
+   inside the event list), so every event is parsed from one contiguous buffer. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- tokens */
+
+enum { T_ABSENT = 0, T_STR, T_ESTR, T_INT, T_FLOAT, T_NULL, T_BOOL, T_ARR, T_OBJ };
+
+typedef struct {
+    const char *p; /* the value's JSON text (a string's includes its quotes) */
+    Py_ssize_t n;
+    int t;
+} tok;
+
+enum { J_OK = 0, J_MORE, J_BAD, J_UNSUP };
+
+#define MAX_DEPTH 200
+
+static inline const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at q (first byte >= 0x80), 0 if invalid, -1 if cut. */
+static int utf8_len(const unsigned char *q, const unsigned char *e)
+{
+    unsigned c = q[0], lo = 0x80, hi = 0xBF;
+    int n;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c == 0xE0) { n = 3; lo = 0xA0; }
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) n = 3;
+    else if (c == 0xED) { n = 3; hi = 0x9F; }
+    else if (c == 0xF0) { n = 4; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) n = 4;
+    else if (c == 0xF4) { n = 4; hi = 0x8F; }
+    else return 0;
+    if (q + n > e) return -1;
+    if (q[1] < lo || q[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (q[i] < 0x80 || q[i] > 0xBF) return 0;
+    return n;
+}
+
+/* The string starting at p (a '"'): *out just past its closing quote, *esc when it has escapes. */
+static int scan_str(const char *p, const char *e, const char **out, int *esc)
+{
+    const unsigned char *q = (const unsigned char *)p + 1, *E = (const unsigned char *)e;
+    int has = 0;
+    for (;;) {
+        while (q < E && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80)
+            q++;
+        if (q >= E) return J_MORE;
+        unsigned c = *q;
+        if (c == '"') {
+            *out = (const char *)q + 1;
+            *esc = has;
+            return J_OK;
+        }
+        if (c == '\\') {
+            has = 1;
+            if (q + 1 >= E) return J_MORE;
+            unsigned d = q[1];
+            if (d == 'u') {
+                if (q + 6 > E) return J_MORE;
+                unsigned v = 0;
+                for (int i = 2; i < 6; i++) {
+                    int h = hexval(q[i]);
+                    if (h < 0) return J_BAD;
+                    v = v * 16 + (unsigned)h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) return J_UNSUP; /* surrogates: the full decoder's call */
+                q += 6;
+            } else if (d == '"' || d == '\\' || d == '/' || d == 'b' || d == 'f' || d == 'n' || d == 'r' || d == 't') {
+                q += 2;
+            } else {
+                return J_BAD;
+            }
+            continue;
+        }
+        if (c < 0x20) return J_BAD;
+        int k = utf8_len(q, E);
+        if (k < 0) return J_MORE;
+        if (k == 0) return J_BAD;
+        q += k;
+    }
+}
+
+/* A JSON number at p; *isint when it has no fraction or exponent. */
+static int scan_num(const char *p, const char *e, const char **out, int *isint)
+{
+    const char *q = p;
+    int fl = 0;
+    if (*q == '-') q++;
+    if (q >= e) return J_MORE;
+    if (*q == '0') q++;
+    else if (*q >= '1' && *q <= '9') { while (q < e && is_digit(*q)) q++; }
+    else return J_BAD;
+    if (q < e && *q == '.') {
+        q++;
+        fl = 1;
+        if (q >= e) return J_MORE;
+        if (!is_digit(*q)) return J_BAD;
+        while (q < e && is_digit(*q)) q++;
+    }
+    if (q < e && (*q == 'e' || *q == 'E')) {
+        q++;
+        fl = 1;
+        if (q < e && (*q == '+' || *q == '-')) q++;
+        if (q >= e) return J_MORE;
+        if (!is_digit(*q)) return J_BAD;
+        while (q < e && is_digit(*q)) q++;
+    }
+    if (q >= e) return J_MORE; /* inside an array or object a delimiter must follow */
+    *out = q;
+    *isint = !fl;
+    return J_OK;
+}
+
+static int scan_value(const char *p, const char *e, const char **out, tok *t, int depth);
+
+static int scan_container(const char *p, const char *e, const char **out, int depth)
+{
+    if (depth > MAX_DEPTH) return J_UNSUP;
+    int obj = *p == '{';
+    char close = obj ? '}' : ']';
+    const char *q = skip_ws(p + 1, e);
+    int r, esc;
+    tok t;
+    if (q >= e) return J_MORE;
+    if (*q == close) {
+        *out = q + 1;
+        return J_OK;
+    }
+    for (;;) {
+        if (obj) {
+            if (q >= e) return J_MORE;
+            if (*q != '"') return J_BAD;
+            if ((r = scan_str(q, e, &q, &esc))) return r;
+            q = skip_ws(q, e);
+            if (q >= e) return J_MORE;
+            if (*q != ':') return J_BAD;
+            q = skip_ws(q + 1, e);
+        }
+        if ((r = scan_value(q, e, &q, &t, depth + 1))) return r;
+        q = skip_ws(q, e);
+        if (q >= e) return J_MORE;
+        if (*q == ',') {
+            q = skip_ws(q + 1, e);
+            continue;
+        }
+        if (*q == close) {
+            *out = q + 1;
+            return J_OK;
+        }
+        return J_BAD;
+    }
+}
+
+static int literal(const char *p, const char *e, const char *word, size_t n, const char **out)
+{
+    if ((size_t)(e - p) < n) return memcmp(p, word, (size_t)(e - p)) ? J_BAD : J_MORE;
+    if (memcmp(p, word, n)) return J_BAD;
+    *out = p + n;
+    return J_OK;
+}
+
+static int scan_value(const char *p, const char *e, const char **out, tok *t, int depth)
+{
+    int r, flag;
+    if (p >= e) return J_MORE;
+    switch (*p) {
+    case '"':
+        if ((r = scan_str(p, e, out, &flag))) return r;
+        t->t = flag ? T_ESTR : T_STR;
+        break;
+    case '{':
+    case '[':
+        if ((r = scan_container(p, e, out, depth))) return r;
+        t->t = *p == '{' ? T_OBJ : T_ARR;
+        break;
+    case 't':
+        if ((r = literal(p, e, "true", 4, out))) return r;
+        t->t = T_BOOL;
+        break;
+    case 'f':
+        if ((r = literal(p, e, "false", 5, out))) return r;
+        t->t = T_BOOL;
+        break;
+    case 'n':
+        if ((r = literal(p, e, "null", 4, out))) return r;
+        t->t = T_NULL;
+        break;
+    default:
+        if (*p != '-' && !is_digit(*p)) return J_BAD;
+        if ((r = scan_num(p, e, out, &flag))) return r;
+        t->t = flag ? T_INT : T_FLOAT;
+    }
+    t->p = p;
+    t->n = *out - p;
+    return J_OK;
+}
+
+/* ---------------------------------------------------------------- numbers */
+
+/* An int token that fits int64 (checked at scan time). */
+static int64_t tok_i64(const tok *t)
+{
+    const char *p = t->p, *e = t->p + t->n;
+    int neg = *p == '-';
+    uint64_t v = 0;
+    for (p += neg; p < e; p++) v = v * 10 + (uint64_t)(*p - '0');
+    return neg ? (int64_t)(0 - v) : (int64_t)v;
+}
+
+/* Does the int token fit int64? Up to 18 digits always does. */
+static int int_fits(const tok *t)
+{
+    Py_ssize_t digits = t->n - (t->p[0] == '-');
+    if (digits <= 18) return 1;
+    if (digits > 19) return 0;
+    const char *p = t->p + (t->p[0] == '-');
+    const char *lim = t->p[0] == '-' ? "9223372036854775808" : "9223372036854775807";
+    return memcmp(p, lim, 19) <= 0;
+}
+
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The float token as a correctly rounded double; 0 when not finite (out of range). */
+static int tok_double(const tok *t, double *out)
+{
+    const char *p = t->p, *e = t->p + t->n;
+    int neg = 0, digits = 0, exp10 = 0;
+    uint64_t m = 0;
+    if (*p == '-') { neg = 1; p++; }
+    for (; p < e && is_digit(*p); p++) {
+        if (digits || *p != '0') digits++;
+        m = m * 10 + (uint64_t)(*p - '0');
+    }
+    if (p < e && *p == '.') {
+        for (p++; p < e && is_digit(*p); p++) {
+            if (digits || *p != '0') digits++;
+            m = m * 10 + (uint64_t)(*p - '0');
+            exp10--;
+        }
+    }
+    if (digits <= 19 && p < e && (*p == 'e' || *p == 'E')) {
+        int es = 1, ev = 0;
+        p++;
+        if (*p == '+' || *p == '-') { es = *p == '-' ? -1 : 1; p++; }
+        for (; p < e && is_digit(*p) && ev < 100000; p++) ev = ev * 10 + (*p - '0');
+        if (p < e) digits = 99; /* an absurd exponent: the slow path */
+        exp10 += es * ev;
+    }
+    /* Clinger's fast path: both operands exact, one correctly rounded operation */
+    if (digits <= 19 && m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        double v = (double)m;
+        v = exp10 >= 0 ? v * POW10[exp10] : v / POW10[-exp10];
+        *out = neg ? -v : v;
+        return 1;
+    }
+    char small[64], *buf = small;
+    if (t->n >= (Py_ssize_t)sizeof small) {
+        buf = PyMem_Malloc((size_t)t->n + 1);
+        if (!buf) return 0;
+    }
+    memcpy(buf, t->p, (size_t)t->n);
+    buf[t->n] = 0;
+    double v = PyOS_string_to_double(buf, NULL, NULL);
+    if (buf != small) PyMem_Free(buf);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!isfinite(v)) return 0;
+    *out = v;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- growable columns */
+
+typedef struct {
+    char *p;
+    size_t n, cap; /* bytes */
+} vec;
+
+static int vgrow(vec *v, size_t need)
+{
+    size_t cap = v->cap ? v->cap : 4096;
+    while (cap < v->n + need) cap *= 2;
+    char *p = PyMem_Realloc(v->p, cap);
+    if (!p) return -1;
+    v->p = p;
+    v->cap = cap;
+    return 0;
+}
+
+#define DEFINE_PUSH(fn, T)                                                \
+    static inline int fn(vec *v, T x)                                     \
+    {                                                                     \
+        if (v->n + sizeof(T) > v->cap && vgrow(v, sizeof(T))) return -1;  \
+        memcpy(v->p + v->n, &x, sizeof(T));                               \
+        v->n += sizeof(T);                                                \
+        return 0;                                                         \
+    }
+DEFINE_PUSH(push_d, double)
+DEFINE_PUSH(push_l, int64_t)
+DEFINE_PUSH(push_i, int32_t)
+DEFINE_PUSH(push_b, int8_t)
+
+/* ---------------------------------------------------------------- interning table */
+
+typedef struct {
+    uint64_t h;
+    char *k; /* NULL: empty slot */
+    Py_ssize_t n;
+    intptr_t v;
+} ent;
+
+typedef struct {
+    ent *e;
+    size_t cap, used;
+} table;
+
+static uint64_t hash_bytes(const char *p, Py_ssize_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, p, (size_t)n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+/* The slot for key (found: its k is set; else empty and ready for tput). */
+static ent *tfind(table *t, const char *k, Py_ssize_t n, uint64_t h)
+{
+    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    for (;;) {
+        ent *s = &t->e[i];
+        if (!s->k || (s->h == h && s->n == n && !memcmp(s->k, k, (size_t)n))) return s;
+        i = (i + 1) & mask;
+    }
+}
+
+static int tinit(table *t)
+{
+    t->cap = 1024;
+    t->used = 0;
+    t->e = PyMem_Calloc(t->cap, sizeof(ent));
+    return t->e ? 0 : -1;
+}
+
+static int tgrow(table *t)
+{
+    table n = {PyMem_Calloc(t->cap * 2, sizeof(ent)), t->cap * 2, t->used};
+    if (!n.e) return -1;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->e[i].k) *tfind(&n, t->e[i].k, t->e[i].n, t->e[i].h) = t->e[i];
+    PyMem_Free(t->e);
+    *t = n;
+    return 0;
+}
+
+/* Store key -> v in the empty slot s (found by tfind); may move the table. */
+static int tput(table *t, ent *s, const char *k, Py_ssize_t n, uint64_t h, intptr_t v)
+{
+    char *copy = PyMem_Malloc(n ? (size_t)n : 1);
+    if (!copy) return -1;
+    memcpy(copy, k, (size_t)n);
+    s->h = h;
+    s->k = copy;
+    s->n = n;
+    s->v = v;
+    if (++t->used * 2 > t->cap) return tgrow(t);
+    return 0;
+}
+
+static void tfree(table *t, int decref)
+{
+    if (!t->e) return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->e[i].k) {
+            PyMem_Free(t->e[i].k);
+            if (decref) Py_XDECREF((PyObject *)t->e[i].v);
+        }
+    PyMem_Free(t->e);
+    t->e = NULL;
+}
+
+/* ---------------------------------------------------------------- the scanner */
+
+/* args keys the loader reads (as the typed decoder names them) */
+enum { A_EXT, A_EXT21, A_CORR, A_DIMS, A_TYPES, A_STRIDES, A_CONC, A_DEVICE, A_STREAM, A_BYTES,
+       A_GRID, A_KFLOP, A_KGB, A_KERNEL, A_GNODE, A_N };
+
+/* columns a fixup can name (traceana.load.stream mirrors this list) */
+enum { F_GP_DEVICE, F_GP_PID, F_GP_STREAM, F_GP_CORR, F_GP_EXT, F_GP_GNODE, F_GP_BYTES, F_GP_BLOCKS,
+       F_OP_EXT, F_OP_KFLOP, F_OP_KGB, F_LA_CORR, F_LA_EXT };
+
+/* document states between feeds */
+enum { S_START, S_KEY_FIRST, S_KEY, S_AFTER_VALUE, S_EV_FIRST, S_EV, S_EV_AFTER, S_DONE };
+
+enum { NAME_STEP = 1, NAME_COMM = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *loads;        /* msgspec.json.decode: strings with escapes, fixups' values */
+    int state;
+    int seen_events;
+    /* names: raw text -> code; the str of each code; str -> code (escaped spellings meet) */
+    table names_t;
+    PyObject *names, *names_d;
+    vec name_flags;         /* int8 per code: NAME_STEP / NAME_COMM */
+    table threads_t;
+    PyObject *threads, *threads_d;
+    table raw_t;            /* shape args: raw text -> bytes object (one per distinct value) */
+    PyObject *empty;
+    /* columns */
+    vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_gnode;
+    vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb;
+    PyObject *op_dims, *op_types, *op_strides, *op_conc;
+    vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
+    vec an_name, an_thread, an_ts, an_end;
+    PyObject *fixups;       /* [(column, row, raw bytes)] */
+    PyObject *comm;         /* [(op row, raw event bytes)]: record_param_comms with args */
+    PyObject *doc;          /* [(key, raw bytes)]: the document's other keys */
+    Py_ssize_t n_events, no_ph, bad_time, legacy;
+    double t_min, t_max;
+} Scanner;
+
+static PyObject *Unsupported;
+
+static void Scanner_dealloc(Scanner *s)
+{
+    Py_XDECREF(s->loads);
+    tfree(&s->names_t, 0);
+    tfree(&s->threads_t, 0);
+    tfree(&s->raw_t, 1);
+    Py_XDECREF(s->names);
+    Py_XDECREF(s->names_d);
+    Py_XDECREF(s->threads);
+    Py_XDECREF(s->threads_d);
+    Py_XDECREF(s->empty);
+    vec *vs[] = {&s->name_flags, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, &s->gp_ts,
+                 &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_gnode, &s->op_name,
+                 &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->la_name,
+                 &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext, &s->la_kernel, &s->an_name,
+                 &s->an_thread, &s->an_ts, &s->an_end};
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) PyMem_Free(vs[i]->p);
+    Py_XDECREF(s->op_dims);
+    Py_XDECREF(s->op_types);
+    Py_XDECREF(s->op_strides);
+    Py_XDECREF(s->op_conc);
+    Py_XDECREF(s->fixups);
+    Py_XDECREF(s->comm);
+    Py_XDECREF(s->doc);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw)
+{
+    PyObject *loads;
+    if (!PyArg_ParseTuple(args, "O", &loads)) return -1;
+    if (s->names) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner is initialised once");
+        return -1;
+    }
+    Py_INCREF(loads);
+    s->loads = loads;
+    s->state = S_START;
+    s->t_min = INFINITY;
+    s->t_max = -INFINITY;
+    if (tinit(&s->names_t) || tinit(&s->threads_t) || tinit(&s->raw_t)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->names = PyList_New(0);
+    s->names_d = PyDict_New();
+    s->threads = PyList_New(0);
+    s->threads_d = PyDict_New();
+    s->empty = PyBytes_FromStringAndSize("", 0);
+    s->op_dims = PyList_New(0);
+    s->op_types = PyList_New(0);
+    s->op_strides = PyList_New(0);
+    s->op_conc = PyList_New(0);
+    s->fixups = PyList_New(0);
+    s->comm = PyList_New(0);
+    s->doc = PyList_New(0);
+    if (!s->names || !s->names_d || !s->threads || !s->threads_d || !s->empty || !s->op_dims || !s->op_types ||
+        !s->op_strides || !s->op_conc || !s->fixups || !s->comm || !s->doc)
+        return -1;
+    return 0;
+}
+
+/* The Python value of a scalar token: int, str or None (escaped strings through loads). */
+static PyObject *tok_object(Scanner *s, const tok *t)
+{
+    switch (t->t) {
+    case T_ABSENT:
+    case T_NULL:
+        Py_RETURN_NONE;
+    case T_INT:
+        if (int_fits(t)) return PyLong_FromLongLong(tok_i64(t));
+        break;
+    case T_STR:
+        return PyUnicode_DecodeUTF8(t->p + 1, t->n - 2, "strict");
+    default:
+        break;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(t->p, t->n);
+    if (!raw) return NULL;
+    PyObject *v = PyObject_CallOneArg(s->loads, raw);
+    Py_DECREF(raw);
+    return v;
+}
+
+/* The code of a name (a string token, or "" for null / absent); -1 with an exception set. */
+static int32_t name_code(Scanner *s, const tok *t)
+{
+    const char *k = "";
+    Py_ssize_t n = 0;
+    if (t->t == T_STR || t->t == T_ESTR) {
+        k = t->p + 1;
+        n = t->n - 2;
+    }
+    uint64_t h = hash_bytes(k, n);
+    ent *slot = tfind(&s->names_t, k, n, h);
+    if (slot->k) return (int32_t)slot->v;
+    PyObject *str = (t->t == T_STR || t->t == T_ESTR) ? tok_object(s, t) : PyUnicode_FromStringAndSize("", 0);
+    if (!str) return -1;
+    if (!PyUnicode_Check(str)) {
+        Py_DECREF(str);
+        PyErr_SetString(Unsupported, "a name that is not a string");
+        return -1;
+    }
+    PyObject *have = PyDict_GetItemWithError(s->names_d, str);
+    int32_t code;
+    if (have) {
+        code = (int32_t)PyLong_AsLong(have);
+    } else {
+        if (PyErr_Occurred()) { Py_DECREF(str); return -1; }
+        code = (int32_t)PyList_GET_SIZE(s->names);
+        PyObject *c = PyLong_FromLong(code);
+        int bad = !c || PyDict_SetItem(s->names_d, str, c) || PyList_Append(s->names, str);
+        Py_XDECREF(c);
+        int8_t flag = 0;
+        if (!bad) {
+            PyObject *pre = PyUnicode_FromString("ProfilerStep#");
+            PyObject *comm = PyUnicode_FromString("record_param_comms");
+            if (!pre || !comm) bad = 1;
+            else {
+                Py_ssize_t m = PyUnicode_Tailmatch(str, pre, 0, PY_SSIZE_T_MAX, -1);
+                int eq = PyUnicode_Compare(str, comm) == 0;
+                if (m < 0 || PyErr_Occurred()) bad = 1;
+                flag = (int8_t)((m > 0 ? NAME_STEP : 0) | (eq ? NAME_COMM : 0));
+            }
+            Py_XDECREF(pre);
+            Py_XDECREF(comm);
+        }
+        if (bad || push_b(&s->name_flags, flag)) {
+            Py_DECREF(str);
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_DECREF(str);
+    if (tput(&s->names_t, slot, k, n, h, code)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return code;
+}
+
+static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
+{
+    char small[256], *key = small;
+    Py_ssize_t n = pid->n + tid->n + 3;
+    if (n > (Py_ssize_t)sizeof small && !(key = PyMem_Malloc((size_t)n))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    key[0] = (char)('A' + pid->t);
+    if (pid->n) memcpy(key + 1, pid->p, (size_t)pid->n);
+    key[1 + pid->n] = (char)('A' + tid->t);
+    if (tid->n) memcpy(key + 2 + pid->n, tid->p, (size_t)tid->n);
+    key[n - 1] = 0;
+    uint64_t h = hash_bytes(key, n);
+    ent *slot = tfind(&s->threads_t, key, n, h);
+    int32_t code = -1;
+    if (slot->k) {
+        code = (int32_t)slot->v;
+        goto done;
+    }
+    PyObject *p = tok_object(s, pid), *t = p ? tok_object(s, tid) : NULL;
+    PyObject *pair = t ? PyTuple_Pack(2, p, t) : NULL;
+    Py_XDECREF(p);
+    Py_XDECREF(t);
+    if (!pair) goto done;
+    PyObject *have = PyDict_GetItemWithError(s->threads_d, pair);
+    if (have) {
+        code = (int32_t)PyLong_AsLong(have);
+    } else if (!PyErr_Occurred()) {
+        int32_t c = (int32_t)PyList_GET_SIZE(s->threads);
+        PyObject *co = PyLong_FromLong(c);
+        if (co && !PyDict_SetItem(s->threads_d, pair, co) && !PyList_Append(s->threads, pair)) code = c;
+        Py_XDECREF(co);
+    }
+    Py_DECREF(pair);
+    if (code >= 0 && tput(&s->threads_t, slot, key, n, h, code)) {
+        PyErr_NoMemory();
+        code = -1;
+    }
+done:
+    if (key != small) PyMem_Free(key);
+    return code;
+}
+
+/* The shape argument's raw text as one shared bytes object per distinct value (new ref). */
+static PyObject *raw_bytes(Scanner *s, const tok *t)
+{
+    if (t->t == T_ABSENT) {
+        Py_INCREF(s->empty);
+        return s->empty;
+    }
+    uint64_t h = hash_bytes(t->p, t->n);
+    ent *slot = tfind(&s->raw_t, t->p, t->n, h);
+    if (!slot->k) {
+        PyObject *b = PyBytes_FromStringAndSize(t->p, t->n);
+        if (!b) return NULL;
+        if (tput(&s->raw_t, slot, t->p, t->n, h, (intptr_t)b)) {
+            Py_DECREF(b);
+            return PyErr_NoMemory();
+        }
+        Py_INCREF(b);
+        return b;
+    }
+    PyObject *b = (PyObject *)slot->v;
+    Py_INCREF(b);
+    return b;
+}
+
+static int add_fixup(Scanner *s, int col, Py_ssize_t row, const tok *t)
+{
+    PyObject *item = Py_BuildValue("(iny#)", col, row, t->p, t->n);
+    if (!item) return -1;
+    int r = PyList_Append(s->fixups, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* An id (int / str / null): int64, -1 when absent; strings are fixups (_as_int in Python). */
+static int push_id(Scanner *s, vec *v, int col, const tok *t)
+{
+    int64_t x = -1;
+    if (t->t == T_INT) x = tok_i64(t);
+    else if (t->t == T_STR || t->t == T_ESTR) {
+        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(int64_t)), t)) return -1;
+    }
+    if (push_l(v, x)) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* A number column (int / float / str / null): double, nan when absent; strings are fixups. */
+static int push_num(Scanner *s, vec *v, int col, const tok *t)
+{
+    double x = NAN;
+    if (t->t == T_INT) x = (double)tok_i64(t);
+    else if (t->t == T_FLOAT) {
+        if (!tok_double(t, &x)) {
+            PyErr_SetString(Unsupported, "a number out of range");
+            return -1;
+        }
+    } else if (t->t == T_STR || t->t == T_ESTR) {
+        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(double)), t)) return -1;
+    }
+    if (push_d(v, x)) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* Thread blocks of a launch grid [x, y, z]: their product when 1-3 positive ints, else nan. */
+static int push_blocks(Scanner *s, const tok *t)
+{
+    double x = NAN;
+    if (t->t == T_ARR) {
+        const char *p = skip_ws(t->p + 1, t->p + t->n), *e = t->p + t->n;
+        uint64_t prod = 1;
+        int count = 0, ok = 1, big = 0;
+        tok el;
+        while (*p != ']') {
+            if (scan_value(p, e, &p, &el, 1) != J_OK || el.t != T_INT || el.p[0] == '-' || ++count > 3) {
+                ok = 0;
+                break;
+            }
+            if (!int_fits(&el)) big = 1;
+            else {
+                int64_t g = tok_i64(&el);
+                if (g <= 0) { ok = 0; break; }
+                if ((uint64_t)g > (1ULL << 53) / prod) big = 1;
+                else prod *= (uint64_t)g;
+            }
+            p = skip_ws(p, e);
+            if (*p == ',') p = skip_ws(p + 1, e);
+        }
+        if (ok && count >= 1) {
+            if (big) {
+                if (add_fixup(s, F_GP_BLOCKS, (Py_ssize_t)(s->gp_blocks.n / sizeof(double)), t)) return -1;
+            } else {
+                x = (double)prod;
+            }
+        }
+    }
+    if (push_d(&s->gp_blocks, x)) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static inline int key_is(const char *k, Py_ssize_t n, const char *word, Py_ssize_t wn)
+{
+    return n == wn && !memcmp(k, word, (size_t)n);
+}
+
+#define KEY(word) key_is(k, kn, word, (Py_ssize_t)sizeof(word) - 1)
+
+static int args_key(const char *k, Py_ssize_t kn)
+{
+    switch (kn) {
+    case 4: return KEY("grid") ? A_GRID : -1;
+    case 5: return KEY("bytes") ? A_BYTES : -1;
+    case 6: return KEY("device") ? A_DEVICE : KEY("stream") ? A_STREAM : KEY("kernel") ? A_KERNEL : -1;
+    case 10: return KEY("Input Dims") ? A_DIMS : KEY("Input type") ? A_TYPES : -1;
+    case 11: return KEY("External id") ? A_EXT : KEY("external id") ? A_EXT21 : KEY("correlation") ? A_CORR
+                    : KEY("kernel_flop") ? A_KFLOP : -1;
+    case 13: return KEY("Input Strides") ? A_STRIDES : KEY("kernel_num_gb") ? A_KGB : KEY("graph node id") ? A_GNODE : -1;
+    case 15: return KEY("Concrete Inputs") ? A_CONC : -1;
+    default: return -1;
+    }
+}
+
+typedef struct {
+    tok ph, cat, name, pid, tid, ts, dur;
+    int args; /* T_ABSENT, T_NULL or T_OBJ */
+    tok a[A_N];
+} event;
+
+/* An object key at p: *k / *kn its text; J_UNSUP when escaped (the typed decoder unescapes). */
+static int scan_key(const char *p, const char *e, const char **out, const char **k, Py_ssize_t *kn)
+{
+    int r, esc;
+    const char *q;
+    if (p >= e) return J_MORE;
+    if (*p != '"') return J_BAD;
+    if ((r = scan_str(p, e, &q, &esc))) return r;
+    if (esc) return J_UNSUP;
+    *k = p + 1;
+    *kn = q - p - 2;
+    q = skip_ws(q, e);
+    if (q >= e) return J_MORE;
+    if (*q != ':') return J_BAD;
+    *out = skip_ws(q + 1, e);
+    return J_OK;
+}
+
+static int scan_args(const char *p, const char *e, const char **out, event *ev)
+{
+    const char *q = skip_ws(p + 1, e), *k;
+    Py_ssize_t kn;
+    int r;
+    tok t;
+    memset(ev->a, 0, sizeof ev->a);
+    if (q >= e) return J_MORE;
+    if (*q == '}') {
+        *out = q + 1;
+        return J_OK;
+    }
+    for (;;) {
+        if ((r = scan_key(q, e, &q, &k, &kn))) return r;
+        if ((r = scan_value(q, e, &q, &t, 2))) return r;
+        int i = args_key(k, kn);
+        if (i >= 0) ev->a[i] = t;
+        q = skip_ws(q, e);
+        if (q >= e) return J_MORE;
+        if (*q == ',') {
+            q = skip_ws(q + 1, e);
+            continue;
+        }
+        if (*q == '}') {
+            *out = q + 1;
+            return J_OK;
+        }
+        return J_BAD;
+    }
+}
+
+static int scan_event(const char *p, const char *e, const char **out, event *ev)
+{
+    const char *q, *k;
+    Py_ssize_t kn;
+    int r;
+    tok t;
+    memset(ev, 0, sizeof *ev);
+    if (p >= e) return J_MORE;
+    if (*p != '{') return J_UNSUP; /* not an object: the typed decoder refuses it */
+    q = skip_ws(p + 1, e);
+    if (q >= e) return J_MORE;
+    if (*q == '}') {
+        *out = q + 1;
+        return J_OK;
+    }
+    for (;;) {
+        if ((r = scan_key(q, e, &q, &k, &kn))) return r;
+        if (q >= e) return J_MORE;
+        if (kn == 4 && !memcmp(k, "args", 4)) {
+            if (*q == '{') {
+                if ((r = scan_args(q, e, &q, ev))) return r;
+                ev->args = T_OBJ;
+            } else {
+                if ((r = scan_value(q, e, &q, &t, 1))) return r;
+                if (t.t != T_NULL) return J_UNSUP;
+                memset(ev->a, 0, sizeof ev->a);
+                ev->args = T_NULL;
+            }
+        } else {
+            if ((r = scan_value(q, e, &q, &t, 1))) return r;
+            switch (kn) {
+            case 2:
+                if (KEY("ph")) ev->ph = t;
+                else if (KEY("ts")) ev->ts = t;
+                break;
+            case 3:
+                if (KEY("cat")) ev->cat = t;
+                else if (KEY("pid")) ev->pid = t;
+                else if (KEY("tid")) ev->tid = t;
+                else if (KEY("dur")) ev->dur = t;
+                break;
+            case 4:
+                if (KEY("name")) ev->name = t;
+                break;
+            default: break;
+            }
+        }
+        q = skip_ws(q, e);
+        if (q >= e) return J_MORE;
+        if (*q == ',') {
+            q = skip_ws(q + 1, e);
+            continue;
+        }
+        if (*q == '}') {
+            *out = q + 1;
+            return J_OK;
+        }
+        return J_BAD;
+    }
+}
+
+/* The typed decoder's field types: anything else makes it refuse the file. */
+static int typed_ok(const event *ev)
+{
+#define IS(x, m) ((1 << (x).t) & (m))
+    const int str = 1 << T_STR | 1 << T_ESTR, none = 1 << T_ABSENT | 1 << T_NULL;
+    const int id = str | none | 1 << T_INT, num = none | 1 << T_INT | 1 << T_FLOAT;
+    if (!IS(ev->ph, 1 << T_ABSENT | 1 << T_STR)) return 0;
+    if (!IS(ev->cat, 1 << T_STR | none) || !IS(ev->name, str | none)) return 0;
+    if (!IS(ev->pid, id) || !IS(ev->tid, id) || !IS(ev->ts, num) || !IS(ev->dur, num)) return 0;
+    const tok *ints[] = {&ev->pid, &ev->tid, &ev->ts, &ev->dur, &ev->a[A_EXT], &ev->a[A_EXT21], &ev->a[A_CORR],
+                         &ev->a[A_DEVICE], &ev->a[A_STREAM], &ev->a[A_GNODE], &ev->a[A_BYTES], &ev->a[A_KFLOP],
+                         &ev->a[A_KGB]};
+    if (ev->args == T_OBJ) {
+        int ids[] = {A_EXT, A_EXT21, A_CORR, A_DEVICE, A_STREAM, A_GNODE};
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+            if (!IS(ev->a[ids[i]], id)) return 0;
+        if (!IS(ev->a[A_BYTES], num | str) || !IS(ev->a[A_KFLOP], num | str) || !IS(ev->a[A_KGB], num | str))
+            return 0;
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i]->t == T_INT && !int_fits(ints[i])) return 0; /* beyond int64: the Python loader's call */
+    return 1;
+#undef IS
+}
+
+/* The category's role: 0 GPU event, 1 cpu op, 2 launch, 3 annotation; -1 none. */
+static int cat_role(const tok *t, int *kind, int *legacy)
+{
+    if (t->t != T_STR) return -1;
+    const char *k = t->p + 1;
+    Py_ssize_t kn = t->n - 2;
+    *kind = 0;
+    *legacy = 0;
+    switch (kn) {
+    case 6:
+        if (KEY("cpu_op")) return 1;
+        if (KEY("Kernel")) { *legacy = 1; return 0; }
+        if (KEY("kernel")) return 0;
+        if (KEY("Memcpy")) { *kind = 1; return 0; }
+        if (KEY("Memset")) { *kind = 2; return 0; }
+        if (KEY("Driver")) return 2;
+        return -1;
+    case 7:
+        if (KEY("Runtime")) { *legacy = 1; return 2; }
+        return -1;
+    case 8:
+        if (KEY("Operator")) { *legacy = 1; return 1; }
+        if (KEY("operator")) return 1;
+        return -1;
+    case 10:
+        if (KEY("gpu_memcpy")) { *kind = 1; return 0; }
+        if (KEY("gpu_memset")) { *kind = 2; return 0; }
+        return -1;
+    case 11:
+        return KEY("cuda_driver") ? 2 : -1;
+    case 12:
+        return KEY("cuda_runtime") ? 2 : -1;
+    case 15:
+        return KEY("user_annotation") ? 3 : -1;
+    default:
+        return -1;
+    }
+}
+
+static int time_of(const tok *t, double *out)
+{
+    if (t->t == T_INT) {
+        *out = (double)tok_i64(t);
+        return 1;
+    }
+    if (t->t == T_FLOAT) return tok_double(t, out) ? 1 : -1;
+    return 0;
+}
+
+#define NOMEM(x) do { if (x) { PyErr_NoMemory(); return -1; } } while (0)
+
+/* One parsed event into the columns (the rules of columns.build_trace). */
+static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t raw_n)
+{
+    if (!typed_ok(ev)) {
+        PyErr_SetString(Unsupported, "an event field of a type the typed decoder refuses");
+        return -1;
+    }
+    if (!(ev->ph.t == T_STR && ev->ph.n == 3 && ev->ph.p[1] == 'X')) {
+        s->no_ph += ev->ph.t == T_ABSENT || ev->ph.n == 2;
+        return 0;
+    }
+    int kind, legacy;
+    if (ev->cat.t == T_ESTR) {
+        PyErr_SetString(Unsupported, "an escaped category");
+        return -1;
+    }
+    int role = cat_role(&ev->cat, &kind, &legacy);
+    if (role < 0) return 0;
+    double ts, dur;
+    int a = time_of(&ev->ts, &ts), b = time_of(&ev->dur, &dur);
+    if (a < 0 || b < 0) {
+        PyErr_SetString(Unsupported, "a time out of range");
+        return -1;
+    }
+    if (!a || !b || ts != ts || dur != dur || dur < 0 || fabs(ts) > 1e17 || dur > 1e13) {
+        s->bad_time++;
+        return 0;
+    }
+    s->legacy += legacy;
+    int32_t code = name_code(s, &ev->name);
+    if (code < 0) return -1;
+    double end = ts + dur;
+    if (ts < s->t_min) s->t_min = ts;
+    if (end > s->t_max) s->t_max = end;
+    const tok *A = ev->a; /* all absent when args is null or missing */
+    const tok *ext = (A[A_EXT].t != T_ABSENT && A[A_EXT].t != T_NULL) ? &A[A_EXT] : &A[A_EXT21];
+    if (role == 0) {
+        const tok *stream = (A[A_STREAM].t != T_ABSENT && A[A_STREAM].t != T_NULL) ? &A[A_STREAM] : &ev->tid;
+        NOMEM(push_i(&s->gp_name, code) || push_b(&s->gp_kind, (int8_t)kind) || push_d(&s->gp_ts, ts) ||
+              push_d(&s->gp_dur, dur));
+        if (push_id(s, &s->gp_pid, F_GP_PID, &ev->pid) || push_id(s, &s->gp_dev, F_GP_DEVICE, &A[A_DEVICE]) ||
+            push_id(s, &s->gp_stream, F_GP_STREAM, stream) || push_id(s, &s->gp_corr, F_GP_CORR, &A[A_CORR]) ||
+            push_id(s, &s->gp_ext, F_GP_EXT, ext) || push_num(s, &s->gp_bytes, F_GP_BYTES, &A[A_BYTES]) ||
+            push_blocks(s, &A[A_GRID]) || push_id(s, &s->gp_gnode, F_GP_GNODE, &A[A_GNODE]))
+            return -1;
+        return 0;
+    }
+    int32_t thread = thread_code(s, &ev->pid, &ev->tid);
+    if (thread < 0) return -1;
+    int8_t flags = ((int8_t *)s->name_flags.p)[code];
+    if (role == 3 || (role == 1 && (flags & NAME_STEP))) {
+        NOMEM(push_i(&s->an_name, code) || push_i(&s->an_thread, thread) || push_d(&s->an_ts, ts) ||
+              push_d(&s->an_end, end));
+        return 0;
+    }
+    if (role == 1) {
+        Py_ssize_t row = (Py_ssize_t)(s->op_ts.n / sizeof(double));
+        NOMEM(push_i(&s->op_name, code) || push_i(&s->op_thread, thread) || push_d(&s->op_ts, ts) ||
+              push_d(&s->op_end, end));
+        if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
+            push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]))
+            return -1;
+        PyObject *lists[4] = {s->op_dims, s->op_types, s->op_strides, s->op_conc};
+        int keys[4] = {A_DIMS, A_TYPES, A_STRIDES, A_CONC};
+        for (int i = 0; i < 4; i++) {
+            PyObject *b = raw_bytes(s, &A[keys[i]]);
+            if (!b) return -1;
+            int r = PyList_Append(lists[i], b);
+            Py_DECREF(b);
+            if (r) return -1;
+        }
+        if ((flags & NAME_COMM) && ev->args == T_OBJ) {
+            PyObject *item = Py_BuildValue("(ny#)", row, raw, raw_n);
+            if (!item || PyList_Append(s->comm, item)) {
+                Py_XDECREF(item);
+                return -1;
+            }
+            Py_DECREF(item);
+        }
+        return 0;
+    }
+    /* role 2: a launch */
+    int32_t kcode = -1;
+    const tok *kt = &A[A_KERNEL];
+    if ((kt->t == T_STR && kt->n > 2) || kt->t == T_ESTR) {
+        kcode = name_code(s, kt);
+        if (kcode < 0) return -1;
+    }
+    NOMEM(push_i(&s->la_name, code) || push_i(&s->la_thread, thread) || push_d(&s->la_ts, ts) ||
+          push_d(&s->la_end, end) || push_i(&s->la_kernel, kcode));
+    if (push_id(s, &s->la_corr, F_LA_CORR, &A[A_CORR]) || push_id(s, &s->la_ext, F_LA_EXT, ext)) return -1;
+    return 0;
+}
+
+static PyObject *fail(int r, const char *where)
+{
+    if (!PyErr_Occurred())
+        PyErr_Format(Unsupported, "%s: %s", where,
+                     r == J_BAD ? "not JSON the loader reads" : r == J_MORE ? "the text ends early" : "left to the Python loader");
+    return NULL;
+}
+
+/* feed(buffer, final) -> bytes consumed */
+static PyObject *Scanner_feed(Scanner *s, PyObject *args)
+{
+    Py_buffer view;
+    int final = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
+    const char *base = view.buf, *p = base, *e = base + view.len, *q, *k;
+    Py_ssize_t kn;
+    int r = J_OK;
+    tok t;
+    event ev;
+    for (;;) {
+        p = skip_ws(p, e);
+        if (s->state == S_DONE) {
+            if (p < e) { r = J_BAD; goto bad; }
+            break;
+        }
+        if (p >= e) { r = J_MORE; break; }
+        switch (s->state) {
+        case S_START:
+            if (*p != '{') { r = J_UNSUP; goto bad; } /* a bare event list: the Python loader's */
+            p++;
+            s->state = S_KEY_FIRST;
+            break;
+        case S_KEY_FIRST:
+            if (*p == '}') { p++; s->state = S_DONE; break; }
+            s->state = S_KEY;
+            /* fall through */
+        case S_KEY:
+            if ((r = scan_key(p, e, &q, &k, &kn))) goto stop;
+            if (KEY("traceEvents")) {
+                if (q >= e) { r = J_MORE; goto stop; }
+                if (*q == '[') {
+                    if (s->seen_events++) { r = J_UNSUP; goto bad; }
+                    p = q + 1;
+                    s->state = S_EV_FIRST;
+                    break;
+                }
+                r = J_UNSUP; /* null or another type: the Python loader says what it is */
+                goto bad;
+            }
+            if ((r = scan_value(q, e, &q, &t, 1))) goto stop;
+            {
+                PyObject *item = Py_BuildValue("(s#y#)", k, kn, t.p, t.n);
+                if (!item || PyList_Append(s->doc, item)) { Py_XDECREF(item); goto err; }
+                Py_DECREF(item);
+            }
+            p = q;
+            s->state = S_AFTER_VALUE;
+            break;
+        case S_AFTER_VALUE:
+            if (*p == ',') { p++; s->state = S_KEY; break; }
+            if (*p == '}') { p++; s->state = S_DONE; break; }
+            r = J_BAD;
+            goto bad;
+        case S_EV_FIRST:
+            if (*p == ']') { p++; s->state = S_AFTER_VALUE; break; }
+            s->state = S_EV;
+            /* fall through */
+        case S_EV:
+            if ((r = scan_event(p, e, &q, &ev))) goto stop;
+            s->n_events++;
+            if (take_event(s, &ev, p, q - p)) goto err;
+            p = q;
+            s->state = S_EV_AFTER;
+            break;
+        case S_EV_AFTER:
+            if (*p == ',') { p++; s->state = S_EV; break; }
+            if (*p == ']') { p++; s->state = S_AFTER_VALUE; break; }
+            r = J_BAD;
+            goto bad;
+        }
+    }
+stop:
+    if (r != J_OK && r != J_MORE) goto bad;
+    if (final && s->state != S_DONE) {
+        r = J_MORE;
+        goto bad;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(p - base);
+bad:
+    PyBuffer_Release(&view);
+    return fail(r, "trace text");
+err:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *vec_out(vec *v)
+{
+    PyObject *b = PyByteArray_FromStringAndSize(v->p ? v->p : "", (Py_ssize_t)v->n);
+    PyMem_Free(v->p);
+    v->p = NULL;
+    v->n = v->cap = 0;
+    return b;
+}
+
+/* result() -> dict of the columns (bytearrays of int8/int32/int64/float64, lists) and counts.
+   The columns move out: call once, after the final feed. */
+static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
+{
+    if (s->state != S_DONE || !s->seen_events) {
+        PyErr_SetString(Unsupported, "no complete {\"traceEvents\": [...]} document");
+        return NULL;
+    }
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    struct { const char *k; vec *v; } cols[] = {
+        {"gp_name", &s->gp_name}, {"gp_kind", &s->gp_kind}, {"gp_device", &s->gp_dev}, {"gp_pid", &s->gp_pid},
+        {"gp_stream", &s->gp_stream}, {"gp_ts", &s->gp_ts}, {"gp_dur", &s->gp_dur}, {"gp_corr", &s->gp_corr},
+        {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_gnode", &s->gp_gnode},
+        {"op_name", &s->op_name}, {"op_thread", &s->op_thread}, {"op_ts", &s->op_ts}, {"op_end", &s->op_end},
+        {"op_ext", &s->op_ext}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
+        {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},
+        {"la_corr", &s->la_corr}, {"la_ext", &s->la_ext}, {"la_kernel", &s->la_kernel},
+        {"an_name", &s->an_name}, {"an_thread", &s->an_thread}, {"an_ts", &s->an_ts}, {"an_end", &s->an_end},
+    };
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        PyObject *b = vec_out(cols[i].v);
+        if (!b || PyDict_SetItemString(d, cols[i].k, b)) {
+            Py_XDECREF(b);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    struct { const char *k; PyObject *o; } objs[] = {
+        {"names", s->names}, {"threads", s->threads}, {"op_dims", s->op_dims}, {"op_types", s->op_types},
+        {"op_strides", s->op_strides}, {"op_concrete", s->op_conc}, {"fixups", s->fixups}, {"comm", s->comm},
+        {"doc", s->doc},
+    };
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
+        if (PyDict_SetItemString(d, objs[i].k, objs[i].o)) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    PyObject *nums = Py_BuildValue("{s:n,s:n,s:n,s:n,s:d,s:d}", "n_events", s->n_events, "no_ph", s->no_ph,
+                                   "bad_time", s->bad_time, "legacy", s->legacy, "t_min", s->t_min, "t_max", s->t_max);
+    if (!nums || PyDict_Update(d, nums)) {
+        Py_XDECREF(nums);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(nums);
+    return d;
+}
+
+static PyObject *Scanner_events(Scanner *s, void *closure) { return PyLong_FromSsize_t(s->n_events); }
+
+static PyMethodDef Scanner_methods[] = {
+    {"feed", (PyCFunction)Scanner_feed, METH_VARARGS,
+     "feed(buffer, final=False) -> bytes consumed; keep the rest and pass it again with more text"},
+    {"result", (PyCFunction)Scanner_result, METH_NOARGS, "result() -> dict of columns, after the final feed"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Scanner_getset[] = {
+    {"n_events", (getter)Scanner_events, NULL, "events scanned so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceana.load._scan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Scanner(loads): a Kineto trace's text, fed in pieces, into columns",
+    .tp_methods = Scanner_methods,
+    .tp_getset = Scanner_getset,
+    .tp_init = (initproc)Scanner_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef scan_module = {
+    PyModuleDef_HEAD_INIT, "traceana.load._scan",
+    "Kineto trace text -> columns in one pass (traceana.load.stream drives it).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&scan_module);
+    if (!m) return NULL;
+    Unsupported = PyErr_NewException("traceana.load._scan.Unsupported", PyExc_ValueError, NULL);
+    Py_INCREF(&ScannerType);
+    if (!Unsupported || PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) ||
+        PyModule_AddObject(m, "Unsupported", Unsupported)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(Unsupported);
+    return m;
+}

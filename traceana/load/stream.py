@@ -1,0 +1,140 @@
+"""The fast load: the trace's text streamed through the C scanner (traceana/load/_scan.c).
+
+A producer thread (traceana.prefetch.Pieces) reads the file and inflates it a piece at a time;
+this module feeds each piece to the scanner as it arrives, so inflating (on one core) and
+scanning (on the other) overlap and no more than a few pieces of text are ever in memory.
+The scanner fills the same columns columns.build_trace does; what needs Python's own
+conversion rules comes back as fixups, converted here by the same functions.
+
+`load(path, ...)` returns None whenever the scanner is not built, is switched off
+(TRACEANA_PURE_PYTHON=1), or leaves the file to the Python loader (a type the typed decoder
+refuses, invalid or truncated JSON, a bare event list...): the caller then loads the file the
+Python way, which decides what such a file says. Results are identical either way (tested on
+every shared trace).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+import msgspec
+import numpy as np
+
+from traceana import prefetch
+from traceana.load.columns import _blocks, assemble, comm_record
+from traceana.load.decode import _as_int, _finite
+from traceana.load.model import Trace
+from traceana.load.schema import DOC_DECODER
+
+try:
+    from traceana.load import _scan
+except ImportError:  # not built (no C compiler at install): the Python loader does everything
+    _scan = None
+
+#: bytes of the next piece joined to an unfinished event at first (grown while it stays unfinished)
+_JOIN = 1 << 16
+
+# the scanner's fixup column numbers, in its order (enum F_* in _scan.c), and how each converts
+_FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
+                  "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext")
+_DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.int8, "ts": np.float64,
+           "dur": np.float64, "end": np.float64, "bytes": np.float64, "blocks": np.float64, "kflop": np.float64,
+           "kgb": np.float64}
+
+
+def available() -> bool:
+    """True when the C scanner is built and not switched off."""
+    return _scan is not None and os.environ.get("TRACEANA_PURE_PYTHON", "") in ("", "0")
+
+
+def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None = None) -> Trace | None:
+    """The trace through the C scanner, or None: the Python loader's turn (see the module doc)."""
+    if not available():
+        return None
+    pieces = prefetch.take_pieces(path, st) or prefetch.Pieces(path, st)
+    try:
+        result = scan(pieces, progress)
+    finally:
+        pieces.close()
+    if result is None or pieces.error is not None:
+        return None
+    try:
+        doc = _document(result.pop("doc"))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return None
+    return _trace(path, doc, result)
+
+
+def scan(pieces: Iterable, progress: Callable[[float], None] | None = None) -> dict | None:
+    """Feed the pieces through a Scanner; its result dict, or None when it leaves the text to
+    the Python loader."""
+    sc = _scan.Scanner(msgspec.json.decode)
+    tail = b""
+    try:
+        for piece in pieces:
+            tail = _feed(sc, tail, piece)
+            if progress is not None:
+                progress(getattr(pieces, "done", 0.0))
+        sc.feed(tail, True)
+        return sc.result()
+    except _scan.Unsupported:
+        return None
+
+
+def _feed(sc, tail: bytes, piece: bytes) -> bytes:
+    """Feed `tail` (the unfinished end of the text so far) and `piece`; the new unfinished end.
+    The event that straddles the two is finished on a short join of the tail and the piece's
+    start (grown until it fits), the rest of the piece is scanned in place."""
+    view = memoryview(piece)
+    start = 0
+    k = _JOIN
+    while tail:
+        if k >= len(piece):
+            text = tail + piece
+            return text[sc.feed(text):]
+        head = tail + view[:k]
+        used = sc.feed(head)
+        if used >= len(tail):
+            start = used - len(tail)
+            break
+        tail = tail[used:]
+        k *= 8
+    used = sc.feed(view[start:])
+    return bytes(view[start + used:])
+
+
+def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
+    """The document's other keys (deviceProperties, distributedInfo, ...) as the typed decoder
+    reads them."""
+    enc = msgspec.json.encode
+    text = b"{" + b",".join(enc(k) + b":" + v for k, v in keys) + b"}"
+    return DOC_DECODER.decode(text)
+
+
+def _column(name: str, buf: bytearray) -> np.ndarray:
+    kind = name.split("_", 1)[1]
+    return np.frombuffer(buf, dtype=_DTYPES.get(kind, np.int64))
+
+
+def _trace(path: str, doc, result: dict) -> Trace:
+    cols = {k: (_column(k, v) if isinstance(v, bytearray) else v) for k, v in result.items()
+            if k.startswith(("gp_", "op_", "la_", "an_"))}
+    for col, row, raw in result["fixups"]:
+        name = _FIXUP_COLUMNS[col]
+        value = msgspec.json.decode(raw)
+        if name == "gp_blocks":
+            blocks = _blocks(value)
+            cols[name][row] = np.nan if blocks is None else float(blocks)
+        elif name in ("gp_bytes", "op_kflop", "op_kgb"):
+            f = _finite(value)
+            cols[name][row] = np.nan if f is None else f
+        else:
+            cols[name][row] = _as_int(value)
+    counts = {k: result[k] for k in ("n_events", "no_ph", "bad_time", "legacy", "t_min", "t_max")}
+    trace = assemble(path, doc, [], result["names"], result["threads"], cols, counts)
+    for row, raw in result["comm"]:
+        rec = comm_record(raw)
+        if rec is not None:
+            trace.ops.extra[row] = rec[2]
+    return trace
