@@ -265,8 +265,36 @@ static int int_fits(const tok *t)
 static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* The float token as a correctly rounded double; 0 when not finite (out of range). */
-static int tok_double(const tok *t, double *out)
+/* q (plus a nonzero fraction below its last bit when sticky) times 2^exp2, correctly rounded
+   (to nearest, ties to even) to a double. q has at least 55 bits, or is exact (sticky 0). */
+static double round_u128(unsigned __int128 q, int sticky, int exp2)
+{
+    int n = 0;
+    for (unsigned __int128 x = q; x; x >>= 1) n++;
+    if (n <= 53) return ldexp((double)(uint64_t)q, exp2);
+    int drop = n - 53;
+    unsigned __int128 mant = q >> drop, rem = q & (((unsigned __int128)1 << drop) - 1);
+    unsigned __int128 half = (unsigned __int128)1 << (drop - 1);
+    if (rem > half || (rem == half && (sticky || (mant & 1)))) mant++;
+    if (mant >> 53) {
+        mant >>= 1;
+        drop++;
+    }
+    return ldexp((double)(uint64_t)mant, exp2 + drop);
+}
+
+#if defined(__GLIBC__) || defined(__APPLE__)
+#include <locale.h>
+#ifdef __APPLE__
+#include <xlocale.h>
+#endif
+static locale_t c_locale;
+#define HAVE_STRTOD_L 1
+#endif
+
+/* The float token as a correctly rounded double; 0 when not finite (out of range) or when it
+   needs the interpreter's parser and the GIL is not held (needs_gil is then set). */
+static int tok_double(const tok *t, double *out, int *needs_gil)
 {
     const char *p = t->p, *e = t->p + t->n;
     int neg = 0, digits = 0, exp10 = 0;
@@ -291,26 +319,61 @@ static int tok_double(const tok *t, double *out)
         if (p < e) digits = 99; /* an absurd exponent: the slow path */
         exp10 += es * ev;
     }
-    /* Clinger's fast path: both operands exact, one correctly rounded operation */
-    if (digits <= 19 && m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
-        double v = (double)m;
-        v = exp10 >= 0 ? v * POW10[exp10] : v / POW10[-exp10];
+    if (digits <= 19 && m) {
+        double v;
+        if (m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+            /* Clinger's fast path: both operands exact, one correctly rounded operation */
+            v = (double)m;
+            v = exp10 >= 0 ? v * POW10[exp10] : v / POW10[-exp10];
+        } else if (exp10 < 0 && exp10 >= -19) {
+            /* m / 10^k exactly: shift m to 127 bits, divide in 128-bit integers; the quotient
+               has >= 63 bits and the remainder says whether anything was cut */
+            unsigned __int128 P = 1;
+            for (int i = 0; i < -exp10; i++) P *= 10;
+            int bits = 0;
+            for (uint64_t x = m; x; x >>= 1) bits++;
+            int shift = 127 - bits;
+            unsigned __int128 num = (unsigned __int128)m << shift;
+            v = round_u128(num / P, num % P != 0, -shift);
+        } else if (exp10 >= 0 && exp10 <= 19) {
+            unsigned __int128 P = 1;
+            for (int i = 0; i < exp10; i++) P *= 10;
+            v = round_u128((unsigned __int128)m * P, 0, 0);
+        } else {
+            goto slow;
+        }
         *out = neg ? -v : v;
         return 1;
     }
+    if (digits == 0) { /* zero, whatever its exponent */
+        *out = neg ? -0.0 : 0.0;
+        return 1;
+    }
+slow:;
     char small[64], *buf = small;
     if (t->n >= (Py_ssize_t)sizeof small) {
-        buf = PyMem_Malloc((size_t)t->n + 1);
+        buf = PyMem_RawMalloc((size_t)t->n + 1);
         if (!buf) return 0;
     }
     memcpy(buf, t->p, (size_t)t->n);
     buf[t->n] = 0;
-    double v = PyOS_string_to_double(buf, NULL, NULL);
-    if (buf != small) PyMem_Free(buf);
-    if (v == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
+    double v;
+#ifdef HAVE_STRTOD_L
+    (void)needs_gil;
+    v = strtod_l(buf, NULL, c_locale); /* correctly rounded (glibc, macOS), whatever the locale */
+#else
+    if (needs_gil) { /* PyOS_string_to_double needs the interpreter: the caller takes the GIL */
+        if (buf != small) PyMem_RawFree(buf);
+        *needs_gil = 1;
         return 0;
     }
+    v = PyOS_string_to_double(buf, NULL, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        v = NAN;
+    }
+#endif
+    if (buf != small) PyMem_RawFree(buf);
     if (!isfinite(v)) return 0;
     *out = v;
     return 1;
@@ -327,7 +390,7 @@ static int vgrow(vec *v, size_t need)
 {
     size_t cap = v->cap ? v->cap : 4096;
     while (cap < v->n + need) cap *= 2;
-    char *p = PyMem_Realloc(v->p, cap);
+    char *p = PyMem_RawRealloc(v->p, cap);
     if (!p) return -1;
     v->p = p;
     v->cap = cap;
@@ -394,26 +457,28 @@ static int tinit(table *t)
 {
     t->cap = 1024;
     t->used = 0;
-    t->e = PyMem_Calloc(t->cap, sizeof(ent));
+    t->e = PyMem_RawCalloc(t->cap, sizeof(ent));
     return t->e ? 0 : -1;
 }
 
 static int tgrow(table *t)
 {
-    table n = {PyMem_Calloc(t->cap * 2, sizeof(ent)), t->cap * 2, t->used};
+    table n = {PyMem_RawCalloc(t->cap * 2, sizeof(ent)), t->cap * 2, t->used};
     if (!n.e) return -1;
     for (size_t i = 0; i < t->cap; i++)
         if (t->e[i].k) *tfind(&n, t->e[i].k, t->e[i].n, t->e[i].h) = t->e[i];
-    PyMem_Free(t->e);
+    PyMem_RawFree(t->e);
     *t = n;
     return 0;
 }
 
-/* Store key -> v in the empty slot s (found by tfind); may move the table. */
-static int tput(table *t, ent *s, const char *k, Py_ssize_t n, uint64_t h, intptr_t v)
+/* Store key -> v in the empty slot s (found by tfind); may move the table. *kept: the key's
+   copy, which stays where it is when the table grows. */
+static int tput(table *t, ent *s, const char *k, Py_ssize_t n, uint64_t h, intptr_t v, char **kept)
 {
-    char *copy = PyMem_Malloc(n ? (size_t)n : 1);
+    char *copy = PyMem_RawMalloc(n ? (size_t)n : 1);
     if (!copy) return -1;
+    if (kept) *kept = copy;
     memcpy(copy, k, (size_t)n);
     s->h = h;
     s->k = copy;
@@ -423,15 +488,12 @@ static int tput(table *t, ent *s, const char *k, Py_ssize_t n, uint64_t h, intpt
     return 0;
 }
 
-static void tfree(table *t, int decref)
+static void tfree(table *t)
 {
     if (!t->e) return;
     for (size_t i = 0; i < t->cap; i++)
-        if (t->e[i].k) {
-            PyMem_Free(t->e[i].k);
-            if (decref) Py_XDECREF((PyObject *)t->e[i].v);
-        }
-    PyMem_Free(t->e);
+        if (t->e[i].k) PyMem_RawFree(t->e[i].k);
+    PyMem_RawFree(t->e);
     t->e = NULL;
 }
 
@@ -450,23 +512,37 @@ enum { S_START, S_KEY_FIRST, S_KEY, S_AFTER_VALUE, S_EV_FIRST, S_EV, S_EV_AFTER,
 
 enum { NAME_STEP = 1, NAME_COMM = 2 };
 
+/* why a feed stopped: the exception is raised once the GIL is back */
+enum { E_NONE, E_UNSUP, E_NOMEM, E_PY };
+
+typedef struct {
+    char *k;
+    Py_ssize_t n;
+} span;
+
+/* The scan runs without the GIL (the reading thread inflates the next piece meanwhile); it
+   takes the GIL back only for what touches Python objects, which happens once per distinct
+   name, thread or odd value, not per event. */
 typedef struct {
     PyObject_HEAD
-    PyObject *loads;        /* msgspec.json.decode: strings with escapes, fixups' values */
+    PyObject *loads;        /* msgspec.json.decode: strings with escapes, odd values */
+    PyThreadState *ts;      /* set while the GIL is released */
+    int err;
+    const char *msg;
     int state;
     int seen_events;
+    int done;
     /* names: raw text -> code; the str of each code; str -> code (escaped spellings meet) */
     table names_t;
     PyObject *names, *names_d;
     vec name_flags;         /* int8 per code: NAME_STEP / NAME_COMM */
     table threads_t;
     PyObject *threads, *threads_d;
-    table raw_t;            /* shape args: raw text -> bytes object (one per distinct value) */
-    PyObject *empty;
+    table raw_t;            /* shape args: raw text -> index of the distinct value */
+    vec raw_vals;           /* span per index */
     /* columns */
     vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_gnode;
-    vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb;
-    PyObject *op_dims, *op_types, *op_strides, *op_conc;
+    vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
     PyObject *fixups;       /* [(column, row, raw bytes)] */
@@ -478,27 +554,24 @@ typedef struct {
 
 static PyObject *Unsupported;
 
+#define VECS(s) {&s->name_flags, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
+    &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_gnode, &s->op_name,     \
+    &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
+    &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
+    &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end}
+
 static void Scanner_dealloc(Scanner *s)
 {
     Py_XDECREF(s->loads);
-    tfree(&s->names_t, 0);
-    tfree(&s->threads_t, 0);
-    tfree(&s->raw_t, 1);
+    tfree(&s->names_t);
+    tfree(&s->threads_t);
+    tfree(&s->raw_t);
     Py_XDECREF(s->names);
     Py_XDECREF(s->names_d);
     Py_XDECREF(s->threads);
     Py_XDECREF(s->threads_d);
-    Py_XDECREF(s->empty);
-    vec *vs[] = {&s->name_flags, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, &s->gp_ts,
-                 &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_gnode, &s->op_name,
-                 &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->la_name,
-                 &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext, &s->la_kernel, &s->an_name,
-                 &s->an_thread, &s->an_ts, &s->an_end};
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) PyMem_Free(vs[i]->p);
-    Py_XDECREF(s->op_dims);
-    Py_XDECREF(s->op_types);
-    Py_XDECREF(s->op_strides);
-    Py_XDECREF(s->op_conc);
+    vec *vs[] = VECS(s);
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) PyMem_RawFree(vs[i]->p);
     Py_XDECREF(s->fixups);
     Py_XDECREF(s->comm);
     Py_XDECREF(s->doc);
@@ -526,21 +599,41 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw)
     s->names_d = PyDict_New();
     s->threads = PyList_New(0);
     s->threads_d = PyDict_New();
-    s->empty = PyBytes_FromStringAndSize("", 0);
-    s->op_dims = PyList_New(0);
-    s->op_types = PyList_New(0);
-    s->op_strides = PyList_New(0);
-    s->op_conc = PyList_New(0);
     s->fixups = PyList_New(0);
     s->comm = PyList_New(0);
     s->doc = PyList_New(0);
-    if (!s->names || !s->names_d || !s->threads || !s->threads_d || !s->empty || !s->op_dims || !s->op_types ||
-        !s->op_strides || !s->op_conc || !s->fixups || !s->comm || !s->doc)
-        return -1;
+    if (!s->names || !s->names_d || !s->threads || !s->threads_d || !s->fixups || !s->comm || !s->doc) return -1;
     return 0;
 }
 
-/* The Python value of a scalar token: int, str or None (escaped strings through loads). */
+/* Take the GIL if the scan released it; give_gil(s, 1) releases it again. */
+static inline int take_gil(Scanner *s)
+{
+    if (!s->ts) return 0;
+    PyEval_RestoreThread(s->ts);
+    s->ts = NULL;
+    return 1;
+}
+
+static inline void give_gil(Scanner *s, int had)
+{
+    if (had) s->ts = PyEval_SaveThread();
+}
+
+static int unsup(Scanner *s, const char *msg)
+{
+    s->err = E_UNSUP;
+    s->msg = msg;
+    return -1;
+}
+
+static int nomem(Scanner *s)
+{
+    s->err = E_NOMEM;
+    return -1;
+}
+
+/* The Python value of a scalar token: int, str or None (others through loads). GIL held. */
 static PyObject *tok_object(Scanner *s, const tok *t)
 {
     switch (t->t) {
@@ -562,7 +655,44 @@ static PyObject *tok_object(Scanner *s, const tok *t)
     return v;
 }
 
-/* The code of a name (a string token, or "" for null / absent); -1 with an exception set. */
+/* A new name's code (its str made, met with an escaped spelling of the same). GIL held. */
+static int32_t new_name(Scanner *s, const tok *t)
+{
+    PyObject *str = (t->t == T_STR || t->t == T_ESTR) ? tok_object(s, t) : PyUnicode_FromStringAndSize("", 0);
+    if (!str) return -1;
+    int32_t code = -1;
+    if (!PyUnicode_Check(str)) {
+        PyErr_SetString(Unsupported, "a name that is not a string");
+        goto out;
+    }
+    PyObject *have = PyDict_GetItemWithError(s->names_d, str);
+    if (have) {
+        code = (int32_t)PyLong_AsLong(have);
+        goto out;
+    }
+    if (PyErr_Occurred()) goto out;
+    int32_t c = (int32_t)PyList_GET_SIZE(s->names);
+    PyObject *co = PyLong_FromLong(c), *pre = PyUnicode_FromString("ProfilerStep#");
+    PyObject *comm = PyUnicode_FromString("record_param_comms");
+    if (co && pre && comm && !PyDict_SetItem(s->names_d, str, co) && !PyList_Append(s->names, str)) {
+        Py_ssize_t m = PyUnicode_Tailmatch(str, pre, 0, PY_SSIZE_T_MAX, -1);
+        int eq = PyUnicode_Compare(str, comm) == 0;
+        if (m >= 0 && !PyErr_Occurred()) {
+            if (push_b(&s->name_flags, (int8_t)((m > 0 ? NAME_STEP : 0) | (eq ? NAME_COMM : 0))))
+                PyErr_NoMemory();
+            else
+                code = c;
+        }
+    }
+    Py_XDECREF(co);
+    Py_XDECREF(pre);
+    Py_XDECREF(comm);
+out:
+    Py_DECREF(str);
+    return code;
+}
+
+/* The code of a name (a string token, or "" for null / absent); -1 with s->err set. */
 static int32_t name_code(Scanner *s, const tok *t)
 {
     const char *k = "";
@@ -574,76 +704,26 @@ static int32_t name_code(Scanner *s, const tok *t)
     uint64_t h = hash_bytes(k, n);
     ent *slot = tfind(&s->names_t, k, n, h);
     if (slot->k) return (int32_t)slot->v;
-    PyObject *str = (t->t == T_STR || t->t == T_ESTR) ? tok_object(s, t) : PyUnicode_FromStringAndSize("", 0);
-    if (!str) return -1;
-    if (!PyUnicode_Check(str)) {
-        Py_DECREF(str);
-        PyErr_SetString(Unsupported, "a name that is not a string");
+    int had = take_gil(s);
+    int32_t code = new_name(s, t);
+    give_gil(s, had);
+    if (code < 0) {
+        s->err = E_PY;
         return -1;
     }
-    PyObject *have = PyDict_GetItemWithError(s->names_d, str);
-    int32_t code;
-    if (have) {
-        code = (int32_t)PyLong_AsLong(have);
-    } else {
-        if (PyErr_Occurred()) { Py_DECREF(str); return -1; }
-        code = (int32_t)PyList_GET_SIZE(s->names);
-        PyObject *c = PyLong_FromLong(code);
-        int bad = !c || PyDict_SetItem(s->names_d, str, c) || PyList_Append(s->names, str);
-        Py_XDECREF(c);
-        int8_t flag = 0;
-        if (!bad) {
-            PyObject *pre = PyUnicode_FromString("ProfilerStep#");
-            PyObject *comm = PyUnicode_FromString("record_param_comms");
-            if (!pre || !comm) bad = 1;
-            else {
-                Py_ssize_t m = PyUnicode_Tailmatch(str, pre, 0, PY_SSIZE_T_MAX, -1);
-                int eq = PyUnicode_Compare(str, comm) == 0;
-                if (m < 0 || PyErr_Occurred()) bad = 1;
-                flag = (int8_t)((m > 0 ? NAME_STEP : 0) | (eq ? NAME_COMM : 0));
-            }
-            Py_XDECREF(pre);
-            Py_XDECREF(comm);
-        }
-        if (bad || push_b(&s->name_flags, flag)) {
-            Py_DECREF(str);
-            if (!PyErr_Occurred()) PyErr_NoMemory();
-            return -1;
-        }
-    }
-    Py_DECREF(str);
-    if (tput(&s->names_t, slot, k, n, h, code)) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    if (tput(&s->names_t, slot, k, n, h, code, NULL)) return nomem(s);
     return code;
 }
 
-static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
+/* A new (pid, tid)'s code. GIL held. */
+static int32_t new_thread(Scanner *s, const tok *pid, const tok *tid)
 {
-    char small[256], *key = small;
-    Py_ssize_t n = pid->n + tid->n + 3;
-    if (n > (Py_ssize_t)sizeof small && !(key = PyMem_Malloc((size_t)n))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    key[0] = (char)('A' + pid->t);
-    if (pid->n) memcpy(key + 1, pid->p, (size_t)pid->n);
-    key[1 + pid->n] = (char)('A' + tid->t);
-    if (tid->n) memcpy(key + 2 + pid->n, tid->p, (size_t)tid->n);
-    key[n - 1] = 0;
-    uint64_t h = hash_bytes(key, n);
-    ent *slot = tfind(&s->threads_t, key, n, h);
-    int32_t code = -1;
-    if (slot->k) {
-        code = (int32_t)slot->v;
-        goto done;
-    }
     PyObject *p = tok_object(s, pid), *t = p ? tok_object(s, tid) : NULL;
     PyObject *pair = t ? PyTuple_Pack(2, p, t) : NULL;
     Py_XDECREF(p);
     Py_XDECREF(t);
-    if (!pair) goto done;
+    if (!pair) return -1;
+    int32_t code = -1;
     PyObject *have = PyDict_GetItemWithError(s->threads_d, pair);
     if (have) {
         code = (int32_t)PyLong_AsLong(have);
@@ -654,45 +734,65 @@ static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
         Py_XDECREF(co);
     }
     Py_DECREF(pair);
-    if (code >= 0 && tput(&s->threads_t, slot, key, n, h, code)) {
-        PyErr_NoMemory();
-        code = -1;
-    }
-done:
-    if (key != small) PyMem_Free(key);
     return code;
 }
 
-/* The shape argument's raw text as one shared bytes object per distinct value (new ref). */
-static PyObject *raw_bytes(Scanner *s, const tok *t)
+static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
 {
-    if (t->t == T_ABSENT) {
-        Py_INCREF(s->empty);
-        return s->empty;
+    char small[256], *key = small;
+    Py_ssize_t n = pid->n + tid->n + 3;
+    if (n > (Py_ssize_t)sizeof small && !(key = PyMem_RawMalloc((size_t)n))) return nomem(s);
+    key[0] = (char)('A' + pid->t);
+    if (pid->n) memcpy(key + 1, pid->p, (size_t)pid->n);
+    key[1 + pid->n] = (char)('A' + tid->t);
+    if (tid->n) memcpy(key + 2 + pid->n, tid->p, (size_t)tid->n);
+    key[n - 1] = 0;
+    uint64_t h = hash_bytes(key, n);
+    ent *slot = tfind(&s->threads_t, key, n, h);
+    int32_t code;
+    if (slot->k) {
+        code = (int32_t)slot->v;
+    } else {
+        int had = take_gil(s);
+        code = new_thread(s, pid, tid);
+        give_gil(s, had);
+        if (code < 0) s->err = E_PY;
+        else if (tput(&s->threads_t, slot, key, n, h, code, NULL)) code = nomem(s);
     }
+    if (key != small) PyMem_RawFree(key);
+    return code;
+}
+
+/* The index of a shape argument's distinct raw text (-1: absent); -2 when out of memory. */
+static int32_t raw_index(Scanner *s, const tok *t)
+{
+    if (t->t == T_ABSENT) return -1;
     uint64_t h = hash_bytes(t->p, t->n);
     ent *slot = tfind(&s->raw_t, t->p, t->n, h);
-    if (!slot->k) {
-        PyObject *b = PyBytes_FromStringAndSize(t->p, t->n);
-        if (!b) return NULL;
-        if (tput(&s->raw_t, slot, t->p, t->n, h, (intptr_t)b)) {
-            Py_DECREF(b);
-            return PyErr_NoMemory();
-        }
-        Py_INCREF(b);
-        return b;
-    }
-    PyObject *b = (PyObject *)slot->v;
-    Py_INCREF(b);
-    return b;
+    if (slot->k) return (int32_t)slot->v;
+    int32_t ix = (int32_t)(s->raw_vals.n / sizeof(span));
+    span sp = {NULL, t->n};
+    if (tput(&s->raw_t, slot, t->p, t->n, h, ix, &sp.k)) return -2;
+    if (s->raw_vals.n + sizeof sp > s->raw_vals.cap && vgrow(&s->raw_vals, sizeof sp)) return -2;
+    memcpy(s->raw_vals.p + s->raw_vals.n, &sp, sizeof sp);
+    s->raw_vals.n += sizeof sp;
+    return ix;
+}
+
+/* Append (item built by fmt) to list, taking the GIL for it. */
+static int append_item(Scanner *s, PyObject *list, PyObject *item)
+{
+    int r = item ? PyList_Append(list, item) : -1;
+    Py_XDECREF(item);
+    return r;
 }
 
 static int add_fixup(Scanner *s, int col, Py_ssize_t row, const tok *t)
 {
-    PyObject *item = Py_BuildValue("(iny#)", col, row, t->p, t->n);
-    if (!item) return -1;
-    int r = PyList_Append(s->fixups, item);
-    Py_DECREF(item);
+    int had = take_gil(s);
+    int r = append_item(s, s->fixups, Py_BuildValue("(iny#)", col, row, t->p, t->n));
+    give_gil(s, had);
+    if (r) s->err = E_PY;
     return r;
 }
 
@@ -701,11 +801,21 @@ static int push_id(Scanner *s, vec *v, int col, const tok *t)
 {
     int64_t x = -1;
     if (t->t == T_INT) x = tok_i64(t);
-    else if (t->t == T_STR || t->t == T_ESTR) {
-        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(int64_t)), t)) return -1;
-    }
-    if (push_l(v, x)) { PyErr_NoMemory(); return -1; }
-    return 0;
+    else if ((t->t == T_STR || t->t == T_ESTR) && add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(int64_t)), t))
+        return -1;
+    return push_l(v, x) ? nomem(s) : 0;
+}
+
+/* A float token's double, taking the GIL where the platform's parser needs it. */
+static int number(Scanner *s, const tok *t, double *x)
+{
+    int needs_gil = 0;
+    if (tok_double(t, x, &needs_gil)) return 1;
+    if (!needs_gil) return 0;
+    int had = take_gil(s);
+    int ok = tok_double(t, x, NULL);
+    give_gil(s, had);
+    return ok;
 }
 
 /* A number column (int / float / str / null): double, nan when absent; strings are fixups. */
@@ -714,15 +824,11 @@ static int push_num(Scanner *s, vec *v, int col, const tok *t)
     double x = NAN;
     if (t->t == T_INT) x = (double)tok_i64(t);
     else if (t->t == T_FLOAT) {
-        if (!tok_double(t, &x)) {
-            PyErr_SetString(Unsupported, "a number out of range");
-            return -1;
-        }
-    } else if (t->t == T_STR || t->t == T_ESTR) {
-        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(double)), t)) return -1;
+        if (!number(s, t, &x)) return unsup(s, "a number out of range");
+    } else if ((t->t == T_STR || t->t == T_ESTR) && add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(double)), t)) {
+        return -1;
     }
-    if (push_d(v, x)) { PyErr_NoMemory(); return -1; }
-    return 0;
+    return push_d(v, x) ? nomem(s) : 0;
 }
 
 /* Thread blocks of a launch grid [x, y, z]: their product when 1-3 positive ints, else nan. */
@@ -750,15 +856,11 @@ static int push_blocks(Scanner *s, const tok *t)
             if (*p == ',') p = skip_ws(p + 1, e);
         }
         if (ok && count >= 1) {
-            if (big) {
-                if (add_fixup(s, F_GP_BLOCKS, (Py_ssize_t)(s->gp_blocks.n / sizeof(double)), t)) return -1;
-            } else {
-                x = (double)prod;
-            }
+            if (!big) x = (double)prod;
+            else if (add_fixup(s, F_GP_BLOCKS, (Py_ssize_t)(s->gp_blocks.n / sizeof(double)), t)) return -1;
         }
     }
-    if (push_d(&s->gp_blocks, x)) { PyErr_NoMemory(); return -1; }
-    return 0;
+    return push_d(&s->gp_blocks, x) ? nomem(s) : 0;
 }
 
 static inline int key_is(const char *k, Py_ssize_t n, const char *word, Py_ssize_t wn)
@@ -963,42 +1065,33 @@ static int cat_role(const tok *t, int *kind, int *legacy)
     }
 }
 
-static int time_of(const tok *t, double *out)
+static int time_of(Scanner *s, const tok *t, double *out)
 {
     if (t->t == T_INT) {
         *out = (double)tok_i64(t);
         return 1;
     }
-    if (t->t == T_FLOAT) return tok_double(t, out) ? 1 : -1;
+    if (t->t == T_FLOAT) return number(s, t, out) ? 1 : -1;
     return 0;
 }
 
-#define NOMEM(x) do { if (x) { PyErr_NoMemory(); return -1; } } while (0)
+#define NOMEM(x) do { if (x) return nomem(s); } while (0)
 
-/* One parsed event into the columns (the rules of columns.build_trace). */
+/* One parsed event into the columns (the rules of columns.build_trace); -1 with s->err set. */
 static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t raw_n)
 {
-    if (!typed_ok(ev)) {
-        PyErr_SetString(Unsupported, "an event field of a type the typed decoder refuses");
-        return -1;
-    }
+    if (!typed_ok(ev)) return unsup(s, "an event field of a type the typed decoder refuses");
     if (!(ev->ph.t == T_STR && ev->ph.n == 3 && ev->ph.p[1] == 'X')) {
         s->no_ph += ev->ph.t == T_ABSENT || ev->ph.n == 2;
         return 0;
     }
     int kind, legacy;
-    if (ev->cat.t == T_ESTR) {
-        PyErr_SetString(Unsupported, "an escaped category");
-        return -1;
-    }
+    if (ev->cat.t == T_ESTR) return unsup(s, "an escaped category");
     int role = cat_role(&ev->cat, &kind, &legacy);
     if (role < 0) return 0;
     double ts, dur;
-    int a = time_of(&ev->ts, &ts), b = time_of(&ev->dur, &dur);
-    if (a < 0 || b < 0) {
-        PyErr_SetString(Unsupported, "a time out of range");
-        return -1;
-    }
+    int a = time_of(s, &ev->ts, &ts), b = time_of(s, &ev->dur, &dur);
+    if (a < 0 || b < 0) return unsup(s, "a time out of range");
     if (!a || !b || ts != ts || dur != dur || dur < 0 || fabs(ts) > 1e17 || dur > 1e13) {
         s->bad_time++;
         return 0;
@@ -1037,22 +1130,20 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
         if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
             push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]))
             return -1;
-        PyObject *lists[4] = {s->op_dims, s->op_types, s->op_strides, s->op_conc};
+        vec *cols[4] = {&s->op_dims, &s->op_types, &s->op_strides, &s->op_conc};
         int keys[4] = {A_DIMS, A_TYPES, A_STRIDES, A_CONC};
         for (int i = 0; i < 4; i++) {
-            PyObject *b = raw_bytes(s, &A[keys[i]]);
-            if (!b) return -1;
-            int r = PyList_Append(lists[i], b);
-            Py_DECREF(b);
-            if (r) return -1;
+            int32_t ix = raw_index(s, &A[keys[i]]);
+            NOMEM(ix < -1 || push_i(cols[i], ix));
         }
         if ((flags & NAME_COMM) && ev->args == T_OBJ) {
-            PyObject *item = Py_BuildValue("(ny#)", row, raw, raw_n);
-            if (!item || PyList_Append(s->comm, item)) {
-                Py_XDECREF(item);
+            int had = take_gil(s);
+            int r = append_item(s, s->comm, Py_BuildValue("(ny#)", row, raw, raw_n));
+            give_gil(s, had);
+            if (r) {
+                s->err = E_PY;
                 return -1;
             }
-            Py_DECREF(item);
         }
         return 0;
     }
@@ -1069,21 +1160,11 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
     return 0;
 }
 
-static PyObject *fail(int r, const char *where)
+/* Scan as much of [p, e) as there is whole items for; the position reached. Runs without
+   the GIL; returns the parser's code (J_MORE: the rest needs more text), s->err set on error. */
+static int scan_doc(Scanner *s, const char *base, const char *e, const char **at)
 {
-    if (!PyErr_Occurred())
-        PyErr_Format(Unsupported, "%s: %s", where,
-                     r == J_BAD ? "not JSON the loader reads" : r == J_MORE ? "the text ends early" : "left to the Python loader");
-    return NULL;
-}
-
-/* feed(buffer, final) -> bytes consumed */
-static PyObject *Scanner_feed(Scanner *s, PyObject *args)
-{
-    Py_buffer view;
-    int final = 0;
-    if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
-    const char *base = view.buf, *p = base, *e = base + view.len, *q, *k;
+    const char *p = base, *q, *k;
     Py_ssize_t kn;
     int r = J_OK;
     tok t;
@@ -1091,13 +1172,16 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     for (;;) {
         p = skip_ws(p, e);
         if (s->state == S_DONE) {
-            if (p < e) { r = J_BAD; goto bad; }
+            if (p < e) r = J_BAD;
             break;
         }
-        if (p >= e) { r = J_MORE; break; }
+        if (p >= e) {
+            r = J_MORE;
+            break;
+        }
         switch (s->state) {
         case S_START:
-            if (*p != '{') { r = J_UNSUP; goto bad; } /* a bare event list: the Python loader's */
+            if (*p != '{') { r = J_UNSUP; goto stop; } /* a bare event list: the Python loader's */
             p++;
             s->state = S_KEY_FIRST;
             break;
@@ -1109,20 +1193,17 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
             if ((r = scan_key(p, e, &q, &k, &kn))) goto stop;
             if (KEY("traceEvents")) {
                 if (q >= e) { r = J_MORE; goto stop; }
-                if (*q == '[') {
-                    if (s->seen_events++) { r = J_UNSUP; goto bad; }
-                    p = q + 1;
-                    s->state = S_EV_FIRST;
-                    break;
-                }
-                r = J_UNSUP; /* null or another type: the Python loader says what it is */
-                goto bad;
+                if (*q != '[' || s->seen_events++) { r = J_UNSUP; goto stop; } /* null, another type, twice */
+                p = q + 1;
+                s->state = S_EV_FIRST;
+                break;
             }
             if ((r = scan_value(q, e, &q, &t, 1))) goto stop;
             {
-                PyObject *item = Py_BuildValue("(s#y#)", k, kn, t.p, t.n);
-                if (!item || PyList_Append(s->doc, item)) { Py_XDECREF(item); goto err; }
-                Py_DECREF(item);
+                int had = take_gil(s);
+                int bad = append_item(s, s->doc, Py_BuildValue("(s#y#)", k, kn, t.p, t.n));
+                give_gil(s, had);
+                if (bad) { s->err = E_PY; goto stop; }
             }
             p = q;
             s->state = S_AFTER_VALUE;
@@ -1131,7 +1212,7 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
             if (*p == ',') { p++; s->state = S_KEY; break; }
             if (*p == '}') { p++; s->state = S_DONE; break; }
             r = J_BAD;
-            goto bad;
+            goto stop;
         case S_EV_FIRST:
             if (*p == ']') { p++; s->state = S_AFTER_VALUE; break; }
             s->state = S_EV;
@@ -1139,7 +1220,7 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
         case S_EV:
             if ((r = scan_event(p, e, &q, &ev))) goto stop;
             s->n_events++;
-            if (take_event(s, &ev, p, q - p)) goto err;
+            if (take_event(s, &ev, p, q - p)) goto stop;
             p = q;
             s->state = S_EV_AFTER;
             break;
@@ -1147,43 +1228,87 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
             if (*p == ',') { p++; s->state = S_EV; break; }
             if (*p == ']') { p++; s->state = S_AFTER_VALUE; break; }
             r = J_BAD;
-            goto bad;
+            goto stop;
         }
     }
 stop:
-    if (r != J_OK && r != J_MORE) goto bad;
-    if (final && s->state != S_DONE) {
-        r = J_MORE;
-        goto bad;
+    *at = p;
+    return r;
+}
+
+/* feed(buffer, final=False) -> bytes consumed */
+static PyObject *Scanner_feed(Scanner *s, PyObject *args)
+{
+    Py_buffer view;
+    int final = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
+    if (s->done || s->err) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "feed after the final piece or an error");
+        return NULL;
     }
+    const char *base = view.buf, *at = base;
+    s->ts = PyEval_SaveThread();
+    int r = scan_doc(s, base, base + view.len, &at);
+    take_gil(s);
     PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(p - base);
-bad:
-    PyBuffer_Release(&view);
-    return fail(r, "trace text");
-err:
-    PyBuffer_Release(&view);
+    if (s->err == E_UNSUP) PyErr_SetString(Unsupported, s->msg);
+    else if (s->err == E_NOMEM) PyErr_NoMemory();
+    else if (s->err == E_PY) {
+        if (!PyErr_Occurred()) PyErr_SetString(Unsupported, "a value Python could not convert");
+    } else if (r == J_OK || r == J_MORE) {
+        if (!final) return PyLong_FromSsize_t(at - base);
+        s->done = 1;
+        if (s->state == S_DONE) return PyLong_FromSsize_t(at - base);
+        PyErr_SetString(Unsupported, "the text ends early");
+    } else {
+        PyErr_SetString(Unsupported, r == J_BAD ? "not JSON the loader reads" : "left to the Python loader");
+    }
+    if (!s->err) s->err = E_UNSUP;
     return NULL;
 }
 
 static PyObject *vec_out(vec *v)
 {
     PyObject *b = PyByteArray_FromStringAndSize(v->p ? v->p : "", (Py_ssize_t)v->n);
-    PyMem_Free(v->p);
+    PyMem_RawFree(v->p);
     v->p = NULL;
     v->n = v->cap = 0;
     return b;
+}
+
+/* A list of the shape arguments' bytes objects, one per op, shared per distinct value. */
+static PyObject *raw_list(PyObject *values, PyObject *empty, vec *ix)
+{
+    Py_ssize_t n = (Py_ssize_t)(ix->n / sizeof(int32_t));
+    const int32_t *p = (const int32_t *)ix->p;
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = p[i] < 0 ? empty : PyList_GET_ITEM(values, p[i]);
+        Py_INCREF(b);
+        PyList_SET_ITEM(out, i, b);
+    }
+    return out;
+}
+
+static int set_new(PyObject *d, const char *k, PyObject *v)
+{
+    int r = v ? PyDict_SetItemString(d, k, v) : -1;
+    Py_XDECREF(v);
+    return r;
 }
 
 /* result() -> dict of the columns (bytearrays of int8/int32/int64/float64, lists) and counts.
    The columns move out: call once, after the final feed. */
 static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
 {
-    if (s->state != S_DONE || !s->seen_events) {
+    if (!s->done || s->err || s->state != S_DONE || !s->seen_events) {
         PyErr_SetString(Unsupported, "no complete {\"traceEvents\": [...]} document");
         return NULL;
     }
-    PyObject *d = PyDict_New();
+    s->err = E_UNSUP; /* once */
+    PyObject *d = PyDict_New(), *values = NULL, *empty = NULL;
     if (!d) return NULL;
     struct { const char *k; vec *v; } cols[] = {
         {"gp_name", &s->gp_name}, {"gp_kind", &s->gp_kind}, {"gp_device", &s->gp_dev}, {"gp_pid", &s->gp_pid},
@@ -1195,34 +1320,41 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
         {"la_corr", &s->la_corr}, {"la_ext", &s->la_ext}, {"la_kernel", &s->la_kernel},
         {"an_name", &s->an_name}, {"an_thread", &s->an_thread}, {"an_ts", &s->an_ts}, {"an_end", &s->an_end},
     };
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-        PyObject *b = vec_out(cols[i].v);
-        if (!b || PyDict_SetItemString(d, cols[i].k, b)) {
-            Py_XDECREF(b);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(b);
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        if (set_new(d, cols[i].k, vec_out(cols[i].v))) goto bad;
+    Py_ssize_t nv = (Py_ssize_t)(s->raw_vals.n / sizeof(span));
+    const span *sp = (const span *)s->raw_vals.p;
+    if (!(values = PyList_New(nv)) || !(empty = PyBytes_FromStringAndSize("", 0))) goto bad;
+    for (Py_ssize_t i = 0; i < nv; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(sp[i].k, sp[i].n);
+        if (!b) goto bad;
+        PyList_SET_ITEM(values, i, b);
     }
+    if (set_new(d, "op_dims", raw_list(values, empty, &s->op_dims)) ||
+        set_new(d, "op_types", raw_list(values, empty, &s->op_types)) ||
+        set_new(d, "op_strides", raw_list(values, empty, &s->op_strides)) ||
+        set_new(d, "op_concrete", raw_list(values, empty, &s->op_conc)))
+        goto bad;
     struct { const char *k; PyObject *o; } objs[] = {
-        {"names", s->names}, {"threads", s->threads}, {"op_dims", s->op_dims}, {"op_types", s->op_types},
-        {"op_strides", s->op_strides}, {"op_concrete", s->op_conc}, {"fixups", s->fixups}, {"comm", s->comm},
-        {"doc", s->doc},
+        {"names", s->names}, {"threads", s->threads}, {"fixups", s->fixups}, {"comm", s->comm}, {"doc", s->doc},
     };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
-        if (PyDict_SetItemString(d, objs[i].k, objs[i].o)) {
-            Py_DECREF(d);
-            return NULL;
-        }
+        if (PyDict_SetItemString(d, objs[i].k, objs[i].o)) goto bad;
     PyObject *nums = Py_BuildValue("{s:n,s:n,s:n,s:n,s:d,s:d}", "n_events", s->n_events, "no_ph", s->no_ph,
                                    "bad_time", s->bad_time, "legacy", s->legacy, "t_min", s->t_min, "t_max", s->t_max);
     if (!nums || PyDict_Update(d, nums)) {
         Py_XDECREF(nums);
-        Py_DECREF(d);
-        return NULL;
+        goto bad;
     }
     Py_DECREF(nums);
+    Py_DECREF(values);
+    Py_DECREF(empty);
     return d;
+bad:
+    Py_XDECREF(values);
+    Py_XDECREF(empty);
+    Py_DECREF(d);
+    return NULL;
 }
 
 static PyObject *Scanner_events(Scanner *s, void *closure) { return PyLong_FromSsize_t(s->n_events); }
@@ -1259,6 +1391,9 @@ static struct PyModuleDef scan_module = {
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
+#ifdef HAVE_STRTOD_L
+    if (!c_locale && !(c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0))) return PyErr_NoMemory();
+#endif
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&scan_module);
     if (!m) return NULL;
