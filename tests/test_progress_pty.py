@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import struct
 import subprocess
 import sys
@@ -50,6 +51,10 @@ def test_bar_drawn_on_a_terminal(tmp_path):
     assert "rank0.json.gz: " in out and "/7 stages" in out and "\r" in out, out[-2000:]
     assert any(stage in out for stage in ("link", "cost", "diagnose", "render"))
     assert "report written to" in out  # the summary follows the bar
+    from traceana.load import stream
+
+    if stream.available():  # the streaming load says how much of the file it has read, piece by piece
+        assert re.search(r"decode \d+%", out), out[-2000:]
 
 
 def test_no_bar_when_quiet_or_piped(tmp_path):

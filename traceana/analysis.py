@@ -61,8 +61,10 @@ class Options:
     profile: Profile | None = None
 
 
-def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
-    return analyze_trace(load_trace(path, stage), options, stage)
+def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None,
+            progress: Callable[[float], None] | None = None) -> dict:
+    """`stage(name)` at each stage; `progress(fraction)` of the file read, while it loads."""
+    return analyze_trace(load_trace(path, stage, progress), options, stage)
 
 
 def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:

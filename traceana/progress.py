@@ -21,6 +21,7 @@ class Progress:
     def __init__(self, bar: Any = None, delay: float = 0.0) -> None:
         self._bar = bar
         self._started = False
+        self._name = ""
         self._show_at = time.monotonic() + delay
 
     def stage(self, name: str) -> None:
@@ -29,8 +30,18 @@ class Progress:
         if self._started:
             self._bar.update(1)
         self._started = True
+        self._name = name
         # tqdm's update() honours `delay`; an explicit refresh would not, so only after it
         self._bar.set_postfix_str(name, refresh=time.monotonic() >= self._show_at)
+
+    def fraction(self, done: float) -> None:
+        """How far the current stage is (0-1), shown beside its name: a long load's bar moves
+        while it reads (called per piece of the file, never per event)."""
+        if self._bar is None or not self._started:
+            return
+        name = self._name.split(" ")[0] if self._name else ""
+        self._name = f"{name} {done:.0%}"
+        self._bar.set_postfix_str(self._name, refresh=time.monotonic() >= self._show_at)
 
     def advance(self, label: str = "") -> None:
         if self._bar is None:

@@ -125,7 +125,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
     with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
-        analysis = analyze(trace, opts, bar.stage)
+        analysis = analyze(trace, opts, bar.stage, bar.fraction)
         bar.stage("render")
         text = extras.render(analysis, fmt)
     write_text(out, text)
