@@ -10,7 +10,12 @@ the least-squares slope per MB of JSON (and intercept), R^2, and the linearity c
 size's time and RSS within 15% of the straight line through them (a superlinear stage,
 e.g. a quadratic join, would show as the largest size far above the line).
 
-    bench/.venv/bin/python bench/bench_scaling.py [--copies 1,4,11,22] [--runs 1] [--floor]
+Goals (issue 16): the ~1.1 GB trace (22 copies) in <= 10 s with <= 1,000 MB peak RSS; a ~5 GB
+one (--copies 100) on a 24 GB machine without swapping (pages swapped out during each run are
+counted from /proc/vmstat) with the progress bar moving. --pylo also times each size with the
+Python loader (TRACEANA_PURE_PYTHON=1), for the ratio in the same session.
+
+    bench/.venv/bin/python bench/bench_scaling.py [--copies 1,4,11,22] [--runs 1] [--floor] [--pylo]
 """
 
 from __future__ import annotations
@@ -31,6 +36,20 @@ from traceana.parallel import uncompressed_size  # noqa: E402
 
 SOURCE = SHARED / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
 TOLERANCE = 0.15
+GOAL_GB_S = 10.0  # the ~1.1 GB trace: report in <= 10 s
+GOAL_GB_MB = 1000.0  # ... with <= 1,000 MB peak RSS
+
+
+def swapped_out() -> int | None:
+    """Pages swapped out since boot (Linux), None elsewhere."""
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                if line.startswith("pswpout "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
@@ -60,6 +79,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--floor", action="store_true", help="also time the floor at each size")
     ap.add_argument("--keep", type=Path, default=None, help="write/reuse the big traces in this directory")
+    ap.add_argument("--pylo", action="store_true", help="also time the Python loader (TRACEANA_PURE_PYTHON=1)")
     args = ap.parse_args()
     if not args.source.exists():
         sys.exit(f"{args.source} is absent")
@@ -80,12 +100,22 @@ def main() -> None:
             mb = uncompressed_size(str(big)) / 1e6
             size_file.write_text(repr(mb))
         cmd = [sys.executable, "-m", "traceana", "report", str(big), "-o", str(out), "-q", "--force"]
+        sw0 = swapped_out()
         res = [run(cmd, env) for _ in range(args.runs)]
+        sw1 = swapped_out()
         t, m = statistics.median(r[0] for r in res), max(r[1] for r in res)
         c = statistics.median(r[2] for r in res)
-        line = (f"  {mb:7.0f} MB JSON ({n:2d} copies): report {t:6.2f} s wall {c:6.2f} s CPU  {m:6.0f} MB peak RSS "
-                f"({m / mb:4.2f}x JSON)")
+        spread = 100 * (max(r[0] for r in res) - min(r[0] for r in res)) / t
+        line = (f"  {mb:7.0f} MB JSON ({n:3d} copies): report {t:6.2f} s wall (spread {spread:3.0f}%) {c:6.2f} s CPU "
+                f"{m:6.0f} MB peak RSS ({m / mb:4.2f}x JSON)")
+        if sw0 is not None and sw1 is not None:
+            line += f"  swapped out: {sw1 - sw0} pages"
         row = {"mb": mb, "s": t, "cpu": c, "rss": m}
+        if args.pylo:
+            pres = [run(cmd, {**env, "TRACEANA_PURE_PYTHON": "1"}) for _ in range(args.runs)]
+            pt, pm = statistics.median(r[0] for r in pres), max(r[1] for r in pres)
+            line += f"   Python loader {pt:6.2f} s {pm:6.0f} MB ({pt / t:.2f}x the time)"
+            row.update(pylo_s=pt, pylo_rss=pm)
         if args.floor:
             ft, fm, _ = run([sys.executable, "-c", FLOOR, str(big)])
             line += f"   floor {ft:6.2f} s {fm:6.0f} MB   report/floor {t / ft:.2f}x time {m / fm:.2f}x RSS"
@@ -93,6 +123,11 @@ def main() -> None:
         print(line, flush=True)
         rows.append(row)
     xs = [r["mb"] for r in rows]
+    for r in rows:
+        if 900 <= r["mb"] <= 1500:
+            ok = r["s"] <= GOAL_GB_S and r["rss"] <= GOAL_GB_MB
+            print(f"goal at {r['mb']:.0f} MB: {r['s']:.2f} s (<= {GOAL_GB_S:.0f} s) and {r['rss']:.0f} MB peak RSS "
+                  f"(<= {GOAL_GB_MB:.0f} MB): {'OK' if ok else 'MISSED'}")
     if len(rows) >= 3:
         print("fit against MB of JSON:")
         linear(xs, [r["s"] for r in rows], "wall", "s")
