@@ -101,28 +101,23 @@ class Pieces:
                 continue
         return False
 
-    def _raw(self, fh) -> Iterator[bytes]:
+    def _raw(self, fh, size: int) -> Iterator[bytes]:
         while True:
-            data = fh.read(_READ)
+            data = fh.read(size)
             if not data:
                 return
             self.read += len(data)
             yield data
 
     def _texts(self, fh) -> Iterator[bytes]:
-        if fh.read(2) != b"\x1f\x8b":
-            fh.seek(0)
-            while True:
-                data = fh.read(PIECE)
-                if not data:
-                    return
-                self.read += len(data)
-                yield data
-            return
+        gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
+        if not gz:
+            yield from self._raw(fh, PIECE)
+            return
         lib = _inflater()
         d = lib.decompressobj(31)
-        for data in self._raw(fh):
+        for data in self._raw(fh, _READ):
             while data:
                 if d.eof:  # another gzip member follows (cat a.gz b.gz)
                     d = lib.decompressobj(31)

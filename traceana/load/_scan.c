@@ -157,6 +157,25 @@ static int scan_num(const char *p, const char *e, const char **out, int *isint)
 
 static int scan_value(const char *p, const char *e, const char **out, tok *t, int depth);
 
+enum { J_NEXT = -1 };
+
+/* After a member of an object or array: J_NEXT with *qp past the comma when another follows,
+   J_OK with *out past the closing bracket, or J_MORE / J_BAD. */
+static inline int after_member(const char **qp, const char *e, char close, const char **out)
+{
+    const char *q = skip_ws(*qp, e);
+    if (q >= e) return J_MORE;
+    if (*q == ',') {
+        *qp = skip_ws(q + 1, e);
+        return J_NEXT;
+    }
+    if (*q == close) {
+        *out = q + 1;
+        return J_OK;
+    }
+    return J_BAD;
+}
+
 static int scan_container(const char *p, const char *e, const char **out, int depth)
 {
     if (depth > MAX_DEPTH) return J_UNSUP;
@@ -181,17 +200,7 @@ static int scan_container(const char *p, const char *e, const char **out, int de
             q = skip_ws(q + 1, e);
         }
         if ((r = scan_value(q, e, &q, &t, depth + 1))) return r;
-        q = skip_ws(q, e);
-        if (q >= e) return J_MORE;
-        if (*q == ',') {
-            q = skip_ws(q + 1, e);
-            continue;
-        }
-        if (*q == close) {
-            *out = q + 1;
-            return J_OK;
-        }
-        return J_BAD;
+        if ((r = after_member(&q, e, close, out)) != J_NEXT) return r;
     }
 }
 
@@ -926,17 +935,7 @@ static int scan_args(const char *p, const char *e, const char **out, event *ev)
         if ((r = scan_value(q, e, &q, &t, 2))) return r;
         int i = args_key(k, kn);
         if (i >= 0) ev->a[i] = t;
-        q = skip_ws(q, e);
-        if (q >= e) return J_MORE;
-        if (*q == ',') {
-            q = skip_ws(q + 1, e);
-            continue;
-        }
-        if (*q == '}') {
-            *out = q + 1;
-            return J_OK;
-        }
-        return J_BAD;
+        if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
 }
 
@@ -987,17 +986,7 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
             default: break;
             }
         }
-        q = skip_ws(q, e);
-        if (q >= e) return J_MORE;
-        if (*q == ',') {
-            q = skip_ws(q + 1, e);
-            continue;
-        }
-        if (*q == '}') {
-            *out = q + 1;
-            return J_OK;
-        }
-        return J_BAD;
+        if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
 }
 
