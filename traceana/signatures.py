@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.cost.types import OpCall
@@ -109,7 +110,7 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 
     with_shapes = links.gpu_cause < 0
     # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
-    busy = np.unique(links.gpu_op[with_shapes])
+    busy = distinct(links.gpu_op[with_shapes])
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
     op_extra = ops.extra

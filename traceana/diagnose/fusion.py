@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 
 from traceana import units as u
+from traceana.arrays import distinct
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link import Links
 from traceana.load.model import Trace
@@ -109,21 +110,27 @@ def _op_events(trace: Trace, links: Links, ev_row: np.ndarray) -> dict[str, np.n
 
 
 def _parent_names(trace: Trace, idx: list[int]) -> dict[int, str]:
-    """Name of the innermost op enclosing each op in idx (same thread), where it is near."""
+    """Name of the innermost op enclosing each op in idx (same thread), where it is near: among the
+    16 ops before it in (thread, start, longest first) order, the nearest that encloses it."""
     ops = trace.ops
+    if not idx:
+        return {}
     order = np.lexsort((-ops.end, ops.ts, ops.thread))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    out = {}
-    for i in idx:
-        for k in range(rank[i] - 1, max(rank[i] - 17, -1), -1):
-            j = order[k]
-            if ops.thread[j] != ops.thread[i]:
-                break
-            if ops.ts[j] <= ops.ts[i] and ops.end[j] >= ops.end[i]:
-                out[i] = trace.names[ops.name[j]]
-                break
-    return out
+    at = np.asarray(idx, dtype=np.int64)
+    found = np.full(len(at), -1, dtype=np.int64)
+    live = np.ones(len(at), dtype=bool)  # still looking: no enclosing op yet, no other thread reached
+    for off in range(1, 17):
+        k = rank[at] - off
+        live &= k >= 0
+        j = order[np.where(live, k, 0)]
+        live &= ops.thread[j] == ops.thread[at]
+        hit = live & (ops.ts[j] <= ops.ts[at]) & (ops.end[j] >= ops.end[at])
+        found[hit] = j[hit]
+        live &= ~hit
+    names = trace.names
+    return {i: names[ops.name[j]] for i, j in zip(at.tolist(), found.tolist()) if j >= 0}
 
 
 def _pair(flow: Flow, a: int, b: int) -> tuple[int, ...] | None:
@@ -159,38 +166,61 @@ def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]
     ok = np.zeros(len(pre), dtype=bool)
     inlink = np.zeros(len(seq), dtype=bool)
     pair: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    strided: dict[tuple[int, int, bytes], bool] = {}
     stride_cache: dict[bytes, object] = {}
-    multi = len(np.unique(th)) > 1
+    multi = len(distinct(th)) > 1
     all_ts = ops.ts[seq]
     by_ts = np.argsort(all_ts, kind="stable")
     s_ts = all_ts[by_ts]
-    r_l, th_l, seq_l, strides = r.tolist(), th.tolist(), seq.tolist(), ops.strides
-
-    def sig(j: int) -> tuple[int, bytes]:  # an instance's signature: its row and its recorded strides
-        return r_l[j], strides[seq_l[j]]
-
-    for i in np.flatnonzero(pre).tolist():
+    todo = np.flatnonzero(pre)
+    back, again = _repeats(ops.strides, seq, r, th, todo)
+    r_l, seq_l, strides = r.tolist(), seq.tolist(), ops.strides
+    for i, bk, rep in zip(todo.tolist(), back.tolist(), again.tolist()):
         a, b = r_l[i], r_l[i + 1]
         if (a, b) not in pair:
             pair[(a, b)] = _pair(flow, a, b)
         args = pair[(a, b)]
         if not args:
             continue
-        t_i, s_b = th_l[i], sig(i + 1)
-        back = next((j for j in range(i, max(i - REPEAT_WINDOW, -1), -1) if th_l[j] == t_i and sig(j) == s_b), None)
-        if back is not None and not inlink[back]:
+        if bk >= 0 and not inlink[bk]:
             continue  # b repeats an op that started a branch: the same code on a second tensor
-        if i + 2 < len(seq) and th_l[i + 2] == t_i and sig(i + 2) == s_b:
+        if rep:
             continue  # b is one of several identical ops in a row (q, k, v copies): which one reads a is unknown
         if not in_place(rows[a]["name"]):  # a fresh output is dense: a strided slice of that shape is another tensor
-            st_b = _strides(strides[seq_l[i + 1]], stride_cache)
-            dims_b = rows[b]["input_dims"]
-            if isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k]) for k in args):
+            key = (a, b, strides[seq_l[i + 1]])
+            if key not in strided:
+                st_b = _strides(key[2], stride_cache)
+                dims_b = rows[b]["input_dims"]
+                strided[key] = isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k])
+                                                                  for k in args)
+            if strided[key]:
                 continue
         if multi and _read_elsewhere(flow, r, th, all_ts, s_ts, by_ts, i):
             continue
         ok[i] = inlink[i + 1] = True
     return ok
+
+
+def _repeats(strides: list[bytes], seq: np.ndarray, r: np.ndarray, th: np.ndarray,
+             at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each candidate link seq[i] -> seq[i + 1] (i in at), where an instance's signature is its row
+    and its recorded strides: back[i], the latest j in [i - REPEAT_WINDOW + 1, i] on seq[i]'s thread
+    whose signature is seq[i + 1]'s (-1: none), and again[i], whether seq[i + 2] (same thread) has it too."""
+    raw = list(map(strides.__getitem__, seq.tolist()))
+    codes = dict(zip(dict.fromkeys(raw), range(len(raw))))  # each distinct strides string -> a number
+    sc = np.fromiter(map(codes.__getitem__, raw), dtype=np.int64, count=len(raw))
+    sig = r * max(len(codes), 1) + sc
+    n = len(seq)
+    back = np.full(len(at), -1, dtype=np.int64)
+    for off in range(REPEAT_WINDOW - 1, -1, -1):  # the nearest match (smallest offset) written last
+        j = at - off
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        m = ok & (th[jj] == th[at]) & (sig[jj] == sig[at + 1])
+        back[m] = j[m]
+    k = np.minimum(at + 2, n - 1)
+    again = (at + 2 < n) & (th[k] == th[at]) & (sig[k] == sig[at + 1])
+    return back, again
 
 
 def _read_elsewhere(flow: Flow, r: np.ndarray, th: np.ndarray, ts: np.ndarray, s_ts: np.ndarray,

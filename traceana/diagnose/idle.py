@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.link import Links
 from traceana.load.model import Trace
 
@@ -65,7 +66,7 @@ def _stream_idle(trace: Trace, links: Links, dev: int) -> list[dict]:
     gpu = trace.gpu
     out = []
     on_dev = np.flatnonzero(gpu.device == dev)
-    for s in np.unique(gpu.stream[on_dev]).tolist():
+    for s in distinct(gpu.stream[on_dev]).tolist():
         idx = on_dev[gpu.stream[on_dev] == s]
         idx = idx[np.argsort(gpu.ts[idx], kind="stable")]
         row = {"stream": int(s), "events": int(len(idx)), **{c: 0.0 for c in CAUSES}}
