@@ -15,3 +15,11 @@ def distinct(x: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def median(x: np.ndarray) -> float:
+    """np.median(x) of a non-empty 1-D array without NaNs, by sorting (np.median imports numpy.ma,
+    ~6 ms, to check for masked arrays): the middle value, or the mean of the middle two."""
+    s = np.sort(x)
+    h = len(s) // 2
+    return float(s[h]) if len(s) % 2 else float((s[h - 1] + s[h]) / 2)

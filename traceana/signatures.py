@@ -114,16 +114,17 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
     op_extra = ops.extra
-    for i in busy.tolist():
-        key = (name_codes[i], dims[i], types[i], conc[i], op_extra.get(i))
-        g = keys.get(key)
-        if g is None:
-            g = keys[key] = len(first)
-            first.append(i)
-            label.append((names[name_codes[i]], None))
-            calls.append(0)
-        op_group[i] = g
-        calls[g] += 1
+    b = busy.tolist()
+    inst = list(zip(map(name_codes.__getitem__, b), map(dims.__getitem__, b), map(types.__getitem__, b),
+                    map(conc.__getitem__, b), map(op_extra.get, b)))
+    keys.update(zip(dict.fromkeys(inst), range(len(inst))))  # signatures numbered by first appearance
+    of = np.fromiter(map(keys.__getitem__, inst), dtype=np.int64, count=len(inst))
+    op_group[busy] = of
+    if len(inst):
+        _, at = np.unique(of, return_index=True)  # each signature's first instance
+        first.extend(busy[at].tolist())
+        label.extend((names[k[0]], None) for k in keys)
+        calls.extend(np.bincount(of).tolist())
     group_of_event[with_shapes] = op_group[links.gpu_op[with_shapes]]
 
     # 2. opaque events: grouped by cause and by the op, launch or kernel name they run under
