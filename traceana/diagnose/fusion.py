@@ -266,17 +266,20 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     r, th = oe["row"][seq], ops.thread[seq]
     op_us = links.op_device_us
     attention = _attention(flow, seq, r, th, oe, op_us)
+    # fresh[k]: seq[k]'s output is a new tensor (not in place, or a copy_ filling a fresh one)
+    fresh_pos = np.array([not in_place(x["name"]) for x in rows], dtype=bool)[r]
     is_copy = np.array([short(x["name"]) == "copy_" for x in rows], dtype=bool)
-    parent = _parent_names(trace, seq[:-1][ok & is_copy[r[:-1]]].tolist())  # the copies inside chains
-    fresh_row = [not in_place(x["name"]) for x in rows]
+    copies = np.flatnonzero(np.append(ok, False) & is_copy[r])  # the copies inside chains
+    parent = _parent_names(trace, seq[copies].tolist())
+    fresh_pos[copies] |= [parent.get(o, "") in _FRESH_COPY_PARENTS for o in seq[copies].tolist()]
+    fresh_l = fresh_pos.tolist()
     t_sum, t_max, gap = _chain_sums(op_us[seq], oe["start"][seq], oe["end"][seq], starts, stops)
-    r_l, seq_l = r.tolist(), seq.tolist()
+    r_l = r.tolist()
     groups: dict[tuple, dict] = {}
     saved_of: dict[tuple, float] = {}
     for c, (i, j) in enumerate(zip(starts.tolist(), stops.tolist())):
         key = tuple(r_l[i:j + 1])
-        fresh = tuple(fresh_row[key[k]] or parent.get(seq_l[i + k], "") in _FRESH_COPY_PARENTS
-                      for k in range(len(key) - 1))
+        fresh = tuple(fresh_l[i:j])
         g = groups.get(key)
         if g is None:
             inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
