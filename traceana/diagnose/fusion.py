@@ -271,7 +271,8 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     is_copy = np.array([short(x["name"]) == "copy_" for x in rows], dtype=bool)
     copies = np.flatnonzero(np.append(ok, False) & is_copy[r])  # the copies inside chains
     parent = _parent_names(trace, seq[copies].tolist())
-    fresh_pos[copies] |= [parent.get(o, "") in _FRESH_COPY_PARENTS for o in seq[copies].tolist()]
+    fresh_pos[copies] |= np.array([parent.get(o, "") in _FRESH_COPY_PARENTS for o in seq[copies].tolist()],
+                                  dtype=bool)
     fresh_l = fresh_pos.tolist()
     t_sum, t_max, gap = _chain_sums(op_us[seq], oe["start"][seq], oe["end"][seq], starts, stops)
     r_l = r.tolist()
