@@ -20,6 +20,9 @@ from traceana.diagnose import fusion
 from traceana.diagnose.dataflow import REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output, reads, \
     short
 from traceana.link import _parents, _parents_sweep
+from traceana.render.json_out import to_json_safe
+from traceana.render.timeline import _column
+from traceana.units import num
 
 
 def _sorted_ops(rng: np.random.Generator, n: int, threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,6 +93,31 @@ def test_distinct_and_median_are_numpys():
     assert distinct(np.array([3, 1, 3, 2, 1])).tolist() == [1, 2, 3]
     assert median(np.array([4.0, 1.0, 2.0, 3.0])) == 2.5  # (2 + 3) / 2
     assert len(distinct(np.zeros(0, dtype=np.int32))) == 0
+
+
+_ODD_COLUMNS = [[1, 2.5, 3], [1, 2, 3], [1.0, float("nan")], [10 ** 400, 1.0], [True, 1], [2 ** 60, 1], [1.5, 2.5],
+                [], [-0.0, 0], [2 ** 53 + 1, 3], "x", None, (1, 2.0), [float("inf")], ["a", None, 3, False]]
+
+
+def test_number_columns_take_the_fast_path_to_the_same_values():
+    """The timeline's columns and the JSON sanitiser skip the per-value calls for plain numbers, and
+    give what the per-value path gives (types included: 3 in a float column is 3.0)."""
+    def plain_column(v, integer):
+        out = []
+        for x in (list(v) if isinstance(v, (list, tuple)) else []):
+            f = num(x)
+            if f is None:
+                return None
+            out.append(int(f) if integer else f)
+        return out
+
+    for c in _ODD_COLUMNS:
+        for integer in (False, True):
+            assert repr(_column(c, None, integer)) == repr(plain_column(c, integer)), (c, integer)
+        safe = to_json_safe(c)
+        assert repr(safe) == repr([to_json_safe(x) for x in c] if isinstance(c, (list, tuple)) else to_json_safe(c))
+    assert _column([1, 2.5], None, False) == [1.0, 2.5] and type(_column([1, 2.5], None, False)[0]) is float
+    assert to_json_safe([1.0, float("nan"), 2]) == [1.0, None, 2]
 
 
 # ----------------------------------------------------------------------------- chains, the plain way

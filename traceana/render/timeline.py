@@ -152,9 +152,13 @@ def _column(v: Any, n: int | None = None, integer: bool = False) -> list | None:
     xs = seq(v)
     if n is not None and len(xs) != n:
         return None
-    kinds = set(map(type, xs))  # plain finite numbers (a fresh analysis): kept as they are
-    if kinds == {float} and not integer and all(map(math.isfinite, xs)):
-        return xs
+    kinds = set(map(type, xs))  # plain finite numbers (a fresh analysis): converted without a call per value
+    if kinds and not integer and kinds <= {float, int}:
+        try:
+            if all(map(math.isfinite, xs)):
+                return list(map(float, xs))
+        except OverflowError:  # an int beyond float's range: the slow path says None
+            pass
     if kinds == {int} and integer and -_EXACT < min(xs) and max(xs) < _EXACT:
         return xs
     out = []
