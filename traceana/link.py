@@ -103,12 +103,19 @@ def _parents(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
     Found by pointer jumping, all ops at once: jump[i] is a j such that every op strictly between j
     and i ended by ts[i]; it starts at i - 1, and when op jump[i] ended by ts[i] too, jump[i] moves on
-    to jump[jump[i]] (those between ended by ts[jump[i]] <= ts[i]). Rounds: about log2(ops) plus the
-    nesting depth; past 256 rounds (pathological overlaps) the rest is swept with a stack."""
+    to jump[jump[i]] (those between ended by ts[jump[i]] <= ts[i]). An op that starts after every
+    earlier op of its thread ended (a top-level op) has none, read off the running maximum of the
+    ends without jumping. Rounds: about log2(siblings) plus the nesting depth; past 256 rounds
+    (pathological overlaps) the rest is swept with a stack."""
     n = len(ts)
     parent = np.full(n, -1, dtype=np.int64)
     jump = np.arange(-1, n - 1, dtype=np.int64)
-    todo = np.flatnonzero(jump >= lo)
+    first = lo == np.arange(n)
+    latest = np.empty(n)  # latest[i]: the latest end among ops lo[i]..i
+    for a, z in zip(np.flatnonzero(first).tolist(), np.append(np.flatnonzero(first)[1:], n).tolist()):
+        np.maximum.accumulate(end[a:z], out=latest[a:z])
+    todo = np.flatnonzero(~first)
+    todo = todo[latest[todo - 1] > ts[todo]]
     for _ in range(256):
         if not len(todo):
             return parent
