@@ -345,16 +345,18 @@ def _attention(flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: d
            & (st[:-2] == st[1:-1]) & (st[1:-1] == st[2:]) & (st[2:] >= 0)
            & (first[1:-1] == last[:-2] + 1) & (first[2:] == last[1:-1] + 1))
     groups: dict[tuple, dict] = {}
-    for i in np.flatnonzero(hit).tolist():
-        a, s_, b = (int(x) for x in r[i:i + 3])
+    at = np.flatnonzero(hit)
+    t0, t1, t2 = op_us[seq[at]], op_us[seq[at + 1]], op_us[seq[at + 2]]
+    for a, s_, b, t3, ts_ in zip(r[at].tolist(), r[at + 1].tolist(), r[at + 2].tolist(), ((t0 + t1) + t2).tolist(),
+                                 t1.tolist()):  # (t0 + t1) + t2: numpy's own sum of three, in order
         f1, f2 = flow.feeds(a, s_), flow.feeds(s_, b)
         if f1 is None or f2 is None or rows[s_].get("bytes") is None:
             continue
         g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
                                            "links": [f1, f2], "attention": True})
         g["count"] += 1
-        g["time_us"] += float(op_us[seq[i:i + 3]].sum())
-        g["softmax_us"] += float(op_us[seq[i + 1]])
+        g["time_us"] += t3
+        g["softmax_us"] += ts_
     out = []
     for g in groups.values():
         key, n = g["rows"], g["count"]
