@@ -19,9 +19,11 @@ from traceana.arrays import distinct, median
 from traceana.diagnose import fusion
 from traceana.diagnose.dataflow import REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output, reads, \
     short
-from traceana.link import _parents, _parents_sweep
+from traceana.link import CAUSE_KEYS, _parents, _parents_sweep, link
+from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import _column
+from traceana.signatures import group_ops
 from traceana.units import num
 
 
@@ -285,3 +287,36 @@ def test_chains_equal_the_plain_implementation(rel, monkeypatch):
         for k in ("count", "time_us", "softmax_us", "links"):
             assert fast_att[key][k] == g[k], (key, k)
     assert len(seen["out"]) == len(groups) + len(attention) > 0  # each of these traces has chains
+
+
+# ----------------------------------------------------------------------------- opaque groups, the plain way
+
+
+def _ref_opaque(trace, links):
+    """(cause, name) -> [calls, events] in order of first appearance, one event at a time."""
+    names, out, seen = trace.names, {}, {}
+    for j in np.flatnonzero(links.gpu_cause >= 0).tolist():
+        c, o, la = CAUSE_KEYS[links.gpu_cause[j]], int(links.gpu_op[j]), int(links.gpu_launch[j])
+        if o >= 0:
+            nm = names[trace.ops.name[o]]
+        elif c == "graph_replay" and la >= 0:
+            nm = names[trace.launches.name[la]]
+        else:
+            nm = names[trace.gpu.name[j]]
+        out.setdefault((c, nm), []).append(j)
+        seen.setdefault((c, nm), set()).add(("o", o) if o >= 0 else (("l", la) if la >= 0 else ("e", j)))
+    return {k: (len(seen[k]), ev) for k, ev in out.items()}
+
+
+@pytest.mark.parametrize("rel", ["hta/df_index_resolver.json.gz", "tracelens/vllm_piecewise/graph_execution.json.gz",
+                                 "hta/test.json.gz", "tracelens/mi210/gpu_only_trace.json.gz"])
+def test_opaque_groups_equal_the_plain_grouping(rel):
+    trace = load_trace(shared_trace(rel))
+    links = link(trace)
+    want = _ref_opaque(trace, links)
+    got = [g for g in group_ops(trace, links) if g.cause is not None]
+    assert len(want) > 0
+    assert [(g.cause, g.name) for g in got] == list(want)  # the same groups, in order of first appearance
+    for g in got:
+        calls, events = want[(g.cause, g.name)]
+        assert g.count == calls and g.events.tolist() == events

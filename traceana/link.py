@@ -74,24 +74,30 @@ def _innermost(trace: Trace) -> np.ndarray:
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [len(order)]))
     parent = _parents(o_ts, o_end, np.repeat(starts, stops - starts))
-    thread_of_segment = o_thread[starts]
-    for seg, th in enumerate(thread_of_segment.tolist()):
-        lo, hi = int(starts[seg]), int(stops[seg])
-        sel = np.flatnonzero(la.thread == th)
-        if len(sel) == 0:
+    # each launch's candidate: the last op of its thread starting at or before it (launches grouped by
+    # thread once, not one pass over all launches per thread)
+    cand = np.full(len(la), -1, dtype=np.int64)
+    by_thread = np.argsort(la.thread, kind="stable")
+    la_thread = la.thread[by_thread]
+    seg_thread = o_thread[starts]
+    first, last = np.searchsorted(la_thread, seg_thread, "left"), np.searchsorted(la_thread, seg_thread, "right")
+    for lo, hi, a, b in zip(starts.tolist(), stops.tolist(), first.tolist(), last.tolist()):
+        if a == b:
             continue
-        t = la.ts[sel]
-        cand = np.searchsorted(o_ts[lo:hi], t, side="right") - 1 + lo
-        cand[cand < lo] = -1
-        for _ in range(256):
-            live = cand >= 0
-            miss = np.zeros(len(cand), dtype=bool)
-            miss[live] = o_end[cand[live]] < t[live]
-            if not miss.any():
-                break
-            cand[miss] = parent[cand[miss]]
-        found = cand >= 0
-        result[sel[found]] = order[cand[found]]
+        sel = by_thread[a:b]
+        c = np.searchsorted(o_ts[lo:hi], la.ts[sel], side="right") - 1 + lo
+        c[c < lo] = -1
+        cand[sel] = c
+    t = la.ts
+    for _ in range(256):  # climb to the enclosing op while the candidate ended before the launch
+        live = cand >= 0
+        miss = np.zeros(len(cand), dtype=bool)
+        miss[live] = o_end[cand[live]] < t[live]
+        if not miss.any():
+            break
+        cand[miss] = parent[cand[miss]]
+    found = cand >= 0
+    result[found] = order[cand[found]]
     return result
 
 
