@@ -9,6 +9,7 @@ byte-identical.
 from __future__ import annotations
 
 from math import prod
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from traceana.arrays import distinct, median
 from traceana.diagnose import fusion
 from traceana.diagnose.dataflow import REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output, reads, \
     short
-from traceana.link import CAUSE_KEYS, _parents, _parents_sweep, link
+from traceana.link import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
 from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import _column
@@ -320,3 +321,41 @@ def test_opaque_groups_equal_the_plain_grouping(rel):
     for g in got:
         calls, events = want[(g.cause, g.name)]
         assert g.count == calls and g.events.tolist() == events
+
+
+class _Cols(SimpleNamespace):
+    """Columns of a few events (ts, end, thread), as Trace.ops / Trace.launches hold them."""
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def _ref_innermost(ops, la):
+    """Launch -> innermost enclosing op, one thread at a time with the stack sweep's parents."""
+    result = np.full(len(la.ts), -1, dtype=np.int64)
+    order = np.lexsort((-ops.end, ops.ts, ops.thread))
+    o_th, o_ts, o_end = ops.thread[order], ops.ts[order], ops.end[order]
+    cut = np.flatnonzero(np.diff(o_th)) + 1
+    starts, stops = np.concatenate(([0], cut)), np.concatenate((cut, [len(order)]))
+    parent = _parents_sweep(o_ts, o_end, np.repeat(starts, stops - starts))
+    for lo, hi in zip(starts.tolist(), stops.tolist()):
+        sel = np.flatnonzero(la.thread == o_th[lo])
+        for k in sel.tolist():
+            c = int(np.searchsorted(o_ts[lo:hi], la.ts[k], side="right")) - 1 + lo
+            c = -1 if c < lo else c
+            while c >= 0 and o_end[c] < la.ts[k]:
+                c = int(parent[c])
+            result[k] = order[c] if c >= 0 else -1
+    return result
+
+
+def test_launches_find_their_innermost_op_on_their_thread():
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        n, m = int(rng.integers(1, 200)), int(rng.integers(1, 100))
+        ts = rng.integers(0, 300, n).astype(float)
+        ops = _Cols(thread=rng.integers(0, 5, n).astype(np.int32), ts=ts,
+                              end=ts + rng.integers(0, 80, n))
+        la = _Cols(thread=rng.integers(0, 6, m).astype(np.int32),  # thread 5 has no ops
+                             ts=rng.integers(0, 400, m).astype(float))
+        assert np.array_equal(_innermost(SimpleNamespace(ops=ops, launches=la)), _ref_innermost(ops, la))
