@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.load.model import Trace
 
 CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "normalization",
@@ -62,7 +63,7 @@ def event_classes(trace: Trace) -> np.ndarray:
     gpu = trace.gpu
     if len(gpu) == 0:
         return np.zeros(0, dtype=np.int8)
-    used = np.unique(gpu.name)
+    used = distinct(gpu.name)
     per_name = np.zeros(len(trace.names), dtype=np.int8)
     for code in used.tolist():
         per_name[code] = CLASSES.index(classify(trace.names[code]))

@@ -8,12 +8,14 @@ id was its correlation id and matched no op, or the wrong one).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from math import prod
 
 import msgspec
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.load.model import Trace
 
 # Why a GPU event has no op with recorded shapes (the "opaque" causes).
@@ -68,39 +70,84 @@ def _innermost(trace: Trace) -> np.ndarray:
     o_thread = ops.thread[order]
     o_ts = ops.ts[order]
     o_end = ops.end[order]
-    parent = np.full(len(order), -1, dtype=np.int64)
     bounds = np.flatnonzero(np.diff(o_thread)) + 1
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [len(order)]))
-    ts_l, end_l = o_ts.tolist(), o_end.tolist()
-    par = parent  # filled by a stack sweep, one pass per thread
-    for lo, hi in zip(starts.tolist(), stops.tolist()):
-        stack: list[int] = []
-        for i in range(lo, hi):
-            t = ts_l[i]
-            while stack and end_l[stack[-1]] <= t:
-                stack.pop()
-            par[i] = stack[-1] if stack else -1
-            stack.append(i)
-    thread_of_segment = o_thread[starts]
-    for seg, th in enumerate(thread_of_segment.tolist()):
-        lo, hi = int(starts[seg]), int(stops[seg])
-        sel = np.flatnonzero(la.thread == th)
-        if len(sel) == 0:
+    parent = _parents(o_ts, o_end, np.repeat(starts, stops - starts))
+    # each launch's candidate: the last op of its thread starting at or before it (launches grouped by
+    # thread once, not one pass over all launches per thread)
+    cand = np.full(len(la), -1, dtype=np.int64)
+    by_thread = np.argsort(la.thread, kind="stable")
+    la_thread = la.thread[by_thread]
+    seg_thread = o_thread[starts]
+    first, last = np.searchsorted(la_thread, seg_thread, "left"), np.searchsorted(la_thread, seg_thread, "right")
+    for lo, hi, a, b in zip(starts.tolist(), stops.tolist(), first.tolist(), last.tolist()):
+        if a == b:
             continue
-        t = la.ts[sel]
-        cand = np.searchsorted(o_ts[lo:hi], t, side="right") - 1 + lo
-        cand[cand < lo] = -1
-        for _ in range(256):
-            live = cand >= 0
-            miss = np.zeros(len(cand), dtype=bool)
-            miss[live] = o_end[cand[live]] < t[live]
-            if not miss.any():
-                break
-            cand[miss] = parent[cand[miss]]
-        found = cand >= 0
-        result[sel[found]] = order[cand[found]]
+        sel = by_thread[a:b]
+        c = np.searchsorted(o_ts[lo:hi], la.ts[sel], side="right") - 1 + lo
+        c[c < lo] = -1
+        cand[sel] = c
+    t = la.ts
+    for _ in range(256):  # climb to the enclosing op while the candidate ended before the launch
+        live = cand >= 0
+        miss = np.zeros(len(cand), dtype=bool)
+        miss[live] = o_end[cand[live]] < t[live]
+        if not miss.any():
+            break
+        cand[miss] = parent[cand[miss]]
+    found = cand >= 0
+    result[found] = order[cand[found]]
     return result
+
+
+def _parents(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """parent[i]: the op on the stack when op i starts, in a stack sweep over ops sorted by start
+    (ts, then longest first) within each thread's run [lo[i], ..): the nearest j in [lo[i], i) with
+    end[j] > ts[i] (an op whose end is past is popped; one below a live op stays but is never on top
+    when it has ended), -1 when none.
+
+    Found by pointer jumping, all ops at once: jump[i] is a j such that every op strictly between j
+    and i ended by ts[i]; it starts at i - 1, and when op jump[i] ended by ts[i] too, jump[i] moves on
+    to jump[jump[i]] (those between ended by ts[jump[i]] <= ts[i]). An op that starts after every
+    earlier op of its thread ended (a top-level op) has none, read off the running maximum of the
+    ends without jumping. Rounds: about log2(siblings) plus the nesting depth; past 256 rounds
+    (pathological overlaps) the rest is swept with a stack."""
+    n = len(ts)
+    parent = np.full(n, -1, dtype=np.int64)
+    jump = np.arange(-1, n - 1, dtype=np.int64)
+    first = lo == np.arange(n)
+    latest = np.empty(n)  # latest[i]: the latest end among ops lo[i]..i
+    for a, z in zip(np.flatnonzero(first).tolist(), np.append(np.flatnonzero(first)[1:], n).tolist()):
+        np.maximum.accumulate(end[a:z], out=latest[a:z])
+    todo = np.flatnonzero(~first)
+    todo = todo[latest[todo - 1] > ts[todo]]
+    for _ in range(256):
+        if not len(todo):
+            return parent
+        j = jump[todo]
+        hit = end[j] > ts[todo]
+        parent[todo[hit]] = j[hit]
+        todo = todo[~hit]
+        jump[todo] = jump[jump[todo]]
+        todo = todo[jump[todo] >= lo[todo]]
+    return _parents_sweep(ts, end, lo)
+
+
+def _parents_sweep(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """_parents by the stack sweep itself, one op at a time."""
+    parent = np.full(len(ts), -1, dtype=np.int64)
+    ts_l, end_l, lo_l = ts.tolist(), end.tolist(), lo.tolist()
+    stack: list[int] = []
+    for i in range(len(ts_l)):
+        if i == lo_l[i]:
+            stack = []
+        t = ts_l[i]
+        while stack and end_l[stack[-1]] <= t:
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return parent
 
 
 def _ext_lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -180,7 +227,10 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
     if len(has_op):
         ops = trace.ops
         op_idx = gpu_op[has_op]
-        shapeless = np.array([not ops.dims[i] for i in op_idx.tolist()], dtype=bool)
+        uniq, inv = np.unique(op_idx, return_inverse=True)  # per op, not per event: an op has many kernels
+        u = uniq.tolist()
+        u_dims, u_types = list(map(ops.dims.__getitem__, u)), list(map(ops.types.__getitem__, u))
+        shapeless = np.fromiter(map(operator.not_, u_dims), dtype=bool, count=len(u))[inv]
         region = np.array([_is_compiled_region(n) for n in names], dtype=bool)[ops.name[op_idx]]
         triton = np.array([n.startswith("triton_") for n in names], dtype=bool)[ops.name[op_idx]]
         compiled = region | (shapeless & triton)
@@ -191,11 +241,12 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
             cause[has_op[shapeless & ~compiled & comm]] = CAUSE_KEYS.index("comm_unsized")
         checked: dict[tuple[bytes, bytes], bool] = {}
         checked_sizes: dict[tuple[bytes, bytes], bool] = {}
-        uniq, inv = np.unique(op_idx, return_inverse=True)
-        bad_op = np.array([not _shapes_ok(ops.dims[i], ops.types[i], checked) for i in uniq.tolist()], dtype=bool)
+        pairs = list(zip(u_dims, u_types))  # each distinct (dims, types) checked once
+        code = dict(zip(dict.fromkeys(pairs), range(len(pairs))))
+        which = np.fromiter(map(code.__getitem__, pairs), dtype=np.int64, count=len(pairs))
+        bad_op = np.array([not _shapes_ok(*k, checked) for k in code], dtype=bool)[which]
         cause[has_op[bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
-        unsized = np.array([_sizes_missing(ops.dims[i], ops.types[i], checked_sizes) for i in uniq.tolist()],
-                           dtype=bool)
+        unsized = np.array([_sizes_missing(*k, checked_sizes) for k in code], dtype=bool)[which]
         cause[has_op[unsized[inv] & ~bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("shapes_not_recorded")
     return cause
 
@@ -256,13 +307,13 @@ def _warn(trace: Trace, la, ops, gpu, gpu_launch: np.ndarray, cause: np.ndarray,
     analysis reads after linking)."""
     out = trace.warnings
     corr = la.corr[la.corr >= 0]
-    dup = len(corr) - len(np.unique(corr))
+    dup = len(corr) - len(distinct(corr))
     if dup:
         out.append(f"{dup:,} launch events reuse another launch's correlation id (a merged or corrupt "
                    "trace?): their kernels were attributed to the first launch with that id")
     if by_ext:
         ext = ops.ext[ops.ext >= 0]
-        dup_ext = len(ext) - len(np.unique(ext))
+        dup_ext = len(ext) - len(distinct(ext))
         if dup_ext:
             out.append(f"{dup_ext:,} cpu ops reuse another op's External id: {by_ext:,} events linked by "
                        "External id may be attributed to the wrong op")

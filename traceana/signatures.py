@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.cost.types import OpCall
@@ -109,51 +110,27 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 
     with_shapes = links.gpu_cause < 0
     # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
-    busy = np.unique(links.gpu_op[with_shapes])
+    busy = distinct(links.gpu_op[with_shapes])
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
     op_extra = ops.extra
-    for i in busy.tolist():
-        key = (name_codes[i], dims[i], types[i], conc[i], op_extra.get(i))
-        g = keys.get(key)
-        if g is None:
-            g = keys[key] = len(first)
-            first.append(i)
-            label.append((names[name_codes[i]], None))
-            calls.append(0)
-        op_group[i] = g
-        calls[g] += 1
+    b = busy.tolist()
+    inst = list(zip(map(name_codes.__getitem__, b), map(dims.__getitem__, b), map(types.__getitem__, b),
+                    map(conc.__getitem__, b), map(op_extra.get, b)))
+    keys.update(zip(dict.fromkeys(inst), range(len(inst))))  # signatures numbered by first appearance
+    of = np.fromiter(map(keys.__getitem__, inst), dtype=np.int64, count=len(inst))
+    op_group[busy] = of
+    if len(inst):
+        _, at = np.unique(of, return_index=True)  # each signature's first instance
+        first.extend(busy[at].tolist())
+        label.extend((names[k[0]], None) for k in keys)
+        calls.extend(np.bincount(of).tolist())
     group_of_event[with_shapes] = op_group[links.gpu_op[with_shapes]]
 
     # 2. opaque events: grouped by cause and by the op, launch or kernel name they run under
     opaque = np.flatnonzero(~with_shapes)
     if len(opaque):
-        cause = links.gpu_cause[opaque]
-        op_i = links.gpu_op[opaque]
-        la_i = links.gpu_launch[opaque]
-        for j, c, o, la in zip(opaque.tolist(), cause.tolist(), op_i.tolist(), la_i.tolist()):
-            ck = CAUSE_KEYS[c]
-            if o >= 0:
-                nm = names[name_codes[o]]
-            elif ck == "graph_replay" and la >= 0:
-                nm = names[trace.launches.name[la]]
-            else:
-                nm = names[gpu.name[j]]
-            key = ("opaque", ck, nm)
-            g = keys.get(key)
-            if g is None:
-                g = keys[key] = len(first)
-                first.append(o)
-                label.append((nm, ck))
-                calls.append(0)
-            group_of_event[j] = g
-        # opaque calls: op instances for op-backed groups, launches / events otherwise
-        seen: dict[int, set] = {}
-        for j, o, la in zip(opaque.tolist(), op_i.tolist(), la_i.tolist()):
-            g = int(group_of_event[j])
-            seen.setdefault(g, set()).add(("o", o) if o >= 0 else (("l", la) if la >= 0 else ("e", j)))
-        for g, s in seen.items():
-            calls[g] = len(s)
+        _group_opaque(trace, links, opaque, group_of_event, keys, first, label, calls)
 
     n_groups = len(first)
     dev_us = np.bincount(group_of_event, weights=gpu.dur, minlength=n_groups) if n_gpu else np.zeros(0)
@@ -182,6 +159,45 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
         trace.warnings.append(BIDI_WARNING)
     _warn_unknown_dtypes(trace, out)
     return out
+
+
+def _group_opaque(trace: Trace, links: Links, opaque: np.ndarray, group_of_event: np.ndarray, keys: dict,
+                  first: list[int], label: list, calls: list[int]) -> None:
+    """Groups for the opaque events (in place): one per (cause, name of the op, graph launch or kernel the
+    event runs under), numbered by first appearance; a group's calls are its distinct op instances
+    (op-backed), launches, or events. Per distinct (cause, name), not per event."""
+    names = trace.names
+    cause = links.gpu_cause[opaque].astype(np.int64)
+    op_i, la_i = links.gpu_op[opaque], links.gpu_launch[opaque]
+    code = trace.gpu.name[opaque].astype(np.int64)  # the kernel's name, unless ...
+    from_launch = (op_i < 0) & (cause == CAUSE_KEYS.index("graph_replay")) & (la_i >= 0)
+    code[from_launch] = trace.launches.name[la_i[from_launch]]  # ... a graph launch's
+    from_op = op_i >= 0
+    code[from_op] = trace.ops.name[op_i[from_op]]  # ... or the op's
+    uniq, at, inv = np.unique(cause * (len(names) + 1) + code, return_index=True, return_inverse=True)
+    group_of = np.empty(len(uniq), dtype=np.int64)
+    for u in np.argsort(at, kind="stable").tolist():  # in order of first appearance
+        ck, nm = CAUSE_KEYS[int(cause[at[u]])], names[int(code[at[u]])]
+        key = ("opaque", ck, nm)
+        g = keys.get(key)
+        if g is None:
+            g = keys[key] = len(first)
+            first.append(int(op_i[at[u]]))
+            label.append((nm, ck))
+            calls.append(0)
+        group_of[u] = g
+    ev_group = group_of[inv]
+    group_of_event[opaque] = ev_group
+    # calls: distinct (kind, id) per group, kind 0 an op instance, 1 a launch, 2 the event itself
+    kind = np.where(op_i >= 0, 0, np.where(la_i >= 0, 1, 2))
+    ident = np.where(op_i >= 0, op_i, np.where(la_i >= 0, la_i, opaque))
+    order = np.lexsort((ident, kind, ev_group))
+    g_s, k_s, i_s = ev_group[order], kind[order], ident[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (g_s[1:] != g_s[:-1]) | (k_s[1:] != k_s[:-1]) | (i_s[1:] != i_s[:-1])
+    n = np.bincount(g_s[new], minlength=len(first))
+    for g in distinct(ev_group).tolist():
+        calls[g] = int(n[g])
 
 
 def calls_named(trace: Trace, wanted: tuple[str, ...]) -> list[tuple[OpCall, int]]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import csv
 import functools
 import io
-from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
+
+from traceana.devices.table import data_text
 
 FIELDS = ("l2_bytes", "host_link", "host_link_gbps", "peer_link", "peer_link_gbps", "links_source")
 
@@ -31,7 +32,7 @@ def _num(v: str) -> float | None:
 @functools.lru_cache(maxsize=1)
 def load_links() -> Mapping[str, Mapping[str, Any]]:
     """table key -> {l2_bytes, host_link, host_link_gbps, peer_link, peer_link_gbps, links_source}."""
-    raw = (resources.files("traceana.devices") / "links.csv").read_text(encoding="utf-8")
+    raw = data_text("links.csv")
     out = {}
     for r in csv.DictReader(io.StringIO(raw)):
         l2 = _num(r["l2_mb"])

@@ -11,12 +11,24 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
+
+def data_text(filename: str) -> str:
+    """A data file shipped in traceana/devices: read beside this module, through importlib.resources
+    (~6 ms to import) only when the package does not live in a folder (a zip)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), filename), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files("traceana.devices").joinpath(filename).read_text(encoding="utf-8")
+
 
 # Peak columns, in table order: dense TFLOP/s (int8_tc in TOPS). `*_tc` = tensor / matrix cores;
 # fp16 / bf16 without suffix are the non-tensor (CUDA-core / vector) rates.
@@ -99,7 +111,7 @@ class Alias:
 
 
 def _read_csv(filename: str) -> list[dict[str, str]]:
-    text = resources.files("traceana.devices").joinpath(filename).read_text(encoding="utf-8")
+    text = data_text(filename)
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     return [{k: (v or "").strip() for k, v in row.items()} for row in reader]

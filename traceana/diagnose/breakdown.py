@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.load.model import Trace
 
 # First wins when intervals of several categories overlap in time.
@@ -107,7 +108,7 @@ def time_breakdown(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict], prima
             end = ts + gpu.dur[part]
             b = device_breakdown(ts, end, cat[part])
             b.update({"device": d, "start_us": t0, "events": int(len(part)),
-                      "streams": int(len(np.unique(gpu.stream[part])))})
+                      "streams": int(len(distinct(gpu.stream[part])))})
             devices.append(b)
     main = next((d for d in devices if d["device"] == primary), devices[0] if devices else None)
     return {"categories": list(CATEGORIES), "priority": list(PRIORITY), "note": PRIORITY_NOTE,

@@ -295,3 +295,39 @@ def breaks(row: dict) -> str | None:
     if fam not in FUSABLE_FAMILIES:
         return f"{short(name)} is not an element-wise, reduction, norm or copy op"
     return None
+
+
+class Flow:
+    """The rules above over a list of rows, each fact worked out once per row (or pair of rows):
+    loops over op instances look them up instead of re-deriving them per occurrence."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+        self._output: dict[int, Tensor | None] = {}
+        self._feeds: dict[tuple[int, int], tuple[tuple[int, ...], float] | None] = {}
+        self._reads_output: dict[tuple[int, int], bool] = {}
+        self._breaks: dict[int, str | None] = {}
+
+    def output(self, a: int) -> Tensor | None:
+        if a not in self._output:
+            self._output[a] = output(self.rows[a])
+        return self._output[a]
+
+    def feeds(self, a: int, b: int) -> tuple[tuple[int, ...], float] | None:
+        key = (a, b)
+        if key not in self._feeds:
+            self._feeds[key] = feeds(self.rows[a], self.rows[b])
+        return self._feeds[key]
+
+    def reads_output(self, b: int, a: int) -> bool:
+        """Whether row b reads a tensor like the one row a writes."""
+        key = (b, a)
+        if key not in self._reads_output:
+            t = self.output(a)
+            self._reads_output[key] = t is not None and bool(reads(self.rows[b], t))
+        return self._reads_output[key]
+
+    def breaks(self, a: int) -> str | None:
+        if a not in self._breaks:
+            self._breaks[a] = breaks(self.rows[a])
+        return self._breaks[a]

@@ -34,8 +34,8 @@ import msgspec
 import numpy as np
 
 from traceana import units as u
-from traceana.diagnose.dataflow import (REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output,
-                                        reads, short)
+from traceana.arrays import distinct
+from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link import Links
 from traceana.load.model import Trace
 
@@ -110,32 +110,39 @@ def _op_events(trace: Trace, links: Links, ev_row: np.ndarray) -> dict[str, np.n
 
 
 def _parent_names(trace: Trace, idx: list[int]) -> dict[int, str]:
-    """Name of the innermost op enclosing each op in idx (same thread), where it is near."""
+    """Name of the innermost op enclosing each op in idx (same thread), where it is near: among the
+    16 ops before it in (thread, start, longest first) order, the nearest that encloses it."""
     ops = trace.ops
+    if not idx:
+        return {}
     order = np.lexsort((-ops.end, ops.ts, ops.thread))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    out = {}
-    for i in idx:
-        for k in range(rank[i] - 1, max(rank[i] - 17, -1), -1):
-            j = order[k]
-            if ops.thread[j] != ops.thread[i]:
-                break
-            if ops.ts[j] <= ops.ts[i] and ops.end[j] >= ops.end[i]:
-                out[i] = trace.names[ops.name[j]]
-                break
-    return out
+    at = np.asarray(idx, dtype=np.int64)
+    found = np.full(len(at), -1, dtype=np.int64)
+    live = np.ones(len(at), dtype=bool)  # still looking: no enclosing op yet, no other thread reached
+    for off in range(1, 17):
+        k = rank[at] - off
+        live &= k >= 0
+        j = order[np.where(live, k, 0)]
+        live &= ops.thread[j] == ops.thread[at]
+        hit = live & (ops.ts[j] <= ops.ts[at]) & (ops.end[j] >= ops.end[at])
+        found[hit] = j[hit]
+        live &= ~hit
+    names = trace.names
+    return {i: names[ops.name[j]] for i, j in zip(at.tolist(), found.tolist()) if j >= 0}
 
 
-def _pair(a: dict, b: dict) -> tuple[int, ...] | None:
-    """The arguments of b that read a's output, when a -> b can be a link (signatures only)."""
-    f = feeds(a, b)
-    if f is None or fills_out_buffer(a, b):
+def _pair(flow: Flow, a: int, b: int) -> tuple[int, ...] | None:
+    """The arguments of row b that read row a's output, when a -> b can be a link (signatures only)."""
+    f = flow.feeds(a, b)
+    ra, rb = flow.rows[a], flow.rows[b]
+    if f is None or fills_out_buffer(ra, rb):
         return None
-    if prod(f[0]) <= 1 and short(a["name"]) not in REDUCTIONS:
+    if prod(f[0]) <= 1 and short(ra["name"]) not in REDUCTIONS:
         return None  # a single element matches any other one: only a reduction's result is told apart
-    t = output(a)
-    return tuple(i for i, _, _ in reads(b, t)) if t else None
+    t = flow.output(a)
+    return tuple(i for i, _, _ in reads(rb, t)) if t else None
 
 
 def _strides(raw: bytes, cache: dict[bytes, object]) -> object:
@@ -147,66 +154,97 @@ def _strides(raw: bytes, cache: dict[bytes, object]) -> object:
     return cache[raw]
 
 
-def _linked(trace: Trace, rows: list[dict], seq: np.ndarray, oe: dict[str, np.ndarray]) -> np.ndarray:
+def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]) -> np.ndarray:
     """ok[i]: seq[i] -> seq[i + 1] is a producer -> consumer link."""
-    ops = trace.ops
+    ops, rows = trace.ops, flow.rows
     r = oe["row"][seq]
     cand = np.array([r_.get("bound") in FUSABLE_BOUNDS and r_.get("bytes") is not None
-                     and not r_.get("opaque") and breaks(r_) is None for r_ in rows], dtype=bool)
+                     and not r_.get("opaque") and flow.breaks(k) is None for k, r_ in enumerate(rows)], dtype=bool)
     st, th = oe["stream"][seq], ops.thread[seq]
     pre = ((th[1:] == th[:-1]) & (st[1:] == st[:-1]) & (st[1:] >= 0) & cand[r[:-1]] & cand[r[1:]]
            & (oe["first"][seq][1:] == oe["last"][seq][:-1] + 1) & (r[1:] != r[:-1]))
     ok = np.zeros(len(pre), dtype=bool)
     inlink = np.zeros(len(seq), dtype=bool)
     pair: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    strided: dict[tuple[int, int, bytes], bool] = {}
     stride_cache: dict[bytes, object] = {}
-    multi = len(np.unique(th)) > 1
+    multi = len(distinct(th)) > 1
     all_ts = ops.ts[seq]
     by_ts = np.argsort(all_ts, kind="stable")
-    sig = [(int(x), ops.strides[int(o)]) for x, o in zip(r.tolist(), seq.tolist())]  # per instance
-    for i in np.flatnonzero(pre).tolist():
-        a, b = int(r[i]), int(r[i + 1])
+    s_ts = all_ts[by_ts]
+    todo = np.flatnonzero(pre)
+    back, again = _repeats(ops.strides, seq, r, th, todo)
+    r_l, seq_l, strides = r.tolist(), seq.tolist(), ops.strides
+    for i, bk, rep in zip(todo.tolist(), back.tolist(), again.tolist()):
+        a, b = r_l[i], r_l[i + 1]
         if (a, b) not in pair:
-            pair[(a, b)] = _pair(rows[a], rows[b])
+            pair[(a, b)] = _pair(flow, a, b)
         args = pair[(a, b)]
         if not args:
             continue
-        back = next((j for j in range(i, max(i - REPEAT_WINDOW, -1), -1) if th[j] == th[i] and sig[j] == sig[i + 1]),
-                    None)
-        if back is not None and not inlink[back]:
+        if bk >= 0 and not inlink[bk]:
             continue  # b repeats an op that started a branch: the same code on a second tensor
-        if i + 2 < len(seq) and th[i + 2] == th[i] and sig[i + 2] == sig[i + 1]:
+        if rep:
             continue  # b is one of several identical ops in a row (q, k, v copies): which one reads a is unknown
         if not in_place(rows[a]["name"]):  # a fresh output is dense: a strided slice of that shape is another tensor
-            st_b = _strides(ops.strides[int(seq[i + 1])], stride_cache)
-            dims_b = rows[b]["input_dims"]
-            if isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k]) for k in args):
+            key = (a, b, strides[seq_l[i + 1]])
+            if key not in strided:
+                st_b = _strides(key[2], stride_cache)
+                dims_b = rows[b]["input_dims"]
+                strided[key] = isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k])
+                                                                  for k in args)
+            if strided[key]:
                 continue
-        if multi and _read_elsewhere(rows, r, th, all_ts, by_ts, i):
+        if multi and _read_elsewhere(flow, r, th, all_ts, s_ts, by_ts, i):
             continue
         ok[i] = inlink[i + 1] = True
     return ok
 
 
-def _read_elsewhere(rows: list[dict], r: np.ndarray, th: np.ndarray, ts: np.ndarray, by_ts: np.ndarray,
-                    i: int) -> bool:
-    """An op of another thread that ran between seq[i] and seq[i + 1] reads a tensor like seq[i]'s output."""
-    t = output(rows[int(r[i])])
-    s_ts = ts[by_ts]
+def _repeats(strides: list[bytes], seq: np.ndarray, r: np.ndarray, th: np.ndarray,
+             at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each candidate link seq[i] -> seq[i + 1] (i in at), where an instance's signature is its row
+    and its recorded strides: back[i], the latest j in [i - REPEAT_WINDOW + 1, i] on seq[i]'s thread
+    whose signature is seq[i + 1]'s (-1: none), and again[i], whether seq[i + 2] (same thread) has it too."""
+    raw = list(map(strides.__getitem__, seq.tolist()))
+    codes = dict(zip(dict.fromkeys(raw), range(len(raw))))  # each distinct strides string -> a number
+    sc = np.fromiter(map(codes.__getitem__, raw), dtype=np.int64, count=len(raw))
+    sig = r * max(len(codes), 1) + sc
+    n = len(seq)
+    back = np.full(len(at), -1, dtype=np.int64)
+    for off in range(REPEAT_WINDOW - 1, -1, -1):  # the nearest match (smallest offset) written last
+        j = at - off
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        m = ok & (th[jj] == th[at]) & (sig[jj] == sig[at + 1])
+        back[m] = j[m]
+    k = np.minimum(at + 2, n - 1)
+    again = (at + 2 < n) & (th[k] == th[at]) & (sig[k] == sig[at + 1])
+    return back, again
+
+
+def _read_elsewhere(flow: Flow, r: np.ndarray, th: np.ndarray, ts: np.ndarray, s_ts: np.ndarray,
+                    by_ts: np.ndarray, i: int) -> bool:
+    """An op of another thread that ran between seq[i] and seq[i + 1] reads a tensor like seq[i]'s output
+    (s_ts: ts sorted, by_ts: the order that sorts it)."""
+    a = int(r[i])
+    if flow.output(a) is None:
+        return False
     lo, hi = np.searchsorted(s_ts, ts[i], "right"), np.searchsorted(s_ts, ts[i + 1], "left")
-    for k in by_ts[lo:hi].tolist():
-        if th[k] != th[i] and r[k] >= 0 and t is not None and reads(rows[int(r[k])], t):
+    ks = by_ts[lo:hi]
+    for k in ks[th[ks] != th[i]].tolist():
+        if r[k] >= 0 and flow.reads_output(int(r[k]), a):
             return True
     return False
 
 
-def _neighbour(rows: list[dict], r: np.ndarray, th: np.ndarray, i: int, j: int) -> str | None:
+def _neighbour(flow: Flow, r: np.ndarray, th: np.ndarray, i: int, j: int) -> str | None:
     """Why the chain stops at seq[j] although data flows between seq[i] and seq[j] (the library note)."""
     if not 0 <= j < len(r) or th[j] != th[i] or r[j] < 0:
         return None
     a, b = (i, j) if j > i else (j, i)
-    why = breaks(rows[int(r[j])])
-    if why and feeds(rows[int(r[a])], rows[int(r[b])]) is not None:
+    why = flow.breaks(int(r[j]))
+    if why and flow.feeds(int(r[a]), int(r[b])) is not None:
         return why
     return None
 
@@ -221,64 +259,104 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
     if len(owned) < 2:
         return []
     seq = owned[np.lexsort((ops.ts[owned], ops.thread[owned]))]
-    ok = _linked(trace, rows, seq, oe)
+    flow = Flow(rows)
+    ok = _linked(trace, flow, seq, oe)
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     r, th = oe["row"][seq], ops.thread[seq]
-    attention = _attention(rows, seq, r, th, oe, links.op_device_us)
-    copies = [int(seq[k]) for i, j in zip(starts.tolist(), stops.tolist()) for k in range(i, j)
-              if short(rows[int(r[k])]["name"]) == "copy_"]
-    parent = _parent_names(trace, copies)
     op_us = links.op_device_us
+    attention = _attention(flow, seq, r, th, oe, op_us)
+    # fresh[k]: seq[k]'s output is a new tensor (not in place, or a copy_ filling a fresh one)
+    fresh_pos = np.array([not in_place(x["name"]) for x in rows], dtype=bool)[r]
+    is_copy = np.array([short(x["name"]) == "copy_" for x in rows], dtype=bool)
+    copies = np.flatnonzero(np.append(ok, False) & is_copy[r])  # the copies inside chains
+    parent = _parent_names(trace, seq[copies].tolist())
+    fresh_pos[copies] |= np.array([parent.get(o, "") in _FRESH_COPY_PARENTS for o in seq[copies].tolist()],
+                                  dtype=bool)
+    fresh_l = fresh_pos.tolist()
+    t_sum, t_max, gap = _chain_sums(op_us[seq], oe["start"][seq], oe["end"][seq], starts, stops)
+    r_l = r.tolist()
     groups: dict[tuple, dict] = {}
-    for i, j in zip(starts.tolist(), stops.tolist()):
-        idx = seq[i:j + 1]
-        key = tuple(r[i:j + 1].tolist())
-        inter = [feeds(rows[key[k]], rows[key[k + 1]]) for k in range(len(key) - 1)]
-        fresh = [not in_place(rows[key[k]]["name"]) or parent.get(int(idx[k]), "") in _FRESH_COPY_PARENTS
-                 for k in range(len(key) - 1)]
-        saved = sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(inter, fresh))
-        t = op_us[idx]
+    saved_of: dict[tuple, float] = {}
+    for c, (i, j) in enumerate(zip(starts.tolist(), stops.tolist())):
+        key = tuple(r_l[i:j + 1])
+        fresh = tuple(fresh_l[i:j])
         g = groups.get(key)
         if g is None:
+            inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
             g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter,
-                               "fresh": fresh, "launch_saved_us": 0.0, "gap_us": 0.0,
+                               "fresh": list(fresh), "launch_saved_us": 0.0, "gap_us": 0.0,
                                "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
-                               "before": _neighbour(rows, r, th, i, i - 1), "after": _neighbour(rows, r, th, j, j + 1)}
+                               "before": _neighbour(flow, r, th, i, i - 1), "after": _neighbour(flow, r, th, j, j + 1)}
+        saved = saved_of.get((key, fresh))
+        if saved is None:
+            saved = saved_of[(key, fresh)] = sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(g["links"], fresh))
         g["count"] += 1
-        g["time_us"] += float(t.sum())
+        g["time_us"] += t_sum[c]
         g["saved_bytes"] += float(saved)
-        g["launch_saved_us"] += float(t.sum() - t.max())
-        g["gap_us"] += float(np.clip(oe["start"][idx][1:] - oe["end"][idx][:-1], 0, None).sum())
+        g["launch_saved_us"] += t_sum[c] - t_max[c]
+        g["gap_us"] += gap[c]
     out = [_cost(g, rows) for g in groups.values()] + attention
     return sorted(out, key=lambda g: -g["saving_us"])
 
 
-def _attention(rows: list[dict], seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
+def _seq_sum(x: np.ndarray, lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """x[lo[c]:lo[c] + n[c]].sum() for every c, with numpy's own rounding: short runs (< 8, which numpy
+    adds one by one from 0.0) added position by position across all runs at once, longer ones one by one."""
+    out = np.zeros(len(lo))
+    short_ = n < 8
+    for p in range(int(n[short_].max()) if short_.any() else 0):
+        m = short_ & (n > p)
+        out[m] += x[lo[m] + p]
+    for c in np.flatnonzero(~short_).tolist():
+        out[c] = x[lo[c]:lo[c] + n[c]].sum()
+    return out
+
+
+def _chain_sums(t: np.ndarray, start: np.ndarray, end: np.ndarray, starts: np.ndarray,
+                stops: np.ndarray) -> tuple[list[float], list[float], list[float]]:
+    """Per chain seq[i..j] (i in starts, j in stops): its ops' summed and longest device time, and the
+    GPU idle between its ops' kernels (t, start, end: per position of seq)."""
+    if not len(starts):
+        return [], [], []
+    n = stops - starts + 1
+    total = _seq_sum(t, starts, n)
+    bounds = np.stack((starts, stops + 1), axis=1).ravel()  # max of t[i..j]: exact in any order
+    longest = np.maximum.reduceat(t, bounds[:-1] if bounds[-1] == len(t) else bounds)[::2]
+    gaps = np.clip(start[1:] - end[:-1], 0, None)  # gaps[k]: between positions k and k + 1
+    return total.tolist(), longest.tolist(), _seq_sum(gaps, starts, n - 1).tolist()
+
+
+def _attention(flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
                op_us: np.ndarray) -> list[dict]:
     """Unfused attention: a batched GEMM writes scores S, softmax reads S and writes P, the next batched
     GEMM reads P, back to back on one stream. Element-wise fusion stops at the GEMMs; a fused attention
     kernel (Flash) keeps S and P on chip: 4 x |S| bytes less traffic per repetition (S and P, each
     written and read back). Time saved (estimate): the softmax's measured time, plus the GEMMs' write
-    of S and read of P (the same 2 x |S| bytes) at the softmax's measured bandwidth, never more than
+    of S and read of P (the same 2 x |S| bytes) at the softmax's bandwidth, never more than
     the three ops' time above the GEMMs' compute floor."""
+    rows = flow.rows
+    if len(seq) < 3:
+        return []
     st, first, last = oe["stream"][seq], oe["first"][seq], oe["last"][seq]
+    soft = np.array([short(x["name"]) in _SOFTMAX_OPS for x in rows], dtype=bool)
+    bat = np.array([short(x["name"]) in _BATCHED for x in rows], dtype=bool)
+    hit = (soft[r[1:-1]] & bat[r[:-2]] & bat[r[2:]] & (th[:-2] == th[1:-1]) & (th[1:-1] == th[2:])
+           & (st[:-2] == st[1:-1]) & (st[1:-1] == st[2:]) & (st[2:] >= 0)
+           & (first[1:-1] == last[:-2] + 1) & (first[2:] == last[1:-1] + 1))
     groups: dict[tuple, dict] = {}
-    for i in range(len(seq) - 2):
-        a, s_, b = (int(x) for x in r[i:i + 3])
-        if short(rows[s_]["name"]) not in _SOFTMAX_OPS or short(rows[a]["name"]) not in _BATCHED \
-                or short(rows[b]["name"]) not in _BATCHED or not th[i] == th[i + 1] == th[i + 2] \
-                or not st[i] == st[i + 1] == st[i + 2] >= 0 or first[i + 1] != last[i] + 1 \
-                or first[i + 2] != last[i + 1] + 1:
-            continue
-        f1, f2 = feeds(rows[a], rows[s_]), feeds(rows[s_], rows[b])
+    at = np.flatnonzero(hit)
+    t0, t1, t2 = op_us[seq[at]], op_us[seq[at + 1]], op_us[seq[at + 2]]
+    for a, s_, b, t3, ts_ in zip(r[at].tolist(), r[at + 1].tolist(), r[at + 2].tolist(), ((t0 + t1) + t2).tolist(),
+                                 t1.tolist()):  # (t0 + t1) + t2: numpy's own sum of three, in order
+        f1, f2 = flow.feeds(a, s_), flow.feeds(s_, b)
         if f1 is None or f2 is None or rows[s_].get("bytes") is None:
             continue
         g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
                                            "links": [f1, f2], "attention": True})
         g["count"] += 1
-        g["time_us"] += float(op_us[seq[i:i + 3]].sum())
-        g["softmax_us"] += float(op_us[seq[i + 1]])
+        g["time_us"] += t3
+        g["softmax_us"] += ts_
     out = []
     for g in groups.values():
         key, n = g["rows"], g["count"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceana.arrays import distinct, median
 from traceana.link import Links
 from traceana.load.model import Trace
 
@@ -65,7 +66,7 @@ def _stream_idle(trace: Trace, links: Links, dev: int) -> list[dict]:
     gpu = trace.gpu
     out = []
     on_dev = np.flatnonzero(gpu.device == dev)
-    for s in np.unique(gpu.stream[on_dev]).tolist():
+    for s in distinct(gpu.stream[on_dev]).tolist():
         idx = on_dev[gpu.stream[on_dev] == s]
         idx = idx[np.argsort(gpu.ts[idx], kind="stable")]
         row = {"stream": int(s), "events": int(len(idx)), **{c: 0.0 for c in CAUSES}}
@@ -97,7 +98,7 @@ def idle_summary(trace: Trace, links: Links, dev: int | None, ev_row: np.ndarray
     return {"device": dev, "idle_us": float(g["length"].sum()), "by_cause": by_cause,
             "gaps": int(len(g["length"])), "short_limit_us": LAUNCH_GAP_US,
             "short": {"gaps": int(short.sum()), "idle_us": float(g["length"][short].sum()),
-                      "median_us": float(np.median(g["length"][short])) if short.any() else 0.0},
+                      "median_us": median(g["length"][short]) if short.any() else 0.0},
             "long": {c: float(g["length"][~short & (g["cause"] == i)].sum()) for i, c in enumerate(CAUSES)},
             "largest": largest, "streams": _stream_idle(trace, links, dev)}
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, idle
@@ -58,7 +59,7 @@ def _launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dic
 
     def launch_cost(mask: np.ndarray) -> tuple[int, float]:
         ids = links.gpu_launch[mask]
-        ids = np.unique(ids[ids >= 0])
+        ids = distinct(ids[ids >= 0])
         return int(len(ids)), float((la.end[ids] - la.ts[ids]).sum())
 
     n_la, la_us = launch_cost(on)

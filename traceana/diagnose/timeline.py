@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose.idle import LAUNCH_GAP_US, device_gaps
 from traceana.link import Links
@@ -71,7 +72,7 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
         "gap_causes": list(GAP_CAUSES),
         "gaps": _window_gaps(gaps, t0, t1),
         "idle_by_device": [_idle_by_cause(trace, links, int(d)) if int(d) != primary else
-                           {"device": int(primary), **_causes(gaps)} for d in np.unique(gpu.device).tolist()],
+                           {"device": int(primary), **_causes(gaps)} for d in distinct(gpu.device).tolist()],
         "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
                  "gap cause indexes `gap_causes`"),
     }
@@ -168,7 +169,7 @@ def _lanes(gpu, on: np.ndarray, ev_row: np.ndarray, cat: np.ndarray, t0: float, 
         b_cat = c[first]
     lanes = []
     lane_of = stream[first]
-    for st in np.unique(stream).tolist():
+    for st in distinct(stream).tolist():
         k = np.flatnonzero(lane_of == st)
         raw = stream == st
         lane = {"stream": int(st), "events": int(raw.sum()), "busy_us": round(float(d[raw].sum()), _ROUND),

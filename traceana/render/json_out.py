@@ -9,6 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 
 
+_AS_IS = frozenset({str, int, bool, type(None)})  # exact types: to_json_safe keeps such values unchanged
+_NUMBERS = frozenset({int, float})
+
+
+def _finite(xs: list | tuple) -> bool:
+    """Every number is finite (an int beyond float's range counts as not, and takes the slow path)."""
+    try:
+        return all(map(math.isfinite, xs))
+    except OverflowError:
+        return False
+
+
 def to_json_safe(value: Any, _depth: int = 0) -> Any:
     """A copy of `value` that strict JSON can hold.
 
@@ -26,6 +38,9 @@ def to_json_safe(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         return {str(k): to_json_safe(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        kinds = set(map(type, value))  # a column of plain numbers or strings (the timeline's): as it is
+        if kinds <= _AS_IS or (kinds <= _NUMBERS and _finite(value)):
+            return list(value)
         return [to_json_safe(v, _depth + 1) for v in value]
     if isinstance(value, (set, frozenset)):
         items = [to_json_safe(v, _depth + 1) for v in value]

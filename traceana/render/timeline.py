@@ -11,6 +11,7 @@ escaping (markup) or |tojson (data).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,6 +65,7 @@ TIPS: dict[str, str] = {
 MAX_INTERVALS = 50_000
 MAX_GAPS = 5_000
 MAX_LANES = 64
+_EXACT = 2 ** 53  # ints below this survive int(float(x)) unchanged
 
 
 def add_story(view: dict[str, Any], analysis: Mapping[str, Any], anchors: list[str], in_table: set[str]) -> dict:
@@ -150,6 +152,15 @@ def _column(v: Any, n: int | None = None, integer: bool = False) -> list | None:
     xs = seq(v)
     if n is not None and len(xs) != n:
         return None
+    kinds = set(map(type, xs))  # plain finite numbers (a fresh analysis): converted without a call per value
+    if kinds and not integer and kinds <= {float, int}:
+        try:
+            if all(map(math.isfinite, xs)):
+                return list(map(float, xs))
+        except OverflowError:  # an int beyond float's range: the slow path says None
+            pass
+    if kinds == {int} and integer and -_EXACT < min(xs) and max(xs) < _EXACT:
+        return xs
     out = []
     for x in xs:
         f = num(x)
