@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from traceana.load import reader, stream
+
+feed = stream.feed
 from tests.conftest import SAMPLES, TRACES, all_shared_traces
 
 pytestmark = pytest.mark.skipif(not stream.available(), reason="the C scanner is not built")
@@ -125,10 +127,10 @@ def test_pieces_split_anywhere_give_the_same_columns(tmp_path, monkeypatch):
     UTF-8 character) gives the same result as one piece."""
     events = [dict(OP, ts=9 + i, name=f"aten::op{i % 7}\u00b5") for i in range(50)] + [KERNEL, LAUNCH]
     data = json.dumps({"traceEvents": events}, ensure_ascii=False).encode()
-    whole = stream.scan([data])
+    whole = feed.scan([data])
     for size in (1, 3, 7, 64, 1000):
         parts = [data[i:i + size] for i in range(0, len(data), size)]
-        got = stream.scan(parts)
+        got = feed.scan(parts)
         assert got is not None
         for k, v in whole.items():
             assert got[k] == v, (size, k)
@@ -144,7 +146,39 @@ def test_numbers_are_parsed_as_python_parses_them():
     text = json.dumps({"traceEvents": events})
     for v in values:
         text = text.replace('"bytes": 0}', f'"bytes": {v}}}', 1)
-    got = stream.scan([text.encode()])
+    got = feed.scan([text.encode()])
     col = np.frombuffer(got["gp_bytes"], dtype=np.float64)
     assert [float(x) for x in col] == [float(v) for v in values]
     assert str(col[6]) == "-0.0"
+
+
+def test_scan_started_ahead_gives_the_same_trace(monkeypatch):
+    """`traceana report` starts reading and scanning before it imports the rest (prefetch.Scan in
+    a thread); what load_trace then takes over equals the Python loader's trace."""
+    from traceana import prefetch
+
+    path = str(TRACES / "hta/rank0.json.gz")
+    if not os.path.exists(path):
+        pytest.skip("shared traces absent")
+    prefetch.start(path)
+    assert prefetch._streams, "no scan started ahead"
+    ahead = reader.load_trace(path)
+    assert not prefetch._streams  # taken over
+    _same(ahead, _python_load(path, monkeypatch))
+
+
+def test_cli_reports_are_the_same_either_way(tmp_path):
+    """The whole JSON report, from the command line (scan ahead) and with TRACEANA_PURE_PYTHON=1."""
+    import subprocess
+    import sys
+
+    path = TRACES / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    if not path.exists():
+        pytest.skip("shared traces absent")
+    out = {}
+    for way, env in (("c", {}), ("py", {"TRACEANA_PURE_PYTHON": "1"})):
+        dest = tmp_path / f"{way}.json"
+        subprocess.run([sys.executable, "-m", "traceana", "report", str(path), "-o", str(dest), "-q"], check=True,
+                       env={**os.environ, **env}, timeout=300)
+        out[way] = dest.read_bytes()
+    assert out["c"] == out["py"]

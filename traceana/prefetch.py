@@ -1,13 +1,14 @@
-"""Read and gunzip a trace in a background thread while the interpreter imports the rest.
+"""Read, inflate and scan a trace in background threads while the interpreter imports the rest.
 
 `traceana report TRACE` spends its first ~0.2 s importing numpy, jinja2 and the cost formulas;
-reading the file and inflating it (zlib releases the GIL) can run meanwhile on another core.
+reading the file, inflating it and scanning it (zlib, ISA-L and the C scanner all release the
+GIL) can run meanwhile on the other core.
 
 Two ways, chosen by `start(path, pieces=...)`:
 - pieces (the C scanner is built): a `Pieces` producer reads and inflates the file a piece of
-  PIECE bytes of text at a time into a bounded queue, so at most DEPTH pieces are ever held
-  and the scanner works on one piece while the thread inflates the next. `take_pieces(path,
-  stat)` hands it over (None when the file changed since, or nothing was started).
+  PIECE bytes of text at a time into a bounded queue, so at most DEPTH pieces are ever held,
+  and a `Scan` thread feeds them to the scanner as they come. `take_scan(path, stat)` hands
+  the scan over (None when the file changed since, or nothing was started).
 - whole (the Python loader): the whole text is read into memory; `take(path, stat)` waits for
   it and returns it only if the file is still the one read (same inode, size and mtime).
 Any failure in the thread is kept, not raised: the loader then reads the file again its own
@@ -26,7 +27,7 @@ import zlib
 from collections.abc import Iterator
 
 _jobs: dict[str, tuple[threading.Thread, list, tuple]] = {}
-_streams: dict[str, Pieces] = {}
+_streams: dict[str, Scan] = {}
 
 #: bytes of JSON text per piece, and pieces the queue holds at most
 PIECE = 8 << 20
@@ -174,9 +175,43 @@ def scanner_built() -> bool:
     return any(os.path.exists(os.path.join(here, "_scan" + suffix)) for suffix in EXTENSION_SUFFIXES)
 
 
+class Scan:
+    """The C scanner run over a Pieces producer in a daemon thread (traceana.load.feed; imported
+    in that thread, and it needs no numpy). The scanner releases the GIL while it scans, so the
+    main thread goes on importing meanwhile. `result(progress)` waits for it."""
+
+    def __init__(self, pieces: Pieces) -> None:
+        self.pieces = pieces
+        self.key = pieces.key
+        self._out: list = []
+        self._thread = threading.Thread(target=self._run, name="traceana-scan", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            from traceana.load import feed
+
+            self._out.append(feed.scan(self.pieces))
+        except BaseException:  # noqa: BLE001 - (an import or memory error) the loader then reads the Python way
+            pass
+        finally:
+            self.pieces.close()
+
+    def result(self, progress=None) -> dict | None:
+        """The scanner's result dict, or None (it stepped aside, or failed)."""
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+            if progress is not None:
+                progress(self.pieces.done)
+        return self._out[0] if self._out else None
+
+    def close(self) -> None:
+        self.pieces.close()
+
+
 def start(path: str, pieces: bool | None = None) -> None:
     """Begin reading `path` in a daemon thread (regular files only: a FIFO would block): as
-    pieces for the C scanner (the default when it is built), or whole."""
+    pieces scanned meanwhile by the C scanner (the default when it is built), or whole."""
     discard()
     if pieces is None:
         pieces = scanner_built()
@@ -187,7 +222,7 @@ def start(path: str, pieces: bool | None = None) -> None:
     if not stat.S_ISREG(st.st_mode):
         return
     if pieces:
-        _streams[path] = Pieces(path, st)
+        _streams[path] = Scan(Pieces(path, st))
         return
     box: list = []
 
@@ -221,8 +256,8 @@ def take(path: str, st: os.stat_result) -> bytes | None:
     return None
 
 
-def take_pieces(path: str, st: os.stat_result) -> Pieces | None:
-    """The producer started for `path` if it is still the same file, else None (and it stops)."""
+def take_scan(path: str, st: os.stat_result) -> Scan | None:
+    """The scan started for `path` if it is still the same file, else None (and it stops)."""
     job = _streams.pop(path, None)
     if job is not None and job.key != _key(st):
         job.close()

@@ -1,8 +1,9 @@
 """The fast load: the trace's text streamed through the C scanner (traceana/load/_scan.c).
 
 A producer thread (traceana.prefetch.Pieces) reads the file and inflates it a piece at a time;
-this module feeds each piece to the scanner as it arrives, so inflating (on one core) and
-scanning (on the other) overlap and no more than a few pieces of text are ever in memory.
+feed.py feeds each piece to the scanner as it arrives (in a thread started with the process,
+when `traceana report` runs), so inflating, scanning and importing the rest of traceana
+overlap, and no more than a few pieces of text are ever in memory.
 The scanner fills the same columns columns.build_trace does; what needs Python's own
 conversion rules comes back as fixups, converted here by the same functions.
 
@@ -16,7 +17,7 @@ every shared trace).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import msgspec
 import numpy as np
@@ -28,12 +29,9 @@ from traceana.load.model import Trace
 from traceana.load.schema import DOC_DECODER
 
 try:
-    from traceana.load import _scan
-except ImportError:  # not built (no C compiler at install): the Python loader does everything
-    _scan = None
-
-#: bytes of the next piece joined to an unfinished event at first (grown while it stays unfinished)
-_JOIN = 1 << 16
+    from traceana.load import feed
+except ImportError:  # the scanner is not built (no C compiler at install): the Python loader does everything
+    feed = None
 
 # the scanner's fixup column numbers, in its order (enum F_* in _scan.c), and how each converts
 _FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
@@ -45,18 +43,22 @@ _DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.
 
 def available() -> bool:
     """True when the C scanner is built and not switched off."""
-    return _scan is not None and os.environ.get("TRACEANA_PURE_PYTHON", "") in ("", "0")
+    return feed is not None and os.environ.get("TRACEANA_PURE_PYTHON", "") in ("", "0")
 
 
 def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None = None) -> Trace | None:
     """The trace through the C scanner, or None: the Python loader's turn (see the module doc)."""
     if not available():
         return None
-    pieces = prefetch.take_pieces(path, st) or prefetch.Pieces(path, st)
-    try:
-        result = scan(pieces, progress)
-    finally:
-        pieces.close()
+    job = prefetch.take_scan(path, st)  # started when `traceana report` started, if it was
+    if job is not None:
+        result, pieces = job.result(progress), job.pieces
+    else:
+        pieces = prefetch.Pieces(path, st)
+        try:
+            result = feed.scan(pieces, progress)
+        finally:
+            pieces.close()
     if result is None or pieces.error is not None:
         return None
     try:
@@ -64,44 +66,6 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
     return _trace(path, doc, result)
-
-
-def scan(pieces: Iterable, progress: Callable[[float], None] | None = None) -> dict | None:
-    """Feed the pieces through a Scanner; its result dict, or None when it leaves the text to
-    the Python loader."""
-    sc = _scan.Scanner(msgspec.json.decode)
-    tail = b""
-    try:
-        for piece in pieces:
-            tail = _feed(sc, tail, piece)
-            if progress is not None:
-                progress(getattr(pieces, "done", 0.0))
-        sc.feed(tail, True)
-        return sc.result()
-    except _scan.Unsupported:
-        return None
-
-
-def _feed(sc, tail: bytes, piece: bytes) -> bytes:
-    """Feed `tail` (the unfinished end of the text so far) and `piece`; the new unfinished end.
-    The event that straddles the two is finished on a short join of the tail and the piece's
-    start (grown until it fits), the rest of the piece is scanned in place."""
-    view = memoryview(piece)
-    start = 0
-    k = _JOIN
-    while tail:
-        if k >= len(piece):
-            text = tail + piece
-            return text[sc.feed(text):]
-        head = tail + view[:k]
-        used = sc.feed(head)
-        if used >= len(tail):
-            start = used - len(tail)
-            break
-        tail = tail[used:]
-        k *= 8
-    used = sc.feed(view[start:])
-    return bytes(view[start + used:])
 
 
 def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
