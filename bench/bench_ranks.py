@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Cross-rank scaling: 8 rank files of ~50 MB of JSON each against one of them alone.
+
+The rank files are made from one real distributed trace (default: HTA's df_index_resolver, a
+DDP rank with 5 ProfilerSteps and NCCL all-reduces, 53.7 MB of JSON): rank r gets
+distributedInfo {rank: r, world_size: N} and its timeline stretched by 1 + 0.002 r around the
+trace's first timestamp (ts' = t0 + (ts - t0) s, dur' = dur s: nesting and order kept, every
+rank a little slower than the one before, so they are distinct ranks). They are written
+gzipped (level 1) to --dir, and reused when already there.
+
+Each round runs, as whole processes, alternately:
+    one   = `traceana report DIR/rank0.json.gz -o one.html`
+    ranks = `traceana report DIR -o ranks.html`                     (local worker processes)
+    dask  = `traceana report DIR -o dask.html --executor dask://…`  (with --dask: a LocalCluster
+            of one single-threaded worker process per core, started once by this script)
+and prints medians, the spread (min-max) over --runs rounds, the ratio ranks / one against the
+goal 1.2 x N / cores (cores = the CPUs this process may run on), and memory: each process's
+peak RSS from wait4 (the largest of the process and its reaped children, i.e. the largest
+single worker) and the peak of the whole process tree's summed RSS, sampled every 20 ms.
+
+    /work/venv/bin/python bench/bench_ranks.py [--runs 5] [--ranks 8] [--dir /tmp/ranks8] [--dask]
+
+The files are edited as text (the profiler's layout and size kept); --dask needs distributed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = REPO.parent / "shared" / "traces"
+SOURCE = SHARED / "hta/df_index_resolver.json.gz"
+GOAL = 1.2  # ranks time <= GOAL x (N / cores) x one rank's time
+STRETCH = 0.002  # rank r's timeline is 1 + STRETCH r times as long
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# ----------------------------------------------------------------------------- the rank files
+
+_TIME = re.compile(rb'"(ts|dur)": ?(-?\d+(?:\.\d+)?)')
+_DIST = re.compile(rb'"distributedInfo": ?\{[^{}]*\}, ?\s*')
+
+
+def _first_ts(text: bytes) -> float:
+    """The earliest timestamp of a timed event (metadata events, ph M, are left out)."""
+    try:
+        import orjson
+
+        doc = orjson.loads(text)
+    except ImportError:
+        import json
+
+        doc = json.loads(text)
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    return min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M")
+
+
+def rank_text(text: bytes, t0: float, rank: int, world: int) -> bytes:
+    """The trace's text with distributedInfo {rank, world_size} and every timed event's ts and
+    dur stretched by 1 + STRETCH rank around t0. Edited as text, so the file keeps the
+    profiler's own layout (one key per line group, as Kineto writes it) and its size."""
+    s = 1 + STRETCH * rank
+
+    def stretch(m: re.Match) -> bytes:
+        v = float(m.group(2))
+        if m.group(1) == b"ts":
+            if v < t0:  # a metadata event's 0
+                return m.group(0)
+            v = t0 + (v - t0) * s
+        else:
+            v *= s
+        return b'"%s": %s' % (m.group(1), (b"%.3f" % v).rstrip(b"0").rstrip(b"."))
+
+    body = _TIME.sub(stretch, _DIST.sub(b"", text, count=1))
+    dist = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d},\n  ' % (rank, world)
+    i = body.index(b"{") + 1
+    while body[i:i + 1] in (b"\n", b" "):
+        i += 1
+    return body[:i] + dist + body[i:]
+
+
+def make_ranks(src: Path, dst: Path, n: int) -> list[Path]:
+    """dst/rank0.json.gz ... rank{n-1}.json.gz from src (reused when all are there)."""
+    files = [dst / f"rank{r}.json.gz" for r in range(n)]
+    stamp = dst.with_name(dst.name + ".made-from")  # beside it: the directory holds rank files only
+    want = f"{src.resolve()} {n} {STRETCH}"
+    if all(f.exists() for f in files) and stamp.exists() and stamp.read_text() == want:
+        return files
+    dst.mkdir(parents=True, exist_ok=True)
+    data = src.read_bytes()
+    text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    t0 = _first_ts(text)
+    for r, f in enumerate(files):
+        out = rank_text(text, t0, r, n)
+        with gzip.open(f, "wb", compresslevel=1) as fh:
+            fh.write(out)
+        print(f"  wrote {f} ({len(out) / 1e6:.1f} MB of JSON)", flush=True)
+        del out
+    stamp.write_text(want)
+    return files
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def _tree_rss(pid: int) -> int:
+    """Summed RSS (bytes) of pid and its descendants, from /proc."""
+    kids: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            kids.setdefault(int(fields[1]), []).append(int(d))  # fields[1] is the ppid
+            rss[int(d)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: rss in pages
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += kids.get(p, [])
+    return total
+
+
+def run(cmd: list[str], env: dict) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS of the largest single process (MB, wait4) and the peak of the
+    process tree's summed RSS (MB, sampled)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.02):
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({code}): {err.strip()[-800:]}")
+    return wall, usage.ru_maxrss / 1024, peak[0] / 1e6
+
+
+def _fmt(name: str, ts: list[float], rss: list[float], tree: list[float]) -> str:
+    return (f"  {name:<34}: median {statistics.median(ts):6.2f} s  (spread {min(ts):.2f}-{max(ts):.2f} s)  "
+            f"peak RSS {max(rss):5.0f} MB per process, {max(tree):5.0f} MB all processes")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path, default=SOURCE, help="the real trace the ranks are made from")
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "traceana-bench-ranks",
+                    help="where the rank files are written (reused)")
+    ap.add_argument("--dask", action="store_true", help="also time the job on a local Dask cluster")
+    ap.add_argument("--jobs", type=int, default=None, help="--jobs for the local 8-rank job")
+    args = ap.parse_args()
+    if not args.source.exists():
+        sys.exit(f"{args.source}: not found (give --source, or put ../shared/traces beside the checkout)")
+    n_cores = cores()
+    print(f"making {args.ranks} rank files from {args.source.name} in {args.dir}", flush=True)
+    files = make_ranks(args.source, args.dir, args.ranks)
+    sys.path.insert(0, str(REPO))
+    from traceana.parallel import uncompressed_size
+
+    sizes = [uncompressed_size(str(f)) / 1e6 for f in files]
+    out = Path(tempfile.mkdtemp(prefix="traceana-bench-ranks-out-"))
+    # traceana from this checkout, with its bytecode cached (as an installed copy has it)
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "PYTHONPYCACHEPREFIX": str(out / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    base = [sys.executable, "-m", "traceana", "report"]
+    jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+    cmds = {"one": base + [str(files[0]), "-o", str(out / "one.html"), "-q", "--force"],
+            "ranks": base + [str(args.dir), "-o", str(out / "ranks.html"), "-q", "--force"] + jobs}
+    cluster = None
+    if args.dask:
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            sys.exit("--dask needs distributed: pip install 'traceana[dask]'")
+        cluster = LocalCluster(n_workers=n_cores, threads_per_worker=1, processes=True, dashboard_address=None)
+        addr = cluster.scheduler_address.replace("tcp://", "dask://")
+        cmds["dask"] = base + [str(args.dir), "-o", str(out / "dask.html"), "-q", "--force", "--executor", addr]
+    try:
+        for cmd in cmds.values():  # warm the page cache, the bytecode cache and the Dask workers
+            run(cmd, env)
+        t: dict[str, list[float]] = {k: [] for k in cmds}
+        m: dict[str, list[float]] = {k: [] for k in cmds}
+        tree: dict[str, list[float]] = {k: [] for k in cmds}
+        for i in range(args.runs):
+            for k, cmd in cmds.items():
+                w, r, s = run(cmd, env)
+                t[k].append(w)
+                m[k].append(r)
+                tree[k].append(s)
+            print(f"  round {i + 1}: " + ", ".join(f"{k} {t[k][-1]:.2f} s" for k in cmds), flush=True)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    print(f"{args.ranks} rank files of {min(sizes):.1f}-{max(sizes):.1f} MB of JSON; {args.runs} alternating "
+          f"rounds; {n_cores} cores")
+    print(_fmt("one rank   (report rank0 -> html)", t["one"], m["one"], tree["one"]))
+    print(_fmt(f"{args.ranks} ranks (report DIR, local)", t["ranks"], m["ranks"], tree["ranks"]))
+    if "dask" in t:
+        print(_fmt(f"{args.ranks} ranks (report DIR, Dask)", t["dask"], m["dask"], tree["dask"]) +
+              "  (the client only; the workers run under the cluster)")
+    goal = GOAL * args.ranks / n_cores
+    ratios = [b / a for a, b in zip(t["one"], t["ranks"])]
+    ratio = statistics.median(t["ranks"]) / statistics.median(t["one"])
+    print(f"  {args.ranks} ranks / one rank: {ratio:.2f}x (per round {min(ratios):.2f}-{max(ratios):.2f}x) "
+          f"{'OK' if ratio <= goal else 'MISSED'} (goal <= {GOAL} x {args.ranks} / {n_cores} = {goal:.2f}x)")
+    if "dask" in t:
+        rd = statistics.median(t["dask"]) / statistics.median(t["one"])
+        print(f"  Dask {args.ranks} ranks / one rank: {rd:.2f}x ({'OK' if rd <= goal else 'over'} the same goal)")
+
+
+if __name__ == "__main__":
+    main()
