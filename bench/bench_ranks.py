@@ -26,9 +26,7 @@ The files are edited as text (the profiler's layout and size kept); --dask needs
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -43,6 +41,8 @@ SHARED = REPO.parent / "shared" / "traces"
 SOURCE = SHARED / "hta/df_index_resolver.json.gz"
 GOAL = 1.2  # ranks time <= GOAL x (N / cores) x one rank's time
 STRETCH = 0.002  # rank r's timeline is 1 + STRETCH r times as long
+sys.path.insert(0, str(REPO))
+from tests.rank_traces import stretched_ranks  # noqa: E402  (the tests build their rank files alike)
 
 
 def cores() -> int:
@@ -54,48 +54,6 @@ def cores() -> int:
 
 # ----------------------------------------------------------------------------- the rank files
 
-_TIME = re.compile(rb'"(ts|dur)": ?(-?\d+(?:\.\d+)?)')
-_DIST = re.compile(rb'"distributedInfo": ?\{[^{}]*\}, ?\s*')
-
-
-def _first_ts(text: bytes) -> float:
-    """The earliest timestamp of a timed event (metadata events, ph M, are left out)."""
-    try:
-        import orjson
-
-        doc = orjson.loads(text)
-    except ImportError:
-        import json
-
-        doc = json.loads(text)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    return min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M")
-
-
-def rank_text(text: bytes, t0: float, rank: int, world: int) -> bytes:
-    """The trace's text with distributedInfo {rank, world_size} and every timed event's ts and
-    dur stretched by 1 + STRETCH rank around t0. Edited as text, so the file keeps the
-    profiler's own layout (one key per line group, as Kineto writes it) and its size."""
-    s = 1 + STRETCH * rank
-
-    def stretch(m: re.Match) -> bytes:
-        v = float(m.group(2))
-        if m.group(1) == b"ts":
-            if v < t0:  # a metadata event's 0
-                return m.group(0)
-            v = t0 + (v - t0) * s
-        else:
-            v *= s
-        return b'"%s": %s' % (m.group(1), (b"%.3f" % v).rstrip(b"0").rstrip(b"."))
-
-    body = _TIME.sub(stretch, _DIST.sub(b"", text, count=1))
-    dist = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d},\n  ' % (rank, world)
-    i = body.index(b"{") + 1
-    while body[i:i + 1] in (b"\n", b" "):
-        i += 1
-    return body[:i] + dist + body[i:]
-
-
 def make_ranks(src: Path, dst: Path, n: int) -> list[Path]:
     """dst/rank0.json.gz ... rank{n-1}.json.gz from src (reused when all are there)."""
     files = [dst / f"rank{r}.json.gz" for r in range(n)]
@@ -103,16 +61,8 @@ def make_ranks(src: Path, dst: Path, n: int) -> list[Path]:
     want = f"{src.resolve()} {n} {STRETCH}"
     if all(f.exists() for f in files) and stamp.exists() and stamp.read_text() == want:
         return files
-    dst.mkdir(parents=True, exist_ok=True)
-    data = src.read_bytes()
-    text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-    t0 = _first_ts(text)
-    for r, f in enumerate(files):
-        out = rank_text(text, t0, r, n)
-        with gzip.open(f, "wb", compresslevel=1) as fh:
-            fh.write(out)
-        print(f"  wrote {f} ({len(out) / 1e6:.1f} MB of JSON)", flush=True)
-        del out
+    for f, size in zip(files, stretched_ranks(src, dst, n, STRETCH)):
+        print(f"  wrote {f} ({size / 1e6:.1f} MB of JSON)", flush=True)
     stamp.write_text(want)
     return files
 
@@ -181,13 +131,22 @@ def main() -> None:
                     help="where the rank files are written (reused)")
     ap.add_argument("--dask", action="store_true", help="also time the job on a local Dask cluster")
     ap.add_argument("--jobs", type=int, default=None, help="--jobs for the local 8-rank job")
+    ap.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.source.exists():
         sys.exit(f"{args.source}: not found (give --source, or put ../shared/traces beside the checkout)")
+    if args.make_only:
+        make_ranks(args.source, args.dir, args.ranks)
+        return
+    if args.runs < 1:
+        sys.exit("--runs: at least 1")
     n_cores = cores()
     print(f"making {args.ranks} rank files from {args.source.name} in {args.dir}", flush=True)
-    files = make_ranks(args.source, args.dir, args.ranks)
-    sys.path.insert(0, str(REPO))
+    # in a child process: a child forked from this one would otherwise report this process's
+    # high-water RSS (Linux keeps ru_maxrss across fork and exec)
+    subprocess.run([sys.executable, __file__, "--make-only", "--source", str(args.source), "--ranks",
+                    str(args.ranks), "--dir", str(args.dir)], check=True)
+    files = [args.dir / f"rank{r}.json.gz" for r in range(args.ranks)]
     from traceana.parallel import uncompressed_size
 
     sizes = [uncompressed_size(str(f)) / 1e6 for f in files]

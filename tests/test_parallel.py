@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_trace
 from tests.rank_traces import make_rank_dir
 from traceana.errors import BadInput
 from traceana.parallel import (
@@ -62,11 +62,11 @@ def test_uncompressed_size_reads_the_gzip_trailer(tmp_path):
 
 def test_plan_workers_by_cores_jobs_and_memory():
     gb = 10**9
-    # 8 files of 1 GB JSON each: estimated peak 4 x 1 GB + 0.15 GB = 4.15 GB per worker
+    # 8 files of 1 GB JSON each: estimated peak 2 x 1 GB + 0.15 GB = 2.15 GB per worker
     sizes = [gb] * 8
-    assert MEM_FACTOR * gb + MEM_BASE == pytest.approx(4.15 * gb)
-    # 24 GB free: 0.85 x 24 = 20.4 GB fits 4 workers (4 x 4.15 = 16.6; 5 x 4.15 = 20.75 > 20.4)
-    p = plan_workers(["f"] * 8, cores=16, available=24 * gb, sizes=sizes)
+    assert MEM_FACTOR * gb + MEM_BASE == pytest.approx(2.15 * gb)
+    # 12 GB free: 0.85 x 12 = 10.2 GB fits 4 workers (4 x 2.15 = 8.6; 5 x 2.15 = 10.75 > 10.2)
+    p = plan_workers(["f"] * 8, cores=16, available=12 * gb, sizes=sizes)
     assert (p.workers, p.limited_by) == (4, "memory")
     # 2 cores: 2 workers, whatever the memory
     p = plan_workers(["f"] * 8, cores=2, available=240 * gb, sizes=sizes)
@@ -78,10 +78,37 @@ def test_plan_workers_by_cores_jobs_and_memory():
     # one file larger than memory still gets one worker
     p = plan_workers(["f"], cores=4, available=1 * gb, sizes=[10 * gb])
     assert p.workers == 1
-    # the largest files count first: 10 GB -> 40.15 GB, 100 MB -> 0.4 + 0.15 = 0.55 GB each;
-    # 48 GB free, 0.85 x 48 = 40.8 usable: 40.15 + 0.55 = 40.7 fits, + 0.55 = 41.25 does not
-    p = plan_workers(["f"] * 3, cores=8, available=48 * gb, sizes=[10 * gb, 100 * 10**6, 100 * 10**6])
-    assert (p.workers, p.limited_by) == (2, "memory") and p.est_peak == pytest.approx(40.15 * gb)
+    # the largest files count first: 10 GB -> 20.15 GB, 100 MB -> 0.2 + 0.15 = 0.35 GB each;
+    # 24 GB free, 0.85 x 24 = 20.4 usable: 20.15 fits, + 0.35 = 20.5 does not
+    p = plan_workers(["f"] * 3, cores=8, available=24 * gb, sizes=[10 * gb, 100 * 10**6, 100 * 10**6])
+    assert (p.workers, p.limited_by) == (1, "memory") and p.est_peak == pytest.approx(20.15 * gb)
+    # 25 GB free, 0.85 x 25 = 21.25 usable: 20.15 + 0.35 = 20.5 fits, + 0.35 = 20.85 fits too
+    p = plan_workers(["f"] * 3, cores=8, available=25 * gb, sizes=[10 * gb, 100 * 10**6, 100 * 10**6])
+    assert (p.workers, p.limited_by) == (3, "files")
+    # 24.2 GB free, 0.85 x 24.2 = 20.57 usable: 20.5 fits, 20.85 does not -> 2 workers
+    p = plan_workers(["f"] * 3, cores=8, available=int(24.2 * gb), sizes=[10 * gb, 100 * 10**6, 100 * 10**6])
+    assert (p.workers, p.limited_by) == (2, "memory")
+
+
+def test_the_memory_estimate_covers_a_measured_worker():
+    """A worker's peak RSS (a fresh process: the interpreter, numpy, traceana, the load and the
+    analysis) stays under the estimate plan_workers sizes by, for a real 53.7 MB rank."""
+    import subprocess
+    import sys
+
+    f = shared_trace("hta/df_index_resolver.json.gz")
+    code = ("import resource, sys\n"
+            "from traceana.parallel import analyze_rank\n"
+            "r = analyze_rank(sys.argv[1])\n"
+            "assert 'analysis' in r, r\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
+    p = subprocess.run([sys.executable, "-c", code, f], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    peak = int(p.stdout.split()[-1])
+    # estimate: 2 x 53,733,385 B + 150 MB = 257.5 MB; measured ~141 MB
+    est = MEM_FACTOR * uncompressed_size(f) + MEM_BASE
+    assert est == pytest.approx(257.47e6, rel=1e-3)
+    assert 60e6 < peak < est, (peak, est)
 
 
 def test_analyze_rank_returns_errors_instead_of_raising(tmp_path):
