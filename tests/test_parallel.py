@@ -14,9 +14,11 @@ from traceana.errors import BadInput
 from traceana.parallel import (
     MEM_BASE,
     MEM_FACTOR,
+    _run,
     analyze_rank,
     dask_address,
     find_rank_files,
+    largest_first,
     map_ranks,
     plan_workers,
     split,
@@ -133,6 +135,62 @@ def test_process_pool_gives_the_same_analyses_as_one_process(tmp_path):
     strip = [dict(r["analysis"]) for r in pooled]
     assert [r["path"] for r in pooled] == files  # results keep the input order
     assert strip == [r["analysis"] for r in single]
+
+
+def test_workers_take_the_largest_files_first_and_results_keep_the_input_order(tmp_path):
+    from concurrent.futures import Executor, Future
+
+    # sizes 5, 10, 10, 1: the two 10s first (in the given order), then 5, then 1
+    assert largest_first(["a", "b", "c", "d"], [5, 10, 10, 1]) == [1, 2, 0, 3]
+
+    class InOrder(Executor):  # runs each task at submit, recording the order
+        def __init__(self):
+            self.order = []
+
+        def submit(self, fn, *args, **kwargs):
+            self.order.append(os.path.basename(args[0]))
+            f = Future()
+            f.set_result(fn(*args, **kwargs))
+            return f
+
+    for name, copies in (("small.json", 1), ("large.json", 3), ("mid.json", 2)):
+        text = T4.read_text()
+        (tmp_path / name).write_text(text + " " * (len(text) * (copies - 1)))  # padding: same trace, larger file
+    files = [str(tmp_path / n) for n in ("small.json", "large.json", "mid.json")]
+    ex = InOrder()
+    done = []
+    results = _run(ex, files, None, done.append, drop=("timeline",))
+    assert ex.order == ["large.json", "mid.json", "small.json"]
+    assert [os.path.basename(r["path"]) for r in results] == ["small.json", "large.json", "mid.json"]
+    assert sorted(os.path.basename(r["path"]) for r in done) == sorted(ex.order)  # each once, as it finishes
+    assert all("timeline" not in r["analysis"] and "rank_facts" in r["analysis"] for r in results)
+
+
+def test_html_and_md_reports_read_nothing_the_workers_leave_out(tmp_path):
+    """The workers drop NOT_READ (the timeline) for an html or md report: the pages and the
+    gates' verdicts are the same as from the full analyses, and less is sent back."""
+    import pickle
+
+    from traceana.gates import evaluate, parse_all
+    from traceana.ranks import cross_rank
+    from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
+
+    make_rank_dir(tmp_path, n=3, straggler=2)
+    files, _ = find_rank_files([str(tmp_path)])
+    full, _ = map_ranks(files, jobs=2)
+    lean, _ = map_ranks(files, jobs=2, drop=NOT_READ)
+    assert NOT_READ == ("timeline",)
+    assert all("timeline" in r["analysis"] for r in full) and not any("timeline" in r["analysis"] for r in lean)
+    assert [{k: v for k, v in r["analysis"].items() if k != "timeline"} for r in full] == [r["analysis"] for r in lean]
+    docs = []
+    for res in (full, lean):
+        analyses, failed = split(res)
+        docs.append(ranks_document(cross_rank(analyses, failed), analyses, "here"))
+    for fmt in ("html", "md"):
+        assert render_ranks(docs[0], fmt) == render_ranks(docs[1], fmt)
+    gates = parse_all(["coverage<95%", "roof<40%:aten::mm", "unmodelled>2%"], diff=False)
+    assert [evaluate(r["analysis"], gates) for r in full] == [evaluate(r["analysis"], gates) for r in lean]
+    assert len(pickle.dumps(lean)) < len(pickle.dumps(full))
 
 
 def test_dask_address():
