@@ -13,12 +13,15 @@ Each round runs, as whole processes, alternately:
     ranks = `traceana report DIR -o ranks.html`                     (local worker processes)
     dask  = `traceana report DIR -o dask.html --executor dask://…`  (with --dask: a LocalCluster
             of one single-threaded worker process per core, started once by this script)
+    base one / base ranks = the same two with another checkout's traceana (with --against)
 and prints medians, the spread (min-max) over --runs rounds, the ratio ranks / one against the
 goal 1.2 x N / cores (cores = the CPUs this process may run on), and memory: each process's
 peak RSS from wait4 (the largest of the process and its reaped children, i.e. the largest
-single worker) and the peak of the whole process tree's summed RSS, sampled every 20 ms.
+single worker) and the peak of the whole process tree's summed RSS, sampled every 20 ms; and
+CPU seconds, which other load on a shared machine disturbs less than wall time.
 
     /work/venv/bin/python bench/bench_ranks.py [--runs 5] [--ranks 8] [--dir /tmp/ranks8] [--dask]
+                                               [--against OTHER_CHECKOUT]
 
 The files are edited as text (the profiler's layout and size kept); --dask needs distributed.
 """
@@ -92,9 +95,10 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS of the largest single process (MB, wait4) and the peak of the
-    process tree's summed RSS (MB, sampled)."""
+def run(cmd: list[str], env: dict) -> tuple[float, float, float, float]:
+    """Wall seconds, peak RSS of the largest single process (MB, wait4), the peak of the
+    process tree's summed RSS (MB, sampled) and CPU seconds (user + system, the process and its
+    reaped children: what other load on the machine disturbs least)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = [0]
@@ -114,12 +118,13 @@ def run(cmd: list[str], env: dict) -> tuple[float, float, float]:
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"{' '.join(cmd)} failed ({code}): {err.strip()[-800:]}")
-    return wall, usage.ru_maxrss / 1024, peak[0] / 1e6
+    return wall, usage.ru_maxrss / 1024, peak[0] / 1e6, usage.ru_utime + usage.ru_stime
 
 
-def _fmt(name: str, ts: list[float], rss: list[float], tree: list[float]) -> str:
-    return (f"  {name:<34}: median {statistics.median(ts):6.2f} s  (spread {min(ts):.2f}-{max(ts):.2f} s)  "
-            f"peak RSS {max(rss):5.0f} MB per process, {max(tree):5.0f} MB all processes")
+def _fmt(name: str, ts: list[float], rss: list[float], tree: list[float], cpu: list[float]) -> str:
+    return (f"  {name[:40]:<40}: median {statistics.median(ts):6.2f} s (spread {min(ts):.2f}-{max(ts):.2f} s, "
+            f"CPU {statistics.median(cpu):.2f} s)  peak RSS {max(rss):4.0f} MB per process, "
+            f"{max(tree):4.0f} MB all processes")
 
 
 def main() -> None:
@@ -131,6 +136,8 @@ def main() -> None:
                     help="where the rank files are written (reused)")
     ap.add_argument("--dask", action="store_true", help="also time the job on a local Dask cluster")
     ap.add_argument("--jobs", type=int, default=None, help="--jobs for the local 8-rank job")
+    ap.add_argument("--against", type=Path, default=None, metavar="CHECKOUT",
+                    help="also time another checkout's traceana (e.g. the main branch), alternately")
     ap.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.source.exists():
@@ -151,54 +158,68 @@ def main() -> None:
 
     sizes = [uncompressed_size(str(f)) / 1e6 for f in files]
     out = Path(tempfile.mkdtemp(prefix="traceana-bench-ranks-out-"))
-    # traceana from this checkout, with its bytecode cached (as an installed copy has it)
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PYTHONPYCACHEPREFIX": str(out / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+
+    def env_for(checkout: Path, tag: str) -> dict:
+        """traceana from `checkout`, with its bytecode cached (as an installed copy has it)."""
+        e = {**os.environ, "PYTHONPATH": str(checkout) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             "PYTHONPYCACHEPREFIX": str(out / f"pycache-{tag}")}
+        e.pop("PYTHONDONTWRITEBYTECODE", None)
+        return e
+
     base = [sys.executable, "-m", "traceana", "report"]
     jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-    cmds = {"one": base + [str(files[0]), "-o", str(out / "one.html"), "-q", "--force"],
-            "ranks": base + [str(args.dir), "-o", str(out / "ranks.html"), "-q", "--force"] + jobs}
+    one = base + [str(files[0]), "-o", str(out / "one.html"), "-q", "--force"]
+    many = base + [str(args.dir), "-o", str(out / "ranks.html"), "-q", "--force"] + jobs
+    env = env_for(REPO, "this")
+    cmds = {"one": (one, env), "ranks": (many, env)}
+    if args.against:
+        benv = env_for(args.against.resolve(), "base")
+        cmds.update({"base one": (one, benv), "base ranks": (many, benv)})
     cluster = None
     if args.dask:
         try:
             from distributed import LocalCluster
         except ImportError:
             sys.exit("--dask needs distributed: pip install 'traceana[dask]'")
-        cluster = LocalCluster(n_workers=n_cores, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=n_cores, threads_per_worker=1, processes=True, dashboard_address=":0")
         addr = cluster.scheduler_address.replace("tcp://", "dask://")
-        cmds["dask"] = base + [str(args.dir), "-o", str(out / "dask.html"), "-q", "--force", "--executor", addr]
+        cmds["dask"] = (base + [str(args.dir), "-o", str(out / "dask.html"), "-q", "--force", "--executor", addr], env)
+    t: dict[str, list[float]] = {k: [] for k in cmds}
+    m: dict[str, list[float]] = {k: [] for k in cmds}
+    tree: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
     try:
-        for cmd in cmds.values():  # warm the page cache, the bytecode cache and the Dask workers
-            run(cmd, env)
-        t: dict[str, list[float]] = {k: [] for k in cmds}
-        m: dict[str, list[float]] = {k: [] for k in cmds}
-        tree: dict[str, list[float]] = {k: [] for k in cmds}
+        for cmd, e in cmds.values():  # warm the page cache, the bytecode caches and the Dask workers
+            run(cmd, e)
         for i in range(args.runs):
-            for k, cmd in cmds.items():
-                w, r, s = run(cmd, env)
+            for k, (cmd, e) in cmds.items():
+                w, r, s, c = run(cmd, e)
                 t[k].append(w)
                 m[k].append(r)
                 tree[k].append(s)
+                cpu[k].append(c)
             print(f"  round {i + 1}: " + ", ".join(f"{k} {t[k][-1]:.2f} s" for k in cmds), flush=True)
     finally:
         if cluster is not None:
             cluster.close()
     print(f"{args.ranks} rank files of {min(sizes):.1f}-{max(sizes):.1f} MB of JSON; {args.runs} alternating "
           f"rounds; {n_cores} cores")
-    print(_fmt("one rank   (report rank0 -> html)", t["one"], m["one"], tree["one"]))
-    print(_fmt(f"{args.ranks} ranks (report DIR, local)", t["ranks"], m["ranks"], tree["ranks"]))
-    if "dask" in t:
-        print(_fmt(f"{args.ranks} ranks (report DIR, Dask)", t["dask"], m["dask"], tree["dask"]) +
-              "  (the client only; the workers run under the cluster)")
+    names = {"one": "one rank (report rank0 -> html)", "ranks": f"{args.ranks} ranks (report DIR, local)",
+             "base one": f"one rank, {args.against}", "base ranks": f"{args.ranks} ranks, {args.against}",
+             "dask": f"{args.ranks} ranks (report DIR, Dask)"}
+    for k in cmds:
+        print(_fmt(names[k], t[k], m[k], tree[k], cpu[k]) +
+              ("  (the client only; the workers run under the cluster)" if k == "dask" else ""))
     goal = GOAL * args.ranks / n_cores
-    ratios = [b / a for a, b in zip(t["one"], t["ranks"])]
-    ratio = statistics.median(t["ranks"]) / statistics.median(t["one"])
-    print(f"  {args.ranks} ranks / one rank: {ratio:.2f}x (per round {min(ratios):.2f}-{max(ratios):.2f}x) "
-          f"{'OK' if ratio <= goal else 'MISSED'} (goal <= {GOAL} x {args.ranks} / {n_cores} = {goal:.2f}x)")
-    if "dask" in t:
-        rd = statistics.median(t["dask"]) / statistics.median(t["one"])
-        print(f"  Dask {args.ranks} ranks / one rank: {rd:.2f}x ({'OK' if rd <= goal else 'over'} the same goal)")
+    for tag, a, b in (("", "one", "ranks"), ("base: ", "base one", "base ranks"), ("Dask: ", "one", "dask")):
+        if b not in t:
+            continue
+        ratios = [y / x for x, y in zip(t[a], t[b])]
+        ratio = statistics.median(t[b]) / statistics.median(t[a])
+        print(f"  {tag}{args.ranks} ranks / one rank: {ratio:.2f}x (per round {min(ratios):.2f}-{max(ratios):.2f}x) "
+              f"{'OK' if ratio <= goal else 'MISSED'} (goal <= {GOAL} x {args.ranks} / {n_cores} = {goal:.2f}x)"
+              + ("" if b == "dask" else f"; CPU {statistics.median(cpu[b]) / statistics.median(cpu[a]):.2f}x "
+                 f"one rank's (ideal {args.ranks}x less the shared start-up)"))
 
 
 if __name__ == "__main__":
