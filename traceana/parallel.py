@@ -10,7 +10,8 @@ MEM_FACTOR times the trace's uncompressed JSON plus MEM_BASE (measured peaks, th
 interpreter's 35 MB included: 141 MB for 55 MB of JSON, 337 MB for 202 MB, 1.48 GB for
 1.1 GB, i.e. 1.3-1.9x the JSON plus 35 MB; the estimate keeps a margin of 1.6x or more), so no
 more workers run than the largest rank files' estimates fit in MemAvailable (/proc/meminfo).
-The workers are forked once per plan (one per core at most) and take the files largest first.
+The workers start once (forked where that is safe, so they inherit the imports), are reused
+for every file, and take the files largest first.
 """
 
 from __future__ import annotations
