@@ -58,6 +58,7 @@ def cores() -> int:
 
 # ----------------------------------------------------------------------------- the rank files
 
+
 def make_ranks(src: Path, dst: Path, n: int) -> list[Path]:
     """dst/rank0.json.gz ... rank{n-1}.json.gz from src (reused when all are there)."""
     files = [dst / f"rank{r}.json.gz" for r in range(n)]
@@ -65,6 +66,10 @@ def make_ranks(src: Path, dst: Path, n: int) -> list[Path]:
     want = f"{src.resolve()} {n} {STRETCH}"
     if all(f.exists() for f in files) and stamp.exists() and stamp.read_text() == want:
         return files
+    k = n
+    while (dst / f"rank{k}.json.gz").exists():  # a previous run's extra ranks (it made more)
+        (dst / f"rank{k}.json.gz").unlink()
+        k += 1
     for f, size in zip(files, stretched_ranks(src, dst, n, STRETCH)):
         print(f"  wrote {f} ({size / 1e6:.1f} MB of JSON)", flush=True)
     stamp.write_text(want)
