@@ -111,12 +111,36 @@ def _busy() -> float:
     return (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process and its live descendants (the Dask cluster's processes)."""
+    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            kids.setdefault(int(f[1]), []).append(int(d))
+            cpu[int(d)] = (int(f[11]) + int(f[12])) / tick  # utime, stime (fields 14, 15)
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0.0, [me]
+    while todo:
+        p = todo.pop()
+        total += cpu.get(p, 0.0)
+        todo += kids.get(p, [])
+    return total
+
+
 def run(cmd: list[str], env: dict) -> tuple[float, float, float, float, float]:
     """Wall seconds, peak RSS of the largest single process (MB, wait4), the peak of the
     process tree's summed RSS (MB, sampled), CPU seconds (user + system, the process and its
     reaped children: what other load on the machine disturbs least) and the other load: how
-    many cores everything else on the machine kept busy meanwhile, on average."""
-    b0 = _busy()
+    many cores everything else on the machine kept busy meanwhile, on average (not this script,
+    not its Dask cluster)."""
+    b0, own0 = _busy(), _own_cpu()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = [0]
@@ -131,9 +155,9 @@ def run(cmd: list[str], env: dict) -> tuple[float, float, float, float, float]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    busy = _busy() - b0
     stop.set()
     th.join()
+    busy = _busy() - b0 - (_own_cpu() - own0)  # less this script's sampler and the Dask cluster
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"{' '.join(cmd)} failed ({code}): {err.strip()[-800:]}")
@@ -220,9 +244,8 @@ def main() -> None:
                 tree[k].append(s)
                 cpu[k].append(c)
                 other[k].append(o)
-            print(f"  round {i + 1}: " + ", ".join(f"{k} {t[k][-1]:.2f} s" + ("" if k == "dask" else
-                                                  f" (other load {other[k][-1]:.1f} cores)") for k in cmds),
-                  flush=True)
+            print(f"  round {i + 1}: " + ", ".join(f"{k} {t[k][-1]:.2f} s (other load {other[k][-1]:.1f} cores)"
+                                                  for k in cmds), flush=True)
     finally:
         if cluster is not None:
             cluster.close()
@@ -242,20 +265,23 @@ def main() -> None:
         ratio = statistics.median(t[b]) / statistics.median(t[a])
         print(f"  {tag}{args.ranks} ranks / one rank: {ratio:.2f}x (per round {min(ratios):.2f}-{max(ratios):.2f}x) "
               f"{'OK' if ratio <= goal else 'MISSED'} (goal <= {GOAL} x {args.ranks} / {n_cores} = {goal:.2f}x)")
-        if b == "dask":
-            continue
         # other jobs on the machine take cores from the 8-rank job (which wants them all) far
         # more than from one rank (which uses about one): rounds where both ran alone are the
         # fair comparison
-        quiet = [r for x, y, r in zip(other[a], other[b], ratios) if x < QUIET and y < QUIET]
-        if quiet:
+        rounds = [i for i, (x, y) in enumerate(zip(other[a], other[b])) if x < QUIET and y < QUIET]
+        if rounds:
+            quiet = [ratios[i] for i in rounds]
             q = statistics.median(quiet)
+            ta, tb = [t[a][i] for i in rounds], [t[b][i] for i in rounds]
             print(f"    in the {len(quiet)} round(s) where other load stayed under {QUIET} cores: median "
-                  f"{q:.2f}x (spread {min(quiet):.2f}-{max(quiet):.2f}x) {'OK' if q <= goal else 'MISSED'}")
+                  f"{q:.2f}x (spread {min(quiet):.2f}-{max(quiet):.2f}x) {'OK' if q <= goal else 'MISSED'}; "
+                  f"one rank {statistics.median(ta):.2f} s ({min(ta):.2f}-{max(ta):.2f}), {args.ranks} ranks "
+                  f"{statistics.median(tb):.2f} s ({min(tb):.2f}-{max(tb):.2f})")
         else:
             print(f"    no round ran with other load under {QUIET} cores: the ratio is the machine's, not traceana's")
-        print(f"    CPU seconds: {statistics.median(cpu[b]) / statistics.median(cpu[a]):.2f}x one rank's "
-              f"(ideal: {args.ranks}x less the start-up the ranks share)")
+        if b != "dask":  # the Dask workers' CPU is the cluster's, not the command's
+            print(f"    CPU seconds: {statistics.median(cpu[b]) / statistics.median(cpu[a]):.2f}x one rank's "
+                  f"(ideal: {args.ranks}x less the start-up the ranks share)")
 
 
 if __name__ == "__main__":
