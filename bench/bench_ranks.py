@@ -49,6 +49,15 @@ sys.path.insert(0, str(REPO))
 from tests.rank_traces import stretched_ranks  # noqa: E402  (the tests build their rank files alike)
 
 
+CLUSTER = ("import sys\n"
+           "from distributed import LocalCluster\n"
+           "if __name__ == '__main__':\n"
+           "    with LocalCluster(n_workers=int(sys.argv[1]), threads_per_worker=1, processes=True,\n"
+           "                      dashboard_address=':0') as c:\n"
+           "        print(c.scheduler_address, flush=True)\n"
+           "        sys.stdin.read()\n")
+
+
 def cores() -> int:
     try:
         return len(os.sched_getaffinity(0)) or 1
@@ -221,12 +230,15 @@ def main() -> None:
         cmds.update({"base one": (one, benv), "base ranks": (many, benv)})
     cluster = None
     if args.dask:
-        try:
-            from distributed import LocalCluster
-        except ImportError:
-            sys.exit("--dask needs distributed: pip install 'traceana[dask]'")
-        cluster = LocalCluster(n_workers=n_cores, threads_per_worker=1, processes=True, dashboard_address=":0")
-        addr = cluster.scheduler_address.replace("tcp://", "dask://")
+        # in a child process, so this one stays small (see make_ranks) and the cluster's CPU
+        # is told apart from other jobs'; it runs until its stdin closes
+        cluster = subprocess.Popen([sys.executable, "-c", CLUSTER, str(n_cores)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = cluster.stdout.readline().strip() if cluster.stdout else ""
+        if not line.startswith("tcp://"):
+            cluster.kill()
+            sys.exit("--dask: could not start a LocalCluster (is distributed installed? pip install 'traceana[dask]')")
+        addr = line.replace("tcp://", "dask://")
         cmds["dask"] = (base + [str(args.dir), "-o", str(out / "dask.html"), "-q", "--force", "--executor", addr], env)
     t: dict[str, list[float]] = {k: [] for k in cmds}
     m: dict[str, list[float]] = {k: [] for k in cmds}
@@ -247,8 +259,9 @@ def main() -> None:
             print(f"  round {i + 1}: " + ", ".join(f"{k} {t[k][-1]:.2f} s (other load {other[k][-1]:.1f} cores)"
                                                   for k in cmds), flush=True)
     finally:
-        if cluster is not None:
-            cluster.close()
+        if cluster is not None and cluster.stdin:
+            cluster.stdin.close()
+            cluster.wait(timeout=60)
     print(f"{args.ranks} rank files of {min(sizes):.1f}-{max(sizes):.1f} MB of JSON; {args.runs} alternating "
           f"rounds; {n_cores} cores")
     names = {"one": "one rank (report rank0 -> html)", "ranks": f"{args.ranks} ranks (report DIR, local)",
