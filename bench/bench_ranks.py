@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -262,6 +263,7 @@ def main() -> None:
         if cluster is not None and cluster.stdin:
             cluster.stdin.close()
             cluster.wait(timeout=60)
+        shutil.rmtree(out, ignore_errors=True)
     print(f"{args.ranks} rank files of {min(sizes):.1f}-{max(sizes):.1f} MB of JSON; {args.runs} alternating "
           f"rounds; {n_cores} cores")
     names = {"one": "one rank (report rank0 -> html)", "ranks": f"{args.ranks} ranks (report DIR, local)",
