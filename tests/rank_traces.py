@@ -1,4 +1,5 @@
-"""Synthetic multi-rank runs made from a small real trace (the project's own T4 sample).
+"""Synthetic multi-rank runs made from a small real trace (the project's own T4 sample), and
+distinct ranks of one job made from a real distributed trace (`stretched_ranks`, at the end).
 
 `make_rank_dir(dst, n=8, slow={5: {"pow": 4.0}})` writes rank0.json.gz ... rank{n-1}.json.gz.
 Every rank is the T4 trace (fill, mm, mul_, sum, pow kernels back to back on one stream) with
@@ -26,6 +27,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,3 +110,65 @@ def make_rank_dir(dst: Path, n: int = 8, slow: dict[int, dict[str, float]] | Non
             doc["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": world_size or n}
         (dst / f"rank{r}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     return compute
+
+
+# ----------------------------------------------------------------------------- from a real trace
+# The bench (bench/bench_ranks.py) and the cross-rank tests make distinct ranks of one job from
+# one real distributed trace: rank r is the trace with distributedInfo {rank: r, world_size: n}
+# and its timeline stretched by 1 + stretch * r around its first timestamp (ts' = t0 + (ts - t0) s,
+# dur' = dur s: order and nesting kept, every duration - steps, kernels, collectives - s times
+# the source's). Edited as text, so a file keeps the profiler's own layout and size.
+
+_TIME = re.compile(rb'"(ts|dur)": ?(-?\d+(?:\.\d+)?)')
+_DIST = re.compile(rb'"distributedInfo": ?\{[^{}]*\}, ?\s*')
+
+
+def first_ts(text: bytes) -> float:
+    """The earliest timestamp of a timed event (metadata events, ph M, are left out)."""
+    try:
+        import orjson
+
+        doc = orjson.loads(text)
+    except ImportError:
+        doc = json.loads(text)
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    return min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M")
+
+
+def rank_text(text: bytes, t0: float, rank: int, world: int, stretch: float) -> bytes:
+    """The trace's text as rank `rank` of `world`, its times stretched by 1 + stretch * rank."""
+    s = 1 + stretch * rank
+
+    def sub(m: re.Match) -> bytes:
+        v = float(m.group(2))
+        if m.group(1) == b"ts":
+            if v < t0:  # a metadata event's 0
+                return m.group(0)
+            v = t0 + (v - t0) * s
+        else:
+            v *= s
+        return b'"%s": %s' % (m.group(1), (b"%.3f" % v).rstrip(b"0").rstrip(b"."))
+
+    body = _TIME.sub(sub, _DIST.sub(b"", text, count=1))
+    dist = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d},\n  ' % (rank, world)
+    i = body.index(b"{") + 1
+    while body[i:i + 1] in (b"\n", b" "):
+        i += 1
+    return body[:i] + dist + body[i:]
+
+
+def stretched_ranks(src: Path, dst: Path, n: int, stretch: float = 0.002) -> list[int]:
+    """Write dst/rank0.json.gz ... rank{n-1}.json.gz (gzip level 1) made from src; return
+    each file's JSON size in bytes."""
+    data = Path(src).read_bytes()
+    text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    t0 = first_ts(text)
+    dst.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    for r in range(n):
+        out = rank_text(text, t0, r, n, stretch)
+        with gzip.open(dst / f"rank{r}.json.gz", "wb", compresslevel=1) as fh:
+            fh.write(out)
+        sizes.append(len(out))
+        del out
+    return sizes

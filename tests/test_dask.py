@@ -1,4 +1,5 @@
-"""The per-rank analysis on a Dask distributed cluster (a LocalCluster of 2 worker processes)."""
+"""The per-rank analysis on a Dask distributed cluster (a LocalCluster of 2 worker processes):
+the same numbers as the local worker processes and as each rank file reported alone."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.rank_traces import make_rank_dir
+from tests.conftest import REPO, shared_trace
+from tests.rank_traces import make_rank_dir, stretched_ranks
 
 distributed = pytest.importorskip("distributed")
 
@@ -18,7 +20,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as c:
+                                  dashboard_address=":0") as c:
         yield c
 
 
@@ -55,3 +57,47 @@ def test_unreachable_scheduler_is_one_clear_error(tmp_path):
                        env={**os.environ, "TRACEANA_DASK_TIMEOUT": "2s"})
     assert p.returncode == 2 and "cannot reach the Dask scheduler" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+STRETCH = 0.01  # rank r: every time of the source trace x (1 + 0.01 r)
+
+
+def _report(target, out, *extra) -> dict:
+    p = subprocess.run([sys.executable, "-m", "traceana", "report", str(target), "-o", str(out), "-q", *extra],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(Path(out).read_text())
+
+
+def test_eight_real_ranks_local_equals_dask_equals_each_file(cluster, tmp_path):
+    """8 ranks of one job, made from HTA's sampled TorchRec rank (2 ProfilerSteps of 607,312
+    and 622,928 µs, 10 NCCL collectives): rank r is it with every time x (1 + 0.01 r)."""
+    run = tmp_path / "run"
+    stretched_ranks(Path(shared_trace("hta/sampled_rank-0.json.gz")), run, 8, STRETCH)
+    addr = cluster.scheduler_address.replace("tcp://", "dask://")
+    local = _report(run, tmp_path / "local.json", "--jobs", "2")
+    remote = _report(run, tmp_path / "dask.json", "--executor", addr)
+    assert local.pop("ran").startswith("in 2 worker processes")
+    assert remote.pop("ran").startswith("on the Dask cluster")
+    assert local == remote  # every number, every rank's full Analysis
+    rows = local["ranks"]
+    assert [r["rank"] for r in rows] == list(range(8)) and {r["steps"] for r in rows} == {2}
+    # rank 0's step: (607,312 + 622,928) / 2 = 615,120 µs; its collectives 198,099.5 µs a step
+    assert rows[0]["step_us"] == pytest.approx(615_120.0)
+    coll0 = rows[0]["collective_us"]
+    assert coll0 == pytest.approx(198_099.5)
+    for r in rows:
+        s = 1 + STRETCH * r["rank"]
+        assert r["step_us"] == pytest.approx(615_120.0 * s, rel=1e-6)  # times rounded to the ns
+        assert r["collective_us"] == pytest.approx(coll0 * s, rel=1e-6)
+        # each collective waits for rank 0's, the shortest: 198,099.5 x 0.01 r = 1,980.995 r µs
+        assert r["collective_wait_us"] == pytest.approx(1_980.995 * r["rank"], rel=1e-6)
+    # 1,980.995 x (0 + 1 + ... + 7) = 1,980.995 x 28 = 55,467.86 µs
+    assert local["summary"]["collective_wait_us_total"] == pytest.approx(55_467.86, rel=1e-6)
+    assert local["summary"]["collectives_unmatched"] == 0 and local["straggler"]["rank"] == 7
+    # each rank file reported alone: the same Analysis as the rank's in the cross-rank report
+    for k in (0, 5):
+        alone = _report(run / f"rank{k}.json.gz", tmp_path / f"rank{k}.json")
+        a = dict(local["analyses"][k])
+        assert a.pop("rank_facts")["rank"] == k
+        assert alone == a

@@ -5,9 +5,13 @@ Analysis is plain data), so it runs the same in this process, in a local process
 a Dask distributed cluster (`--executor dask://HOST:PORT`; the workers must see the same
 paths, e.g. a shared file system, and have traceana installed).
 
-Local workers are sized to the cores and to memory: a load peaks at about MEM_FACTOR times
-the trace's uncompressed JSON (measured: 3.0x on a 1.1 GB trace), so no more workers run
-than the largest rank files' estimates fit in MemAvailable (/proc/meminfo).
+Local workers are sized to the cores and to memory: one worker analyses a rank in at most
+MEM_FACTOR times the trace's uncompressed JSON plus MEM_BASE (measured peaks, the
+interpreter's 35 MB included: 141 MB for 55 MB of JSON, 337 MB for 202 MB, 1.48 GB for
+1.1 GB, i.e. 1.3-1.9x the JSON plus 35 MB; the estimate keeps a margin of 1.6x or more), so no
+more workers run than the largest rank files' estimates fit in MemAvailable (/proc/meminfo).
+The workers start once (forked where that is safe, so they inherit the imports), are reused
+for every file, and take the files largest first.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 from traceana.errors import BadInput, TraceanaError
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # covers *.pt.trace.json[.gz]
-MEM_FACTOR = 4.0  # peak RSS per worker ~ MEM_FACTOR x uncompressed JSON ...
+MEM_FACTOR = 2.0  # peak RSS per worker <= MEM_FACTOR x uncompressed JSON ...
 MEM_BASE = 150e6  # ... plus the interpreter, numpy and traceana itself
 MEM_SHARE = 0.85  # of MemAvailable, leaving room for the parent and the page cache
 
@@ -94,10 +98,12 @@ def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None
 # ----------------------------------------------------------------------------- the worker
 
 
-def analyze_rank(path: str, options: Any = None) -> dict[str, Any]:
+def analyze_rank(path: str, options: Any = None, drop: Sequence[str] = ()) -> dict[str, Any]:
     """One rank file -> {"path", "file", "analysis" (with "rank_facts") | "error", "seconds"}.
     Never raises for a bad file: the error is the result, so one corrupt rank does not sink
-    a 512-rank report."""
+    a 512-rank report. `drop`: top-level Analysis keys left out of the result (what the
+    caller will not read: the timeline, half of a rank's result, for an html or md cross-rank
+    report), so less is pickled back and held by the parent."""
     from traceana.analysis import Options, analyze_trace
     from traceana.load import load_trace
     from traceana.rank_facts import rank_facts
@@ -110,6 +116,8 @@ def analyze_rank(path: str, options: Any = None) -> dict[str, Any]:
         analysis = analyze_trace(trace, options if options is not None else Options())
         del trace
         analysis["rank_facts"] = facts
+        for key in drop:
+            analysis.pop(key, None)
         out["analysis"] = analysis
     except TraceanaError as exc:
         out["error"] = str(exc)
@@ -227,9 +235,12 @@ def dask_address(spec: str) -> str | None:
 
 
 def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "local", jobs: int | None = None,
-              on_done: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[dict[str, Any]], str]:
+              on_done: Callable[[dict[str, Any]], None] | None = None,
+              drop: Sequence[str] = ()) -> tuple[list[dict[str, Any]], str]:
     """analyze_rank over every path; results in the order of `paths`, and a line saying
-    where they ran. `on_done` is called once per finished file (the progress bar)."""
+    where they ran. `on_done` is called once per finished file (the progress bar); `drop` is
+    passed on to analyze_rank. Workers take the largest files first (so no large file starts
+    last while the other workers idle), one worker per core reused for every file."""
     addr = dask_address(executor)
     if addr is not None:
         try:
@@ -242,28 +253,37 @@ def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "loc
             raise BadInput(f"--executor {executor}: cannot reach the Dask scheduler at {addr} ({exc})") from None
         try:
             n = len(client.scheduler_info().get("workers", {}))
-            results = _run(client.get_executor(), paths, options, on_done)
+            results = _run(client.get_executor(), paths, options, on_done, drop)
         finally:
             client.close()
         return results, f"on the Dask cluster at {addr} ({n} workers)"
-    plan = plan_workers(paths, jobs)
+    sizes = [uncompressed_size(p) for p in paths]
+    plan = plan_workers(paths, jobs, sizes=sizes)
     if plan.workers == 1:
         results = []
         for p in paths:
-            r = analyze_rank(p, options)
+            r = analyze_rank(p, options, drop)
             results.append(r)
             if on_done:
                 on_done(r)
         return results, f"in this process (1 worker: limited by {plan.limited_by})"
     with ProcessPoolExecutor(max_workers=plan.workers, mp_context=_local_context()) as ex:
-        results = _run(ex, paths, options, on_done)
+        results = _run(ex, paths, options, on_done, drop, sizes)
     return results, (f"in {plan.workers} worker processes ({plan.cores} cores; limited by {plan.limited_by}; "
                      f"~{plan.est_peak / 1e9:.1f} GB peak for the largest rank)")
 
 
-def _run(ex: Executor, paths: Sequence[str], options: Any,
-         on_done: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
-    futures: dict[Future, int] = {ex.submit(analyze_rank, p, options): i for i, p in enumerate(paths)}
+def largest_first(paths: Sequence[str], sizes: Sequence[int] | None = None) -> list[int]:
+    """Indices of `paths`, the largest uncompressed JSON first (ties in the given order): the
+    longest-processing-time-first order, so the run ends with small files filling the gaps."""
+    sizes = list(sizes) if sizes is not None else [uncompressed_size(p) for p in paths]
+    return sorted(range(len(paths)), key=lambda i: -sizes[i])
+
+
+def _run(ex: Executor, paths: Sequence[str], options: Any, on_done: Callable[[dict[str, Any]], None] | None,
+         drop: Sequence[str] = (), sizes: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    futures: dict[Future, int] = {ex.submit(analyze_rank, paths[i], options, tuple(drop)): i
+                                  for i in largest_first(paths, sizes)}
     results: list[dict[str, Any] | None] = [None] * len(paths)
     for fut in as_completed(futures):
         i = futures[fut]

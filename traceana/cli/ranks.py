@@ -37,7 +37,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     from traceana.progress import progress
     from traceana.ranks import cross_rank
     from traceana.render import format_for_path
-    from traceana.render.ranks_html import ranks_document, render_ranks
+    from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
 
     for flag in ("svg", "png", "md_image"):
         if ci.get(flag):
@@ -61,7 +61,8 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
                    f"(e.g. {os.path.basename(skipped[0])}): only *.json and *.json.gz are rank files", err=True)
     with progress(len(files), "ranks", quiet=quiet, unit="file") as bar:
         results, where = map_ranks(files, options, executor=executor, jobs=jobs,
-                                   on_done=lambda r: bar.advance(r.get("file", "")))
+                                   on_done=lambda r: bar.advance(r.get("file", "")),
+                                   drop=NOT_READ if fmt in ("html", "md") else ())
     analyses, failed = split(results)
     if not analyses:
         first = failed[0]["error"] if failed else "no result"

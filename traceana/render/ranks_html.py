@@ -32,6 +32,10 @@ from traceana.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
+#: Analysis keys the html and markdown cross-rank reports (and the --fail-on gates) never read:
+#: the rank workers leave them out of their results for those formats (the timeline is about
+#: half of a rank's result). The JSON form keeps every rank's full Analysis.
+NOT_READ = ("timeline",)
 
 
 def ranks_document(cross: Mapping[str, Any], analyses: Sequence[Mapping[str, Any]], where: str = "") -> dict:
