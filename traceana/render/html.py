@@ -11,6 +11,7 @@ Nothing on the page depends on the time of rendering, so the same input gives th
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,8 +52,13 @@ from traceana import units
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import add_story
 
-#: The table shows at most this many op signatures (the page stays responsive).
-MAX_TABLE_ROWS = 2000
+#: The table holds at most this many op signatures (the JSON output has them all).
+MAX_TABLE_ROWS = 100_000
+#: A table with more rows than this is drawn lazily by report.js from a JSON block (only the rows
+#: in view are in the DOM); smaller ones are plain HTML, readable without JavaScript.
+LAZY_ROWS = 2000
+#: Rows of a lazy table also written as HTML: what a reader without JavaScript sees.
+STATIC_ROWS = 100
 #: The chart plots at most this many op signatures (the ones with the most device time).
 MAX_CHART_POINTS = 5000
 #: Long lists in the coverage section are cut here.
@@ -169,7 +175,8 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
               title=text(op.get("peak_why"), 300), cls="roof"),
     ]
     search = " ".join((full, dims, fmt_types(op.get("input_types")), bound, family)).lower()
-    return {"id": anchor, "cells": cells, "bound": bound, "family": family, "search": text(search, 3000)}
+    return {"id": anchor, "cells": cells, "bound": bound, "family": family, "search": text(search, 3000),
+            "full": full}
 
 
 def _pct_text(op: Mapping[str, Any]) -> str:
@@ -389,13 +396,87 @@ def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _table(rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    """The ops table and the choices of its filters (the bounds and op families present)."""
+    """The ops table and the choices of its filters (the bounds and op families present).
+
+    Up to LAZY_ROWS rows are plain HTML. Beyond that only the first STATIC_ROWS are HTML and
+    every row goes to `lazy` (lazy_rows: compact lists) for report.js to draw as the reader scrolls.
+    """
     bounds = [b for b in BOUNDS if any(r["bound"] == b for r in rows)]
     families = sorted({r["family"] for r in rows})
-    return {"rows": rows, "total": total, "shown": len(rows),
+    lazy = len(rows) > LAZY_ROWS
+    return {"rows": rows[:STATIC_ROWS] if lazy else rows, "total": total, "shown": len(rows),
+            "lazy": lazy_rows(rows) if lazy else None, "sizer": _sizer(rows) if lazy else [],
             "bounds": [(b, b.replace("_", " ")) for b in bounds], "families": families,
             "estimated": any("est" in c["cls"] for r in rows for c in r["cells"]),
             "over": any("over" in c["cls"] for r in rows for c in r["cells"])}
+
+
+def _sizer(rows: list[dict[str, Any]]) -> list[str]:
+    """The longest text of each column (none for the name and shapes, which are clipped to fit)."""
+    columns = max((len(r["cells"]) for r in rows), default=0)
+    out = []
+    for i in range(columns):
+        texts = [r["cells"][i]["t"] for r in rows if i < len(r["cells"])]
+        clipped = any(r["cells"][i]["cls"] in ("name", "dims") for r in rows[:1] if i < len(r["cells"]))
+        out.append("" if clipped else max(texts, key=len, default=""))
+    return out
+
+
+def lazy_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows of a lazy table, compact for JSON: {"strings", "classes", "rows"}.
+
+    A row is [id, bound, family, full name, cells]; a cell is [text, sort key, title, class] with
+    empty trailing parts left out (a bare text when nothing else is set), the class only when it
+    is not its column's usual one (`classes`) and the title as a list of its lines. Any text, line
+    or class used more than once is written once in `strings` and referred to by its index. Sort
+    keys keep 7 significant digits (the table shows at most 4). report.js joins it back.
+    """
+    columns = max((len(r["cells"]) for r in rows), default=0)
+    classes = [Counter(r["cells"][i]["cls"] for r in rows if i < len(r["cells"])).most_common(1)[0][0]
+               for i in range(columns)]
+    raw = []
+    uses: Counter[str] = Counter()
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r["cells"]):
+            lines = c["title"].split("\n") if c["title"] else []
+            cls = c["cls"] if i >= len(classes) or c["cls"] != classes[i] else ""
+            cells.append((c["t"], _sort_key(c["v"]), lines, cls))
+            uses.update((c["t"], cls, *lines))
+        full = r["full"] if r["full"] != r["cells"][0]["t"] else ""
+        raw.append((r["id"], r["bound"], r["family"], full, cells))
+        uses.update((r["bound"], r["family"], full))
+    index: dict[str, int] = {}
+    strings: list[str] = []
+
+    def ref(t: str) -> str | int:
+        if len(t) < 4 or uses[t] < 2:
+            return t
+        i = index.get(t)
+        if i is None:
+            i = index[t] = len(strings)
+            strings.append(t)
+        return i
+
+    out = []
+    for rid, bound, family, full, cells in raw:
+        packed: list[Any] = []
+        for t, key, lines, cls in cells:
+            title: Any = [ref(x) for x in lines] if len(lines) > 1 else ref(lines[0]) if lines else ""
+            cell = [ref(t), key, title, ref(cls)]
+            while len(cell) > 1 and cell[-1] in ("", None):
+                cell.pop()
+            packed.append(cell[0] if len(cell) == 1 else cell)
+        out.append([rid, ref(bound), ref(family), ref(full), packed])
+    return {"strings": strings, "classes": classes, "rows": out}
+
+
+def _sort_key(v: str) -> float | int | None:
+    """A cell's sort key (repr of a number, or "") to 7 significant digits; whole numbers as ints."""
+    if not v:
+        return None
+    f = float(f"{float(v):.7g}")
+    return int(f) if f.is_integer() and abs(f) < 2 ** 53 else f
 
 
 def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
