@@ -425,49 +425,65 @@ def _sizer(rows: list[dict[str, Any]]) -> list[str]:
 def lazy_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The rows of a lazy table, compact for JSON: {"strings", "classes", "rows"}.
 
-    A row is [id, bound, family, full name, cells]; a cell is [text, sort key, title, class] with
-    empty trailing parts left out (a bare text when nothing else is set), the class only when it
-    is not its column's usual one (`classes`) and the title as a list of its lines. Any text, line
-    or class used more than once is written once in `strings` and referred to by its index. Sort
-    keys keep 7 significant digits (the table shows at most 4). report.js joins it back.
+    A row is [id, bound, family, full name (blank: the name shown), cells]; a cell is its text, or
+    [text, sort key, title, class] with empty trailing parts left out, the class only when it is
+    not its column's usual one (`classes`) and a title of several lines as the list of its lines.
+    A text, line or class of 4 characters or more used more than once is written once, in
+    `strings`, and referred to by its index. Sort keys keep 7 significant digits (the table shows at most 4). report.js
+    reads this back.
     """
     columns = max((len(r["cells"]) for r in rows), default=0)
     classes = [Counter(r["cells"][i]["cls"] for r in rows if i < len(r["cells"])).most_common(1)[0][0]
                for i in range(columns)]
-    raw = []
-    uses: Counter[str] = Counter()
-    for r in rows:
-        cells = []
-        for i, c in enumerate(r["cells"]):
-            lines = c["title"].split("\n") if c["title"] else []
-            cls = c["cls"] if i >= len(classes) or c["cls"] != classes[i] else ""
-            cells.append((c["t"], _sort_key(c["v"]), lines, cls))
-            uses.update((c["t"], cls, *lines))
-        full = r["full"] if r["full"] != r["cells"][0]["t"] else ""
-        raw.append((r["id"], r["bound"], r["family"], full, cells))
-        uses.update((r["bound"], r["family"], full))
     index: dict[str, int] = {}
     strings: list[str] = []
+    first: dict[str, tuple[list[Any], int]] = {}  # where a text met once so far was written
 
-    def ref(t: str) -> str | int:
-        if len(t) < 4 or uses[t] < 2:
-            return t
+    def put(box: list[Any], t: str) -> None:
+        """Append t to box, or its index once it is met a second time (the first one then too)."""
         i = index.get(t)
         if i is None:
+            where = first.pop(t, None) if len(t) >= 4 else None
+            if where is None:
+                if len(t) >= 4:
+                    first[t] = (box, len(box))
+                box.append(t)
+                return
             i = index[t] = len(strings)
             strings.append(t)
-        return i
+            where[0][where[1]] = i
+        box.append(i)
 
     out = []
-    for rid, bound, family, full, cells in raw:
+    for r in rows:
         packed: list[Any] = []
-        for t, key, lines, cls in cells:
-            title: Any = [ref(x) for x in lines] if len(lines) > 1 else ref(lines[0]) if lines else ""
-            cell = [ref(t), key, title, ref(cls)]
-            while len(cell) > 1 and cell[-1] in ("", None):
-                cell.pop()
-            packed.append(cell[0] if len(cell) == 1 else cell)
-        out.append([rid, ref(bound), ref(family), ref(full), packed])
+        for i, c in enumerate(r["cells"]):
+            key, title, cls = _sort_key(c["v"]), c["title"], c["cls"]
+            if i < columns and cls == classes[i]:
+                cls = ""
+            if not title and not cls and key is None:
+                put(packed, c["t"])
+                continue
+            cell: list[Any] = []
+            put(cell, c["t"])
+            cell.append(key)
+            if title or cls:
+                if "\n" in title:
+                    lines: list[Any] = []
+                    for line in title.split("\n"):
+                        put(lines, line)
+                    cell.append(lines)
+                else:
+                    put(cell, title)
+                if cls:
+                    put(cell, cls)
+            packed.append(cell)
+        row: list[Any] = [r["id"]]
+        put(row, r["bound"])
+        put(row, r["family"])
+        put(row, r["full"] if r["full"] != r["cells"][0]["t"] else "")
+        row.append(packed)
+        out.append(row)
     return {"strings": strings, "classes": classes, "rows": out}
 
 
