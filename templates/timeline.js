@@ -306,14 +306,8 @@
       }
       var p = local(ev), h = hit(p.x, p.y);  // a click: jump to the op's row
       var op = h && h.lane ? ops[String(h.lane.op[h.i])] : null;
-      if (op && op.row) {
-        var r = document.getElementById("op-" + op.id);
-        if (r) {
-          r.scrollIntoView({ block: "center" });
-          r.classList.add("flash");
-          window.setTimeout(function () { r.classList.remove("flash"); }, 1600);
-        }
-      }
+      var table = document.getElementById("ops-table");
+      if (op && op.row && table && table.reveal) { table.reveal(op.id); }  // report.js draws the row if need be
       draw();
     });
     canvas.addEventListener("mousemove", function (ev) {

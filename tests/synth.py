@@ -100,3 +100,31 @@ def graph_replay(kernels, corr, t0, name="hipGraphLaunch", gap=1.0):
         events.append(kernel(kname, t, dur, corr))
         t += dur + gap
     return events
+
+
+#: Op names of many_signatures(), with the kernel each launches.
+WIDE_OPS = (("aten::mm", "ampere_sgemm_128x64_nn"), ("aten::add", "vectorized_elementwise_kernel"),
+            ("aten::mul", "vectorized_elementwise_kernel"), ("aten::sum", "reduce_kernel"),
+            ("aten::copy_", "elementwise_kernel"))
+
+
+def many_signatures(n, hostile_every=0):
+    """A trace whose ops table has n rows: n one-call ops, each with shapes no other op has.
+
+    Op i is WIDE_OPS[i % 5] on a (rows, cols) input that grows with i (aten::mm gets
+    [[r, c], [c, 64]]), launching one kernel of 1 + (i % 97) µs on stream 7; ops start
+    100 µs apart (no two kernels overlap). With hostile_every > 0, every hostile_every-th op's name carries markup
+    ("</script><img src=x onerror=alert(1)>") to check that the lazy table escapes what it draws.
+    """
+    events = []
+    for i in range(n):
+        name, kname = WIDE_OPS[i % len(WIDE_OPS)]
+        if hostile_every and i % hostile_every == 0:
+            name = f"{name}</script><img src=x onerror=alert({i})>"
+        r, c = 16 + i // 7, 32 + (i % 7) * 8
+        dims = [[r, c], [c, 64]] if name.startswith("aten::mm") else [[r, c], [r, c]]
+        ts = 100 + 100 * i
+        events.append(op(name, ts, 10, ext=i + 1, dims=dims))
+        events.append(launch(ts + 2, corr=i + 1, ext=i + 1))
+        events.append(kernel(kname, ts + 5, 1 + (i % 97), corr=i + 1, ext=i + 1))
+    return trace(events)

@@ -18,7 +18,7 @@ import pytest
 from traceana.units import kernel_name
 from traceana.errors import BadInput
 from traceana.render import format_for_path, render
-from traceana.render.html import MAX_TABLE_ROWS, build_view, render_html
+from traceana.render.html import build_view, render_html
 from traceana.render.json_out import render_json
 from traceana.render.markdown import MAX_CHARS, md_text, render_markdown
 from traceana.render.templates import environment, include_file, template_dir
@@ -154,13 +154,91 @@ def test_html_table_rows_and_links():
     assert "Tesla T4" in page and "320 GB/s" in page
 
 
-def test_html_caps_table_rows():
+def _lazy_block(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="ops-rows">(.*?)</script>', page, re.S)
+    assert m, "ops-rows block missing"
+    assert "<" not in m.group(1)  # |tojson writes < as \\u003c: no text can close the block
+    return json.loads(m.group(1))
+
+
+def _unpack(block: dict) -> list[dict]:
+    """The lazy table's rows as report.js reads them (strings by index, titles joined by lines)."""
+    strings, classes = block["strings"], block["classes"]
+
+    def s(x):
+        return strings[x] if isinstance(x, int) else x
+
+    rows = []
+    for rid, bound, family, full, cells in block["rows"]:
+        out = []
+        for i, c in enumerate(cells):
+            c = c if isinstance(c, list) else [c]
+            c = c + [None, "", ""][len(c) - 1:]
+            title = "\n".join(s(x) for x in c[2]) if isinstance(c[2], list) else s(c[2])
+            out.append({"t": s(c[0]), "v": c[1], "title": title, "cls": s(c[3]) or classes[i]})
+        rows.append({"id": rid, "bound": s(bound), "family": s(family), "full": s(full), "cells": out})
+    return rows
+
+
+def _many_ops(n):
+    """n op signatures, each its own shape; op 2001 has the hostile name."""
+    return [_op(i, HOSTILE if i == 2001 else f"aten::op{i % 7}", input_dims=[[i + 1, 64]], input_types=["float"],
+                device_time_us=10000.0 - i, flops=64 * (i + 1), bytes=512 * (i + 1), intensity=0.125,
+                achieved_tflops=0.01, achieved_gbps=80.0 + i / 3, roofline_time_us=1.5, roof_pct=15.0,
+                bound="memory" if i % 3 else "latency", peak_dtype="fp32", peak_tflops=8.1,
+                estimated=i % 5 == 0, over_roof={"text": "faster than DRAM"} if i % 11 == 0 else None)
+            for i in range(n)]
+
+
+def test_html_lazy_table():
+    """Over LAZY_ROWS rows: the first STATIC_ROWS as HTML, every row in the ops-rows block, which
+    unpacks to the same cells (text, title, class) the HTML rows have, sort keys to 7 digits."""
+    from traceana.render.html import LAZY_ROWS, STATIC_ROWS, _row
+
     a = make_analysis()
-    a["ops"] = [_op(i, f"aten::op{i}", flops=10, intensity=1.0, achieved_tflops=0.1)
-                for i in range(MAX_TABLE_ROWS + 5)]
+    a["ops"] = _many_ops(LAZY_ROWS + 3)
     page = render_html(a)
-    assert page.count('<tr id="op-') == MAX_TABLE_ROWS
-    assert "Showing the first 2,000 of 2,005" in page
+    assert '<table id="ops-table" class="ops lazy" aria-rowcount="2004">' in page  # 2003 rows + the header
+    assert page.count('<tr id="op-') == STATIC_ROWS == 100
+    assert "shows the first 100 of 2,003 op signatures" in page  # the <noscript> note
+    assert '<tfoot class="sizer" aria-hidden="true">' in page
+    assert "<script>alert" not in page
+    block = _lazy_block(page)
+    rows = _unpack(block)
+    assert len(rows) == 2003 and rows[0]["id"] == "op0" and rows[-1]["id"] == "op2002"
+    # a repeated text is written once: "aten::op1" names the 286 ops i % 7 == 1 below 2003 (1, 8, …, 1996)
+    assert block["strings"].count("aten::op1") == 1
+    ref = block["strings"].index("aten::op1")
+    assert sum(1 for r in block["rows"] if r[4][0][0] == ref) == 286
+    for i in (0, 1, 5, 11, 2001, 2002):
+        want = _row(a["ops"][i], f"op{i}")
+        got = rows[i]
+        assert (got["bound"], got["family"]) == (want["bound"], want["family"])
+        assert (got["full"] or got["cells"][0]["t"]) == want["full"]
+        for g, w in zip(got["cells"], want["cells"], strict=True):
+            assert (g["t"], g["title"], g["cls"]) == (w["t"], w["title"], w["cls"])
+            assert g["v"] == (None if not w["v"] else pytest.approx(float(w["v"]), rel=5e-7))
+    hostile = rows[2001]
+    assert hostile["full"] == HOSTILE  # decoded intact, shown through textContent
+    assert hostile["cells"][0]["title"].startswith(HOSTILE)
+    assert rows[0]["cells"][12]["cls"] == "num over" and "↑" in rows[0]["cells"][12]["t"]  # op 0: i % 11 == 0
+    assert rows[5]["cells"][6]["t"].startswith("≈ ")  # op 5 is estimated: 64 * 6 = 384 FLOPs, "≈ 384"
+
+
+def test_html_small_table_is_plain_html():
+    page = render_html(make_analysis())
+    assert 'class="ops"' in page and 'id="ops-rows"' not in page and "<tfoot" not in page
+
+
+def test_html_caps_table_rows(monkeypatch):
+    import traceana.render.html as html_mod
+
+    monkeypatch.setattr(html_mod, "MAX_TABLE_ROWS", 2100)
+    a = make_analysis()
+    a["ops"] = _many_ops(2105)
+    page = render_html(a)
+    assert len(_lazy_block(page)["rows"]) == 2100
+    assert "Showing the first 2,100 of 2,105" in page
 
 
 def test_html_survives_missing_and_malformed_fields():

@@ -486,19 +486,25 @@ def _strip(pts: list[dict[str, Any]], dev: Mapping[str, Any], bw: float | None, 
         placer.taken.append((gx + 3, y - 10, gx + 5 + width, y + 3))
         last_right = gx + 4 + width
     mid = (band0 + axis_y) / 2
-    placed: list[tuple[float, float, float]] = []
+    # circles placed so far, by column of x as wide as the largest circle: circles whose centres are
+    # further apart than that never touch, so only the neighbouring columns need checking
+    radii = [_radius(p["t"], tmax, 9.0) for p in pts]
+    width = max(1.0, 2 * max(radii, default=0.0))
+    placed: dict[int, list[tuple[float, float, float]]] = {}
     circles, spots = [], []
-    for p in pts:  # a beeswarm: each circle at the first height (from the middle out) clear of the others
-        cx, r = sx(p["x"]), _radius(p["t"], tmax, 9.0)
+    for p, r in zip(pts, radii):  # a beeswarm: each circle at the first height (from the middle out) clear of the others
+        cx = sx(p["x"])
+        col = int(cx // width)
+        near = [q for c in (col - 1, col, col + 1) for q in placed.get(c, ())]
         cy = mid
         for k in range(0, 12):
             y = mid + (k + 1) // 2 * 5 * (1 if k % 2 else -1)
             if y - r < band0 - 2 or y + r > axis_y - 1:
                 continue
-            if all(math.hypot(cx - qx, y - qy) >= r + qr - 1 for qx, qy, qr in placed):
+            if all(math.hypot(cx - qx, y - qy) >= r + qr - 1 for qx, qy, qr in near):
                 cy = y
                 break
-        placed.append((cx, cy, r))
+        placed.setdefault(col, []).append((cx, cy, r))
         tip = _tip(p["op"], f"{fmt_sig(p['x'])} GB/s")
         circles.append(_circle(p, cx, cy, r, "bw", ids, html, tip))
         spots.append((cx, cy, r))
