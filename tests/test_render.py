@@ -193,7 +193,8 @@ def _many_ops(n):
 def test_html_lazy_table():
     """Over LAZY_ROWS rows: the first STATIC_ROWS as HTML, every row in the ops-rows block, which
     unpacks to the same cells (text, title, class) the HTML rows have, sort keys to 7 digits."""
-    from traceana.render.html import LAZY_ROWS, STATIC_ROWS, _row
+    from traceana.render.html import _row
+    from traceana.render.ops_table import LAZY_ROWS, STATIC_ROWS
 
     a = make_analysis()
     a["ops"] = _many_ops(LAZY_ROWS + 3)

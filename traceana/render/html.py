@@ -11,10 +11,10 @@ Nothing on the page depends on the time of rendering, so the same input gives th
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from traceana.render.ops_table import ops_table
 from traceana.render import (
     BOUNDS,
     bound_of,
@@ -54,11 +54,6 @@ from traceana.render.timeline import add_story
 
 #: The table holds at most this many op signatures (the JSON output has them all).
 MAX_TABLE_ROWS = 100_000
-#: A table with more rows than this is drawn lazily by report.js from a JSON block (only the rows
-#: in view are in the DOM); smaller ones are plain HTML, readable without JavaScript.
-LAZY_ROWS = 2000
-#: Rows of a lazy table also written as HTML: what a reader without JavaScript sees.
-STATIC_ROWS = 100
 #: The chart plots at most this many op signatures (the ones with the most device time).
 MAX_CHART_POINTS = 5000
 #: Long lists in the coverage section are cut here.
@@ -395,106 +390,6 @@ def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in facts if v]
 
 
-def _table(rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    """The ops table and the choices of its filters (the bounds and op families present).
-
-    Up to LAZY_ROWS rows are plain HTML. Beyond that only the first STATIC_ROWS are HTML and
-    every row goes to `lazy` (lazy_rows: compact lists) for report.js to draw as the reader scrolls.
-    """
-    bounds = [b for b in BOUNDS if any(r["bound"] == b for r in rows)]
-    families = sorted({r["family"] for r in rows})
-    lazy = len(rows) > LAZY_ROWS
-    return {"rows": rows[:STATIC_ROWS] if lazy else rows, "total": total, "shown": len(rows),
-            "lazy": lazy_rows(rows) if lazy else None, "sizer": _sizer(rows) if lazy else [],
-            "bounds": [(b, b.replace("_", " ")) for b in bounds], "families": families,
-            "estimated": any("est" in c["cls"] for r in rows for c in r["cells"]),
-            "over": any("over" in c["cls"] for r in rows for c in r["cells"])}
-
-
-def _sizer(rows: list[dict[str, Any]]) -> list[str]:
-    """The longest text of each column (none for the name and shapes, which are clipped to fit)."""
-    columns = max((len(r["cells"]) for r in rows), default=0)
-    out = []
-    for i in range(columns):
-        texts = [r["cells"][i]["t"] for r in rows if i < len(r["cells"])]
-        clipped = any(r["cells"][i]["cls"] in ("name", "dims") for r in rows[:1] if i < len(r["cells"]))
-        out.append("" if clipped else max(texts, key=len, default=""))
-    return out
-
-
-def lazy_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The rows of a lazy table, compact for JSON: {"strings", "classes", "rows"}.
-
-    A row is [id, bound, family, full name (blank: the name shown), cells]; a cell is its text, or
-    [text, sort key, title, class] with empty trailing parts left out, the class only when it is
-    not its column's usual one (`classes`) and a title of several lines as the list of its lines.
-    A text, line or class of 4 characters or more used more than once is written once, in
-    `strings`, and referred to by its index. Sort keys keep 7 significant digits (the table shows at most 4). report.js
-    reads this back.
-    """
-    columns = max((len(r["cells"]) for r in rows), default=0)
-    classes = [Counter(r["cells"][i]["cls"] for r in rows if i < len(r["cells"])).most_common(1)[0][0]
-               for i in range(columns)]
-    index: dict[str, int] = {}
-    strings: list[str] = []
-    first: dict[str, tuple[list[Any], int]] = {}  # where a text met once so far was written
-
-    def put(box: list[Any], t: str) -> None:
-        """Append t to box, or its index once it is met a second time (the first one then too)."""
-        i = index.get(t)
-        if i is None:
-            where = first.pop(t, None) if len(t) >= 4 else None
-            if where is None:
-                if len(t) >= 4:
-                    first[t] = (box, len(box))
-                box.append(t)
-                return
-            i = index[t] = len(strings)
-            strings.append(t)
-            where[0][where[1]] = i
-        box.append(i)
-
-    out = []
-    for r in rows:
-        packed: list[Any] = []
-        for i, c in enumerate(r["cells"]):
-            key, title, cls = _sort_key(c["v"]), c["title"], c["cls"]
-            if i < columns and cls == classes[i]:
-                cls = ""
-            if not title and not cls and key is None:
-                put(packed, c["t"])
-                continue
-            cell: list[Any] = []
-            put(cell, c["t"])
-            cell.append(key)
-            if title or cls:
-                if "\n" in title:
-                    lines: list[Any] = []
-                    for line in title.split("\n"):
-                        put(lines, line)
-                    cell.append(lines)
-                else:
-                    put(cell, title)
-                if cls:
-                    put(cell, cls)
-            packed.append(cell)
-        row: list[Any] = [r["id"]]
-        put(row, r["bound"])
-        put(row, r["family"])
-        put(row, r["full"] if r["full"] != r["cells"][0]["t"] else "")
-        row.append(packed)
-        out.append(row)
-    return {"strings": strings, "classes": classes, "rows": out}
-
-
-def _sort_key(v: str) -> float | int | None:
-    """A cell's sort key (repr of a number, or "") to 7 significant digits; whole numbers as ints."""
-    if not v:
-        return None
-    f = float(f"{float(v):.7g}")
-    return int(f) if f.is_integer() and abs(f) < 2 ** 53 else f
-
-
 def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template shows, as display strings and plain numbers."""
     a = mapping(analysis)
@@ -554,7 +449,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "explanations": explanations,
         "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),
                   "capped": len(plottable) - len(points)},
-        "table": _table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
+        "table": ops_table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
         "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")),
         "data": to_json_safe({
             "points": points,
