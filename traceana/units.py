@@ -27,7 +27,8 @@ def num(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _text(value: Any, limit: int | None = None) -> str:
+def text(value: Any, limit: int | None = None) -> str:
+    """A display string for an untrusted value; "" for null; cut to `limit` characters."""
     if value is None:
         return ""
     out = value if isinstance(value, str) else str(value)
@@ -236,11 +237,11 @@ def dims(d: Any, limit: int | None = 200, collapse: bool = False) -> str:
             if not x:
                 return "()"
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x):
-                return "×".join(_text(v) for v in x)
+                return "×".join(text(v) for v in x)
             if depth > 3:
                 return "[…]"
             return "[" + ", ".join(one(v, depth + 1) for v in x) + "]"
-        return _text(x)
+        return text(x)
 
     if not isinstance(d, (list, tuple)):
         return ""
@@ -259,7 +260,7 @@ def dims(d: Any, limit: int | None = 200, collapse: bool = False) -> str:
                 runs.append(parts[i])
                 i += 1
         parts = runs
-    return _text(", ".join(parts), limit)
+    return text(", ".join(parts), limit)
 
 
 #: Profiler dtype strings (C++ type names) as people write them.
@@ -281,7 +282,7 @@ NON_TENSOR_TYPES = frozenset({"", "Scalar", "ScalarList", "GenericList", "Int", 
 def dtype(t: Any) -> str:
     """One dtype as people write it: 'c10::BFloat16' -> 'bf16', 'float' -> 'fp32'; a name that
     is already short or unknown stays as it is (without a 'c10::' prefix)."""
-    s = _text(t, 60).strip()
+    s = text(t, 60).strip()
     if s in DTYPE_NAMES:
         return DTYPE_NAMES[s]
     return s[5:] if s.startswith("c10::") else s
@@ -291,8 +292,8 @@ def dtypes(types: Any, limit: int | None = 120) -> str:
     """The distinct tensor dtypes of an op's inputs, in order: 'bf16', 'fp32, int64'."""
     if not isinstance(types, (list, tuple)):
         return ""
-    out = dict.fromkeys(dtype(t) for t in types if _text(t).strip() not in NON_TENSOR_TYPES)
-    return _text(", ".join(x for x in out if x), limit)
+    out = dict.fromkeys(dtype(t) for t in types if text(t).strip() not in NON_TENSOR_TYPES)
+    return text(", ".join(x for x in out if x), limit)
 
 
 #: Device-table peak columns, named for a reader: 'bf16_tc' -> 'bf16 tensor'.
@@ -305,7 +306,7 @@ PEAK_NAMES: dict[str, str] = {
 
 def peak_name(key: Any) -> str:
     """A compute roof's name: 'bf16 tensor', 'fp32 vector' (CUDA cores / SIMD units)."""
-    k = _text(key, 40)
+    k = text(key, 40)
     return PEAK_NAMES.get(k, k.replace("_tc", " tensor").replace("_", " "))
 
 
@@ -353,10 +354,10 @@ def kernel_name(name: Any, limit: int = 80) -> str:
     ('cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>' -> that argument).
     Names that are not C++ signatures (aten::mm, ampere_sgemm_128x64_nn, Memcpy HtoD (…),
     nccl:all_reduce) are kept as they are."""
-    s = " ".join(_text(name).split())
+    s = " ".join(text(name).split())
     cpp = s.startswith("void ") or "<" in s or ("::" in s and s.endswith(")"))
     if not cpp or s.startswith("aten::"):
-        return _text(s, limit)
+        return text(s, limit)
     s = _ANON.sub("", s)
     if s.startswith("void "):
         s = s[5:]
@@ -369,13 +370,13 @@ def kernel_name(name: Any, limit: int = 80) -> str:
         if base in _WRAPPERS and first and (first[0].isalpha() or first[0] == "_"):
             s = first
             continue
-        return _text(base or s, limit)
-    return _text(s, limit)
+        return text(base or s, limit)
+    return text(s, limit)
 
 
 def op_label(name: Any, input_dims: Any = None, dtype_: Any = None) -> str:
     """An op signature in one line: 'aten::mm (8192×8192, 8192×8192; bf16)', kernel names
     shortened; the parenthesis is left out when neither shapes nor dtype are known."""
-    inner = "; ".join(x for x in (dims(input_dims), _text(dtype_, 40)) if x)
+    inner = "; ".join(x for x in (dims(input_dims), text(dtype_, 40)) if x)
     head = kernel_name(name) or "(unnamed op)"
     return f"{head} ({inner})" if inner else head

@@ -14,6 +14,7 @@ from typing import Any
 
 from traceana.devices import match_device
 from traceana.devices.links import links_for
+from traceana.parallel import mem_available
 
 CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 
@@ -61,15 +62,6 @@ def cpu_caches(root: str = CPU_CACHE_DIR) -> dict[int, int]:
     return out
 
 
-def mem_available(path: str = "/proc/meminfo") -> int | None:
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def cpu_name(path: str = "/proc/cpuinfo") -> str:

@@ -90,14 +90,7 @@ def seq(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def text(value: Any, limit: int | None = None) -> str:
-    """A display string for an untrusted value; "" for null; cut to `limit` characters."""
-    if value is None:
-        return ""
-    out = value if isinstance(value, str) else str(value)
-    if limit is not None and len(out) > limit:
-        out = out[: max(limit - 1, 0)] + "…"
-    return out
+text = units.text  # a display string for an untrusted value; "" for null; cut to `limit` characters
 
 
 def share(part: Any, whole: Any) -> float | None:
