@@ -107,8 +107,8 @@ def sentence(led: dict, values: dict) -> str:
     span = led["span_us"]
     if span <= 0:
         return "The GPU ran no measurable work."
-    per = (f" ({led['steps']} profiler steps, median {u.us(led['step_us'])})" if led.get("steps") and led.get("step_us")
-           else "")
+    per = (f" ({u.plural(led['steps'], 'profiler step')}, median {u.us(led['step_us'])})"
+           if led.get("steps") and led.get("step_us") else "")
     parts = []
     work = sorted(((k, v) for k, v in led["work_by_bound"].items()), key=lambda kv: -kv[1])
     kern = sum(v for _, v in work)
