@@ -181,3 +181,19 @@ def test_every_shared_trace_has_a_ledger_that_adds_up():
         if tl:
             prim = next(d for d in tl["idle_by_device"] if d["device"] == led["device"])
             assert prim["idle_by_cause"] == pytest.approx(idle), rel
+
+
+def test_kineto_resnet_waits_for_a_single_process_dataloader():
+    a = analysis("kineto/worker0.1623143089861.pt.trace.json.gz")
+    led = a["ledger"]
+    idle = led["idle"]["by_cause"]
+    # 379.46 ms of the 996.48 ms span the next work was launched only after the GPU went idle: 38.1%
+    assert idle["host_dispatch"] == pytest.approx(379458.0, abs=1) and led["steps"] == 6
+    act = led["idle"]["host_activity"]
+    # 285.2 ms of it with the launching thread inside the DataLoader's __next__ (num_workers=0: a
+    # _SingleProcessDataLoaderIter), 33.0 ms in zero_grad
+    assert act["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] == pytest.approx(285214.0)
+    assert sum(act.values()) == pytest.approx(idle["host_dispatch"])
+    f = a["findings"][0]
+    assert f["kind"] == "host_dispatch" and "DataLoader" in f["title"] and "num_workers" in f["text"]
+    assert a["plan"][0]["kind"] == "host_dispatch" and led["lever"] == "host_dispatch"
