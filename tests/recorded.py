@@ -10,7 +10,8 @@ numbers; the autograd wrappers of the backward; user annotations.
 
 What is synthetic (added here, and only this):
   launches   each op that would launch GPU work gets a `cudaLaunchKernel` runtime event inside it
-             (at its end, 40% of its time at most 4 us, 0.5 us before it returns) and one `kernel`
+             (in its own time after its last child: 40% of that, at most 4 us, ending 10% of it
+             (at most 0.5 us) before the op returns) and one `kernel`
              event on stream 7 of device 0, joined by a correlation id and carrying the op's
              External id. Which ops launch (see `_launches`):
                - an aten op in ONE_KERNEL (GEMMs, convolutions, softmax, norms, dropout in training,
@@ -310,9 +311,9 @@ def _returns_input(e: dict) -> bool:
     return len(c) >= 3 and (c[2] == "False" or c[1] in ("0", "0."))
 
 
-def _launches(ops: list[dict]) -> list[tuple[dict, int]]:
-    """(op, how many kernels) for each op that launches GPU work, by the rules in the module doc.
-    ops: one thread's cpu_op events sorted by (start, longest first)."""
+def _launches(ops: list[dict]) -> list[tuple[dict, int, float]]:
+    """(op, how many kernels, where its own code resumes after its last child) for each op that launches GPU
+    work, by the rules in the module doc. ops: one thread's cpu_op events sorted by (start, longest first)."""
     parent: list[int] = [-1] * len(ops)
     stack: list[int] = []
     for i, e in enumerate(ops):
@@ -344,7 +345,11 @@ def _launches(ops: list[dict]) -> list[tuple[dict, int]]:
                 launch[i] = len(_kernel_names(e["name"], e["args"], "float"))
         if (launch[i] or below[i]) and parent[i] >= 0:
             below[parent[i]] = True
-    return [(ops[i], launch[i]) for i in range(len(ops)) if launch[i]]
+    tail = [e["ts"] for e in ops]  # the end of the op's last child: its launches go after it, outside every child
+    for i, p in enumerate(parent):
+        if p >= 0:
+            tail[p] = max(tail[p], ops[i]["ts"] + ops[i]["dur"])
+    return [(ops[i], launch[i], tail[i]) for i in range(len(ops)) if launch[i]]
 
 
 def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
@@ -355,7 +360,7 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
             by_thread.setdefault(e["tid"], []).append(e)
-    work: list[tuple[dict, int]] = []
+    work: list[tuple[dict, int, float]] = []
     for ops in by_thread.values():
         ops.sort(key=lambda e: (e["ts"], -e["dur"]))
         work.extend(_launches(ops))
@@ -366,15 +371,16 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
     out.append({"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}})
     out.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": STREAM, "args": {"name": f"stream {STREAM}"}})
     corr, gpu_free = 1, -math.inf
-    for e, n in work:
+    for e, n, tail in work:
         a = e["args"]
         ext = a.get("External id")
         nbytes, flops, dtype = _cost(e["name"], a)
         names = _kernel_names(e["name"], a, dtype)
         end = e["ts"] + e["dur"]
-        slot = min(4.0, 0.4 * e["dur"]) / len(names)
+        room = end - tail  # the op's own time after its last child
+        slot = min(4.0, 0.4 * room) / len(names)
         for k, kname in enumerate(names):
-            l_ts = end - min(0.5, 0.1 * e["dur"]) - slot * (len(names) - k)
+            l_ts = end - min(0.5, 0.1 * room) - slot * (len(names) - k)
             is_copy = _short(e["name"]) == "_local_scalar_dense"
             out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync" if is_copy else "cudaLaunchKernel",
                         "pid": pid, "tid": e["tid"], "ts": l_ts, "dur": slot * 0.8,
@@ -399,7 +405,7 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
             corr += 1
         if _short(e["name"]) == "_local_scalar_dense":
             out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": pid,
-                        "tid": e["tid"], "ts": end - min(0.4, 0.08 * e["dur"]), "dur": min(0.3, 0.06 * e["dur"]),
+                        "tid": e["tid"], "ts": end - min(0.4, 0.08 * room), "dur": min(0.3, 0.06 * room),
                         "args": {"cbid": 131, "correlation": corr}})
             corr += 1
     doc = {k: v for k, v in cpu_doc.items() if k != "traceEvents"}
@@ -446,9 +452,9 @@ def _text_inputs(torch, batch: int = 2, seq: int = 32, vocab: int = 1000, pad_la
 def _bert(attn: str):
     transformers = pytest.importorskip("transformers")
     import torch
-    cfg = transformers.BertConfig(vocab_size=1000, max_position_embeddings=64, attn_implementation=attn, **SMALL)
+    cfg = transformers.BertConfig(vocab_size=1000, max_position_embeddings=256, attn_implementation=attn, **SMALL)
     model = transformers.BertModel(cfg)
-    ids, mask = _text_inputs(torch)
+    ids, mask = _text_inputs(torch, seq=256, pad_last=16)  # long enough for the fused kernel's FLOPs to show
     return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
@@ -471,6 +477,16 @@ def _t5(attn: str):
     ids, mask = _text_inputs(torch)
     dec, _ = _text_inputs(torch, seq=16, pad_last=0)  # 16 decoder tokens attend to 32 encoder tokens
     return model, lambda: model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).last_hidden_state
+
+
+def _bloom(attn: str):
+    """bf16 BLOOM: ALiBi bias through baddbmm, masked_fill, softmax in fp32 cast back to bf16."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    cfg = transformers.BloomConfig(vocab_size=1000, hidden_size=64, n_layer=2, n_head=4, attn_implementation=attn)
+    model = transformers.BloomModel(cfg).to(torch.bfloat16)
+    ids, mask = _text_inputs(torch)
+    return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
 def _vit(attn: str):
@@ -501,7 +517,7 @@ def _resnet(attn: str):
     return model, lambda: model(pixel_values=pix).last_hidden_state
 
 
-MODELS = {"bert": _bert, "gpt2": _gpt2, "t5": _t5, "vit": _vit, "videomae": _videomae, "resnet": _resnet}
+MODELS = {"bert": _bert, "bloom": _bloom, "gpt2": _gpt2, "t5": _t5, "vit": _vit, "videomae": _videomae, "resnet": _resnet}
 
 
 def model_trace(key: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 
@@ -19,13 +20,18 @@ def test_bert_kernels_follow_the_rules(recorded_trace):
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     launches = {e["args"]["correlation"]: e for e in ev if e.get("name") == "cudaLaunchKernel"}
     assert kernels and len(launches) == len(kernels)
+    starts = sorted((o["ts"], i, o) for i, o in enumerate(ops.values()))
     by_op = {}
     for k in kernels:
         assert k["args"]["stream"] == STREAM and k["args"]["device"] == 0
         launch = launches[k["args"]["correlation"]]
         op = ops[k["args"]["External id"]]
-        # the launch sits inside its op, the kernel starts after its launch
+        # the launch sits inside its op and outside every child of it, the kernel starts after its launch
         assert op["ts"] <= launch["ts"] and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
+        near = starts[bisect.bisect_left(starts, (op["ts"],)):bisect.bisect_right(starts, (launch["ts"], 1e300))]
+        inner = [o["name"] for _, _, o in near if o["tid"] == op["tid"] and o is not op
+                 and launch["ts"] + launch["dur"] <= o["ts"] + o["dur"]]
+        assert inner == [], (op["name"], inner)
         assert k["ts"] >= launch["ts"]
         by_op.setdefault(op["name"], []).append(k["name"])
     # views, metadata and the composite ops above GEMMs launch nothing
@@ -43,11 +49,12 @@ def test_time_model_arithmetic(recorded_trace):
     ev = _load(recorded_trace("bert"))
     ops = {e["args"]["External id"]: e for e in ev if e.get("cat") == "cpu_op"}
     soft = [k for k in ev if k.get("cat") == "kernel" and ops[k["args"]["External id"]]["name"] == "aten::_softmax"]
-    # softmax over [2, 4, 32, 32] fp32: read 2*4*32*32*4 = 32,768 B, write as much: 65,536 B
-    # 2.0 us + 65,536 B / (0.8 * 1555 GB/s) = 2.0 + 65,536 / 1,244,000 B/us = 2.0 + 0.052682 us
+    # softmax over [2, 4, 256, 256] fp32: read 2*4*256*256*4 = 2,097,152 B, write as much: 4,194,304 B
+    # 2.0 us + 4,194,304 B / (0.8 * 1555 GB/s) = 2.0 + 4,194,304 / 1,244,000 B/us = 2.0 + 3.371627 us
     assert KERNEL_FIXED_US == 2.0 and MEM_EFF == 0.8
+    assert len(soft) == 2
     for k in soft:
-        assert abs(k["dur"] - (2.0 + 65_536 / 1_244_000)) < 1e-9
+        assert abs(k["dur"] - (2.0 + 4_194_304 / 1_244_000)) < 1e-9
     row = device_row()
     # a bf16 GEMM of 2*1024*1024*1024 FLOPs: compute-bound at 0.6 * 312 TFLOP/s = 187.2 FLOP/ps
     # bytes 3 * 1024*1024*2 = 6,291,456 B -> 5.06 us of DRAM; FLOPs 2,147,483,648 / 187.2e6 = 11.47 us
