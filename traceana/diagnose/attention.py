@@ -343,7 +343,7 @@ def fraction_of_peak(rows: list[dict]) -> tuple[float, str]:
     done = [r for r in rows if r.get("family") == "attention" and r.get("flops") and r.get("peak_tflops")
             and r.get("device_time_us") and r.get("bound") not in ("latency", None) and not r.get("opaque")]
     if not done:
-        return DEFAULT_FRACTION, "FlashAttention-2's low end on an A100; the trace has no fused attention to measure"
+        return DEFAULT_FRACTION, "FlashAttention-2's low end: it reaches 50-73% of an A100's peak; this trace has no fused attention to measure"
     flops = sum(r["flops"] * r["count"] for r in done)
     cap = sum(r["device_time_us"] * r["peak_tflops"] * 1e6 for r in done)
     return min(flops / cap, 1.0), f"what this trace's own fused attention ops reach ({len(done)} signature(s))"

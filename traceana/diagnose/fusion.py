@@ -15,7 +15,9 @@ A link a -> b joins two op instances when all of these hold (dataflow.py has the
   fresh     when a writes a new tensor, b's matching input is laid out densely (a strided slice of
             that shape is some other tensor);
   scalar    a one-element intermediate links only out of a reduction (any scalar matches any other).
-Chains are the maximal runs of links; identical chains (same signatures) are grouped.
+Chains are the maximal runs of links; identical chains (same signatures) are grouped. Unfused
+attention (GEMM -> element-wise steps -> softmax -> GEMM) is attention.py's: its ops are claimed
+first and no chain here runs through them, so no saving is counted twice.
 
 Savings. Each link's intermediate makes a DRAM round trip that a fused kernel keeps on chip:
 its write and its read back (only the read when the producer works in place on a tensor that
