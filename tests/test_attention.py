@@ -190,3 +190,13 @@ def test_fraction_from_the_trace_fused_kernels():
     assert frac == pytest.approx(8e9 / (40 * 312e6))
     assert "this trace's own fused attention" in why
     assert fraction_of_peak(rows[1:])[0] == DEFAULT_FRACTION
+
+
+def test_sdpa_math_fallback_in_training_is_not_unfused(recorded_trace):
+    # On CPU, training with dropout runs scaled_dot_product_attention's math fallback: its forward bmm /
+    # softmax / bmm sit inside aten::scaled_dot_product_attention, its backward runs under autograd outside
+    # it. Neither is "unfused attention" to replace with SDPA: the model already calls it.
+    doc = analyze(recorded_trace("bert_sdpa_train"))
+    names = {r["name"] for r in doc["ops"]}
+    assert {"aten::_softmax", "aten::_softmax_backward_data", "aten::bmm"} <= names
+    assert _attention(doc) == []

@@ -29,7 +29,9 @@ softmax (`_softmax`, `softmax`, `_safe_softmax`, `_log_softmax`) and every softm
             also owns the other GEMMs of the same attention backward next to its two GEMMs: the
             second reader of dS and the dV GEMM beside the dP GEMM (they share dO);
   fused     an op inside a fused attention op (scaled_dot_product_attention's math fallback,
-            vLLM / SGLang / flash_attn ops) is never reported: the model already calls one.
+            vLLM / SGLang / flash_attn ops) is never reported: the model already calls one; nor is
+            a softmax backward whose probabilities have the shape and dtype of a softmax run inside
+            one (the math fallback's backward runs outside the op, under autograd).
 
 Saving = measured time of the chain's ops - the fused kernel's time, per repetition, where
 fused = max(bytes / DRAM bandwidth, FLOPs / (fraction x peak), the device's launch floor):
@@ -216,6 +218,11 @@ def _inside_fused(trace, at: np.ndarray) -> np.ndarray:
     return out
 
 
+def _first_tensor(row: dict, arg: int = 0) -> Tensor | None:
+    """(shape, dtype) of the op's argument `arg` when it is a tensor."""
+    return next((t for k, t, _ in tensor_args(row) if k == arg), None)
+
+
 def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str | None, taken: set[int]) -> list[int]:
     """copy_ ops in positions [lo, hi) writing one of the GEMM operands (the contiguous Q / K^T / V)."""
     found = []
@@ -237,10 +244,13 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
     q = _Seq(flow, seq, r, th, oe["stream"][seq], trace.ops.strides)
     centre = np.array([n in SOFTMAX_FWD or n in SOFTMAX_BWD for n in q.names], dtype=bool)
     at = np.flatnonzero((r >= 0) & centre[np.maximum(r, 0)])
-    at = at[~_inside_fused(trace, seq[at])]
+    inside = _inside_fused(trace, seq[at])
+    # the probabilities a fused op's math fallback computed: a softmax backward of that shape is its backward
+    fused_p = {_first_tensor(flow.rows[r[c]]) for c in at[inside].tolist() if q.name(c) in SOFTMAX_FWD}
+    at = at[~inside]
     groups: dict[tuple, dict] = {}
     for c in at.tolist():
-        if claimed[c]:
+        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.rows[r[c]], 1) in fused_p):
             continue
         hit = _chain(q, c, claimed)
         if hit is None:
