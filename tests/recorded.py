@@ -489,6 +489,17 @@ def _bloom(attn: str):
     return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
+def _deberta(attn: str):
+    """DeBERTa-v2: disentangled relative-position scores added, the padding mask applied by masked_fill."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    cfg = transformers.DebertaV2Config(vocab_size=1000, max_position_embeddings=64, relative_attention=True,
+                                       position_buckets=16, pos_att_type=["p2c", "c2p"], **SMALL)
+    model = transformers.DebertaV2Model(cfg)
+    ids, mask = _text_inputs(torch)
+    return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
 def _vit(attn: str):
     transformers = pytest.importorskip("transformers")
     import torch
@@ -517,7 +528,7 @@ def _resnet(attn: str):
     return model, lambda: model(pixel_values=pix).last_hidden_state
 
 
-MODELS = {"bert": _bert, "bloom": _bloom, "gpt2": _gpt2, "t5": _t5, "vit": _vit, "videomae": _videomae, "resnet": _resnet}
+MODELS = {"bert": _bert, "bloom": _bloom, "deberta": _deberta, "gpt2": _gpt2, "t5": _t5, "vit": _vit, "videomae": _videomae, "resnet": _resnet}
 
 
 def model_trace(key: str) -> dict:

@@ -172,6 +172,20 @@ def test_bloom_bf16_alibi_baddbmm_and_casts(recorded_trace):
     assert "312 TFLOP/s" in f["text"]  # the bf16 GEMMs' tensor-core roof
 
 
+def test_deberta_relative_bias_and_masked_fill(recorded_trace):
+    doc = analyze(recorded_trace("deberta"))
+    [(chain, saving, ops, _)] = _attention(doc)
+    # scores + the disentangled bias (c2p + p2c, built by its own bmm / gather / div / add_ from the
+    # position embeddings: not the scores' path), then masked_fill with the padding mask
+    assert chain == "forward: bmm → add → masked_fill → _softmax → bmm"
+    assert ops == {"aten::bmm", "aten::add", "aten::masked_fill", "aten::_softmax"}
+    s = 8 * 32 * 32 * 4  # 32,768 B of scores; Q, K, V 8*32*16*4 = 16,384 B each
+    per_layer = (kt(2 * 16_384 + s, 2 * 8 * 32 * 32 * 16) + kt(3 * s)  # scores + bias
+                 + kt(2 * s + 2 * 32 * 32)  # masked_fill reads the [2, 1, 32, 32] bool mask
+                 + kt(2 * s) + kt(s + 2 * 16_384, 2 * 8 * 32 * 32 * 16))
+    assert saving == pytest.approx(2 * per_layer - 2 * 2.0, rel=1e-9)
+
+
 @pytest.mark.parametrize("model", ["bert_sdpa", "gpt2_sdpa"])
 def test_sdpa_is_never_unfused(recorded_trace, model):
     doc = analyze(recorded_trace(model))

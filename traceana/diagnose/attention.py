@@ -11,8 +11,11 @@ softmax (`_softmax`, `softmax`, `_safe_softmax`, `_log_softmax`) and every softm
   back      from the softmax's input, step to the nearest earlier op (at most WINDOW ops back) that
             writes that tensor: an element-wise step (STEPS: scale mul / div, mask add / sub,
             masked_fill, where, clamp, tanh soft-capping, casts as copy_, dropout) continues the walk
-            from the step's own data input (its operand as large as its output); a batched GEMM
-            (bmm / baddbmm / matmul / mm / einsum) ends it; anything else writing it ends the search;
+            from the step's own data input (an operand as large as its output; with two, such as
+            scores + a relative-position bias, the shortest path from any earlier writer in the
+            window that reaches a GEMM through steps only);
+            a batched GEMM (bmm / baddbmm / matmul / mm / einsum) ends it; anything else writing it
+            (a gather building the bias) ends that path;
   forward   from the softmax's output, the nearest later op that reads it: a STEPS op (dropout,
             casts, the backward's scale) continues, a GEMM ends the chain, anything else ends the
             search (the probabilities are used elsewhere);
@@ -100,6 +103,7 @@ class _Seq:
         self.strides = strides
         self.names = [short(x["name"]) if x["name"].startswith("aten::") else "" for x in flow.rows]
         self._dense: dict[tuple[int, int], list[bool] | None] = {}
+        self.memo: dict[tuple, tuple | None] = {}  # _walk_back's answers
 
     def name(self, i: int) -> str:
         return self.names[self.r[i]]
@@ -110,8 +114,11 @@ class _Seq:
 
     def out(self, i: int) -> Tensor | None:
         t = self.flow.output(int(self.r[i]))
-        if t is None and self.name(i) in _SAME_SHAPE:
+        if t is None and self.name(i) in _SAME_SHAPE | {"gather"}:
             ts = tensor_args(self.flow.rows[self.r[i]])
+            if self.name(i) == "gather":  # gather(self, dim, index): the index's shape, self's dtype
+                idx = next((s for k, (s, _), _ in ts if k == 2), None)
+                return (idx, ts[0][1][1]) if idx is not None and ts else None
             return ts[0][1] if ts else None
         return t
 
@@ -147,39 +154,50 @@ class _Seq:
             return "B", b, a
         return None
 
-    def data_input(self, i: int, out: Tensor) -> Tensor | None:
-        """The operand of step i that carries the chain: as large as its output (copy_: the source)."""
+    def data_inputs(self, i: int, out: Tensor) -> list[Tensor]:
+        """The operands of step i that may carry the chain: those as large as its output (copy_: the source)."""
         row = self.flow.rows[self.r[i]]
         ts = tensor_args(row)
         if self.name(i) == "copy_":
-            return next(((s, d) for k, (s, d), _ in ts if k == 1), None)
+            return [(s, d) for k, (s, d), _ in ts if k == 1]
         n = prod(out[0])
-        return next(((s, d) for _, (s, d), _ in ts if prod(s) == n and len(s) >= 2), None)
+        return [(s, d) for _, (s, d), _ in ts if prod(s) == n and len(s) >= 2]
 
 
-def _walk_back(q: _Seq, c: int, t: Tensor) -> tuple[list[int], int, tuple[int, ...]] | None:
-    """(steps, GEMM position, GEMM output) producing tensor t read by op c."""
-    steps: list[int] = []
+def _walk_back(q: _Seq, c: int, t: Tensor, tries: int = 1) -> tuple[list[int], int, tuple] | None:
+    """(steps, GEMM position, GEMM output) producing tensor t read by op c. The nearest earlier writer of
+    a tensor like t is its producer; when c reads two such operands (scores + a bias built the same size),
+    every earlier writer in the window is tried and the shortest path that reaches the GEMM through steps
+    only is the scores' (a path that meets an op outside STEPS, the bias's gather, is not)."""
+    key = (c, t, tries)
+    if key in q.memo:
+        return q.memo[key]
+    q.memo[key] = None  # a path never loops back on itself
+    best = None
     j = c - 1
-    while j >= 0 and c - j <= WINDOW and q.same(c, j):
+    while j >= 0 and c - j <= WINDOW and q.same(c, j) and tries > 0:
         name = q.name(j)
+        got = None
         if name in GEMMS:
             io = _gemm_io(q.flow.rows[q.r[j]])
             out = io[0][:-1] + (io[1][-1],) if io else None
             if out is not None and _like(out, t[0]) and (t[1] is None or io[2] == t[1]):
-                return steps[::-1], j, out
-        o = q.out(j)
-        if o is not None and name not in GEMMS and prod(o[0]) == prod(t[0]) and o[0][-1:] == t[0][-1:] \
-                and (t[1] is None or o[1] is None or o[1] == t[1]):
-            if name not in STEPS:
-                return None  # the scores come from an op that is not an element-wise step
-            nxt = q.data_input(j, o)
-            if nxt is None:
-                return None
-            steps.append(j)
-            t = nxt
+                got, tries = ([], j, out), 0
+        else:
+            o = q.out(j)
+            if o is not None and prod(o[0]) == prod(t[0]) and o[0][-1:] == t[0][-1:] \
+                    and (t[1] is None or o[1] is None or o[1] == t[1]):
+                tries -= 1
+                ins = q.data_inputs(j, o) if name in STEPS else []
+                for nxt in dict.fromkeys(ins):
+                    sub = _walk_back(q, j, nxt, WINDOW if ins.count(nxt) > 1 else 1)
+                    if sub is not None and (got is None or len(sub[0]) < len(got[0]) - 1):
+                        got = (sub[0] + [j], sub[1], sub[2])
+        if got is not None and (best is None or len(got[0]) < len(best[0])):
+            best = got
         j -= 1
-    return None
+    q.memo[key] = best
+    return best
 
 
 def _walk_forward(q: _Seq, c: int, t: Tensor) -> tuple[list[int], int, tuple] | None:
@@ -307,10 +325,13 @@ def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | Non
     positions = sorted(set(positions))
     isz = next((x for _, (s, t), x in tensor_args(q.flow.rows[q.r[g1]]) if t == dt), 4.0)
     masks = 0.0
-    for p in pre + post:  # each mask / bias operand read once by the fused kernel
-        for _, (s, _), x in tensor_args(q.flow.rows[q.r[p]])[1:]:
-            if 1 < prod(s) < prod(s_shape):
-                masks += prod(s) * x
+    for p in pre + post:  # each mask / bias operand read once by the fused kernel (not the chain's own tensor)
+        if q.name(p) == "copy_":
+            continue  # a cast: its other tensor is the destination it writes
+        ts = [(prod(s), x) for _, (s, _), x in tensor_args(q.flow.rows[q.r[p]]) if prod(s) > 1]
+        big = max((n for n, _ in ts), default=0)
+        ts.remove(next(t for t in ts if t[0] == big)) if ts else None
+        masks += sum(n * x for n, x in ts)
     facts = {"backward": backward, "bh": bh, "sq": sq, "sk": sk, "d": d, "dv": dv, "itemsize": isz,
              "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": int(q.r[g1]),
              "chain": [int(q.r[p]) for p in [g1] + pre + [c] + post + [g2]]}
