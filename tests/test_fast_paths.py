@@ -18,8 +18,8 @@ from tests.conftest import shared_trace
 from traceana.analysis import analyze
 from traceana.arrays import distinct, median
 from traceana.diagnose import attention, fusion
-from traceana.diagnose.dataflow import REDUCTIONS, Flow, breaks, dense, feeds, fills_out_buffer, in_place, output, reads, \
-    short
+from traceana.diagnose.dataflow import REDUCTIONS, Flow, breaks, dense, feeds, fills_out_buffer, in_place, output, \
+    reads, short
 from traceana.link import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
 from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe

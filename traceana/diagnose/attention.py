@@ -72,6 +72,9 @@ _SAME_SHAPE = frozenset({"dropout", "native_dropout", "feature_dropout", "native
                          "_to_copy", "to", "type_as"})
 _FUSED = re.compile(r"scaled_dot_product|flash|_efficient_attention|^(vllm|sglang|flash_attn|xformers|flashinfer)::"
                     r"|attention", re.I)
+_EXTRA = {True: "the attention backward's other GEMMs, which the fused backward kernel also does",
+          False: ("the contiguous copies of Q / K^T / V the batched GEMMs need and a fused kernel does not (it "
+                  "reads the strided views)")}
 FIX = ('Call torch.nn.functional.scaled_dot_product_attention instead of the explicit matmul -> softmax -> '
        'matmul (in a Hugging Face transformers model: attn_implementation="sdpa").')
 
@@ -374,7 +377,8 @@ def fraction_of_peak(rows: list[dict]) -> tuple[float, str]:
     done = [r for r in rows if r.get("family") == "attention" and r.get("flops") and r.get("peak_tflops")
             and r.get("device_time_us") and r.get("bound") not in ("latency", None) and not r.get("opaque")]
     if not done:
-        return DEFAULT_FRACTION, "FlashAttention-2's low end: it reaches 50-73% of an A100's peak; this trace has no fused attention to measure"
+        return DEFAULT_FRACTION, ("FlashAttention-2's low end: it reaches 50-73% of an A100's peak; this trace has "
+                                  "no fused attention to measure")
     flops = sum(r["flops"] * r["count"] for r in done)
     cap = sum(r["device_time_us"] * r["peak_tflops"] * 1e6 for r in done)
     return min(flops / cap, 1.0), f"what this trace's own fused attention ops reach ({len(done)} signature(s))"
@@ -413,9 +417,7 @@ def finding(g: dict) -> dict:
     text = (f"Attention computed op by op ({what}): {chain}, {g['count']:,} time(s), each op reading the tensor the "
             f"one before wrote. Every step writes and re-reads a full score-sized tensor "
             f"[{', '.join(map(str, s))}] ({u.nbytes(prod(s) * g['itemsize'])}) through DRAM"
-            + (f"; with it run {', '.join(extra)}, " + ("the attention backward's other GEMMs, which the fused backward "
-               "kernel also does" if g["backward"] else "the contiguous copies of Q / K^T / V the batched GEMMs need and "
-               "a fused kernel does not (it reads the strided views)") if extra else "")
+            + (f"; with it run {', '.join(extra)}, " + _EXTRA[g["backward"]] if extra else "")
             + f". Measured {u.us(g['time_us'])}. A fused attention kernel keeps the scores on chip: "
             f"{g['fused_expr']}; x {g['count']:,} = {u.us(g['count'] * g['fused_us'])}. "
             f"Saving {u.us(g['time_us'])} - {u.us(g['count'] * g['fused_us'])} = {u.us(g['saving_us'])}. "

@@ -247,7 +247,8 @@ def _neighbour(flow: Flow, r: np.ndarray, th: np.ndarray, i: int, j: int) -> str
     return None
 
 
-def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], device: dict | None = None) -> list[dict]:
+def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
+           device: dict | None = None) -> list[dict]:
     """Groups of identical fusable chains, most time saved first: unfused attention (attention.py) first
     claims its ops, the element-wise chains are then sought among the rest (no op saved twice).
     device: the resolved device (its DRAM bandwidth prices the fused attention kernel)."""
