@@ -92,8 +92,10 @@ def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
     failures = evaluate(doc, gates)
     if not failures:
         return
+    from traceana.render.terminal import term_text
+
     for f in failures[:-1]:
-        click.echo(f"traceana: --fail-on {f}", err=True)
+        click.echo(term_text(f"traceana: --fail-on {f}"), err=True)
     raise GateFailed(f"--fail-on {failures[-1]}")
 
 

@@ -150,4 +150,6 @@ def summary(d: Mapping[str, Any], out: str) -> str:
         lines.append(f"  warning: {d['device_note']}")
     lines.append(f"  {n['counts']}")
     lines.append(f"diff written to {out}")
-    return "\n".join(lines)
+    from traceana.render.terminal import term_lines
+
+    return term_lines(lines)
