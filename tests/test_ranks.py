@@ -139,7 +139,7 @@ def test_near_tie_names_both_ranks(tmp_path):
     from traceana.render.ranks_html import build_view
 
     v = build_view(doc)
-    assert v["straggler"]["title"] == "No single straggler: rank 5 and 1 other rank within 2%"
+    assert v["straggler"]["title"] == "No single straggler: the slowest ranks are rank 5 and rank 3, within 2% of each other"
     assert not any(r["straggler"] for r in v["rows"])  # nobody is marked the straggler
 
 

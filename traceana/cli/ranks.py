@@ -40,7 +40,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     from traceana.render import format_for_path
     from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
 
-    for flag in ("svg", "png", "md_image"):
+    for flag in ("svg", "png", "md_image"):  # (--long is for one trace's or a diff's markdown; here a no-op)
         if ci.get(flag):
             raise BadInput(f"--{flag.replace('_', '-')}: not available for a cross-rank report (give one trace)")
     gates = parse_all(ci.get("fail_on") or (), diff=False)
