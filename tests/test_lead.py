@@ -28,7 +28,7 @@ def test_rank0_leads_with_idle_and_communication():
     first = a["findings"][0]
     assert first["kind"] == "comm_exposed" and first["saving_us"] == 185317.0
     assert "42.3% of busy time" in first["title"]  # 185,317 / 438,424
-    md = render_markdown(a)
+    md = render_markdown(a, long=True)
     head = md.split("## Findings")[0]
     assert "**Where the time went:** GPU idle 64.4%" in head and "| idle: kernel-wait | 666.79 ms | 54.1% |" in head
     assert "fp32 GEMM" not in head

@@ -144,6 +144,8 @@ def _card(c: Mapping[str, Any]) -> str:
     bits = [f"saves up to {c['saving']}"] if c["saving"] else ["note"]
     if c["confidence"]:
         bits.append(f"{md_text(c['confidence'], 12)} confidence")
+    if c["estimated"]:
+        bits.append("estimated")
     if c["count"] > 1:
         bits.append(f"{c['count']} findings")
     line = f"- **{md_text(c['title'], 200)}** ({', '.join(bits)})"
