@@ -46,7 +46,7 @@ def test_other_devices_take_the_breakdown_and_their_own_idle_causes():
             {"device": 1, "span_us": 200.0, "streams": 2, "by_category": {"memory": 150.0, "memcpy": 10.0,
                                                                           "idle": 40.0}},
             {"device": 2, "span_us": 50.0, "streams": 1, "by_category": {"memory": 30.0, "idle": 20.0}}]},
-        "timeline": {"idle_by_device": [{"device": 1, "idle_by_cause": {"kernel_wait": 30.0, "launch_gaps": 10.0}}]},
+        "timeline": {"idle_by_device": [{"device": 1, "idle_by_cause": {"stream_wait": 30.0, "launch_gaps": 10.0}}]},
     }
     bars = anatomy_bars(a)
     d0, d1, d2 = bars["devices"]
@@ -55,12 +55,12 @@ def test_other_devices_take_the_breakdown_and_their_own_idle_causes():
     assert d0["segments"][1]["title"] == "idle: blocking sync: 40.0 µs (40.0% of the span); the CPU waited in a blocking call"
     # device 1: 150 + 10 + 30 + 10 = 200 µs; widths 75%, 5%, 15%, 5%
     assert [(s["key"], s["width"]) for s in d1["segments"]] == [
-        ("memory", "75.000"), ("memcpy", "5.000"), ("kernel_wait", "15.000"), ("launch_gaps", "5.000")]
+        ("memory", "75.000"), ("memcpy", "5.000"), ("launch_gaps", "5.000"), ("stream_wait", "15.000")]
     # device 2 has no idle causes in the analysis: one idle segment
     assert [s["key"] for s in d2["segments"]] == ["memory", "idle"]
     assert [x["label"] for x in bars["legend"]] == ["kernels: compute", "idle: blocking sync", "memory",
-                                                    "memcpy (exposed)", "idle: kernel-wait", "idle: launch gaps",
-                                                    "idle"]
+                                                    "memcpy (exposed)", "idle: launch gaps",
+                                                    "idle: waiting on a dependency", "idle"]
 
 
 def test_timeline_data_is_checked_column_by_column():

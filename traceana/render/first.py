@@ -38,39 +38,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
 
 def ledger(a: Mapping[str, Any]) -> Mapping[str, Any]:
     """The analysis' ledger ({} when it has none: a CPU-only trace, or an older document)."""
-    led = mapping(a.get("ledger"))
-    return led or _ledger_from_lead(mapping(a.get("lead")))
-
-
-# TRANSITION: analyses made before the ledger carry `lead`; read as a ledger until main has it.
-_LEAD_IDLE = {"host_wait": "idle: host-wait", "kernel_wait": "idle: kernel-wait", "launch_gaps": "idle: launch gaps",
-              "no_launch": "idle: no launch recorded"}
-
-
-def _ledger_from_lead(lead: Mapping[str, Any]) -> Mapping[str, Any]:
-    span = num(lead.get("span_us"))
-    if not span:
-        return {}
-    terms = [{"key": k, "group": "work", "us": num(v), "label": f"kernels: {text(k, 30)}"}
-             for k, v in mapping(lead.get("work_by_bound")).items()]
-    terms.append({"key": "comm_exposed", "group": "communication", "us": num(lead.get("communication_exposed_us")),
-                  "label": "communication, exposed"})
-    terms.append({"key": "copies", "group": "copies", "us": num(lead.get("copies_exposed_us")),
-                  "label": "copies, exposed"})
-    terms += [{"key": k, "group": "idle", "us": num(v), "label": _LEAD_IDLE.get(k, f"idle: {text(k, 30)}")}
-              for k, v in mapping(lead.get("idle_by_cause")).items()]
-    return {"device": lead.get("device"), "span_us": span, "busy_us": lead.get("busy_us"),
-            "idle_us": lead.get("idle_us"), "terms": terms, "sentence": lead.get("sentence"),
-            "communication": {"total_us": lead.get("communication_us"),
-                              "overlapped_us": lead.get("communication_overlapped_us")}}
-
-
-def _plan_from_findings(a: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """TRANSITION: the three levers with the largest savings, for analyses made before the plan."""
-    fs = [(i, f) for i, f in enumerate(seq(a.get("findings"))) if isinstance(f, Mapping) and _saving(f) > 0]
-    fs.sort(key=lambda x: -_saving(x[1]))
-    return [{"finding": i, "title": f.get("title"), "saving_us": _saving(f), "confidence": f.get("confidence")}
-            for i, f in fs[:PLAN_LEVERS]]
+    return mapping(a.get("ledger"))
 
 
 def terms(a: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -162,8 +130,7 @@ def plan(a: Mapping[str, Any]) -> list[dict[str, Any]]:
     findings = seq(a.get("findings"))
     span = num(led.get("span_us"))
     out = []
-    levers = seq(a.get("plan")) if "plan" in a else _plan_from_findings(a)
-    for p in levers[:PLAN_LEVERS]:
+    for p in seq(a.get("plan"))[:PLAN_LEVERS]:
         p = mapping(p)
         i = p.get("finding")
         f = mapping(findings[i]) if isinstance(i, int) and 0 <= i < len(findings) else {}

@@ -42,23 +42,27 @@ COLOURS: dict[str, str] = {
     "host_link": "#c9a227", "peer_link": "#8d6e1f", "unmodelled": "#aab0b8", "unknown": "#c9ccd1",
     "opaque": "#5f6670", "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f",
     "copies": "#c9a227",
-    "host_wait": "#f0a3a3", "kernel_wait": "#f3cf8c", "launch_gaps": "#cdd5e2", "no_launch": "#e4e6ea",
-    "idle": "#eef0f3",
+    "comm_transfer": "#2a9d8f", "comm_wait": "#8fd3c9", "comm_unsized": "#5fb8ac",
+    "sync": "#e07a7a", "host_dispatch": "#f0a3a3", "stream_wait": "#f3cf8c", "launch_gaps": "#cdd5e2",
+    "no_work": "#e4e6ea", "idle": "#eef0f3",
 }
 WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque")
-IDLE_CAUSES = ("host_wait", "kernel_wait", "launch_gaps", "no_launch")
+IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "stream_wait", "no_work")
 LABELS: dict[str, str] = {
     "communication": "communication (exposed)", "copies": "copies (exposed)", "memcpy": "memcpy (exposed)",
-    "memset": "memset (exposed)", "host_wait": "idle: host-wait", "kernel_wait": "idle: kernel-wait",
-    "launch_gaps": "idle: launch gaps", "no_launch": "idle: no launch recorded", "idle": "idle",
+    "memset": "memset (exposed)", "comm_transfer": "communication: transfer",
+    "comm_wait": "communication: waiting for other ranks", "comm_unsized": "communication: split unknown",
+    "sync": "idle: sync stall", "host_dispatch": "idle: host dispatch", "stream_wait": "idle: waiting on a dependency",
+    "launch_gaps": "idle: launch gaps", "no_work": "idle: nothing issued", "idle": "idle",
 }
 #: The timeline's words for its categories (a collective there is drawn whether or not it is exposed).
 TL_LABELS: dict[str, str] = {**LABELS, "communication": "collective", "memcpy": "memcpy", "memset": "memset"}
 TIPS: dict[str, str] = {
-    "host_wait": "the CPU launched the next kernel only after the GPU went idle",
-    "kernel_wait": "launched in time, started late: a sync, another stream or another rank",
+    "sync": "the GPU drained while the CPU was blocked in a synchronizing call",
+    "host_dispatch": "the CPU launched the next kernel only after the GPU went idle",
+    "stream_wait": "launched in time, started late: waiting on another stream, an event or a graph dependency",
     "launch_gaps": "gaps of 30 µs or less between back-to-back kernels",
-    "no_launch": "the kernel after the gap has no launch in the trace",
+    "no_work": "the kernel after the gap has no launch in the trace",
     "communication": "collective kernels with nothing else running",
 }
 #: The page draws at most this many intervals and idle gaps (a saved analysis could hold more).
@@ -130,7 +134,7 @@ def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
                 continue
             cats = mapping(d.get("by_category"))
             parts = [(k, num(cats.get(k)) or 0.0) for k in (*WORK, "communication", "memcpy", "memset")]
-            causes = idle_of.get(dev) or {}
+            causes = mapping(d.get("idle_by_cause")) or idle_of.get(dev) or {}
             if not causes:
                 parts.append(("idle", num(cats.get("idle")) or 0.0))
             parts += [(k, num(causes.get(k)) or 0.0) for k in IDLE_CAUSES]

@@ -24,7 +24,7 @@ def utilisation_view(a: Mapping[str, Any]) -> dict[str, Any]:
     idle_us = sum(t["us"] for t in idle_terms)
     causes = [(t["label"], t["time"], fmt_pct(share(t["us"], idle_us)), t["meaning"]) for t in idle_terms]
     idle = mapping(led.get("idle"))
-    largest = seq(idle.get("largest")) or seq(mapping(bd.get("idle")).get("largest"))  # TRANSITION: before the ledger
+    largest = seq(idle.get("largest"))
     gaps = [{"length": fmt_time_us(g.get("length_us")), "at": fmt_time_us(g.get("start_us")),
              "cause": text(g.get("cause"), 30).replace("_", "-"),
              "next": short_name(g.get("next")), "next_full": text(g.get("next"), 2000),
