@@ -86,7 +86,8 @@ def device_line(a: Mapping[str, Any]) -> str:
         span_bit = f"{where}span {fmt_time_us(span)}"
         steps, step = num(led.get("steps")), num(led.get("step_us"))
         if steps:
-            span_bit += f", {plural(steps, 'step')}" + (f" (median {fmt_time_us(step)})" if step else "")
+            span_bit += f", {plural(steps, 'step')}" + (
+                f" ({'median ' if steps > 1 else ''}{fmt_time_us(step)})" if step else "")
         bits.append(span_bit)
     return " · ".join(bits)
 
@@ -125,24 +126,32 @@ def fix_of(f: Mapping[str, Any]) -> str:
 
 def plan(a: Mapping[str, Any]) -> list[dict[str, Any]]:
     """"Do this first": the plan's levers (at most 3), each {title, fix, saving, confidence,
-    after (the span after it and every lever above it), finding (index), id}."""
+    after (the span after it and every lever above it, each µs once), after_pct (how much
+    shorter), step_after (with several profiler steps: the median step less this span saving
+    spread over the steps), finding (index), id}."""
     led = ledger(a)
     findings = seq(a.get("findings"))
-    span = num(led.get("span_us"))
+    span, steps, step = num(led.get("span_us")), num(led.get("steps")), num(led.get("step_us"))
     out = []
     for p in seq(a.get("plan"))[:PLAN_LEVERS]:
         p = mapping(p)
         i = p.get("finding")
         f = mapping(findings[i]) if isinstance(i, int) and 0 <= i < len(findings) else {}
         saving, after = num(p.get("saving_us")), num(p.get("span_after_us"))
+        now = num(p.get("span_now_us")) or span
+        step_after = None
+        if after is not None and now and steps and steps >= 2 and step:
+            step_after = max(step - (now - after) / steps, 0.0)  # the span's saving, spread over its steps
         out.append({
             "title": text(p.get("title"), 300) or text(f.get("title"), 300),
-            "fix": fix_of(f) if f else "",
+            "fix": text(p.get("fix"), 300) or (fix_of(f) if f else ""),
             "saving": fmt_time_us(saving) if saving else "",
             "confidence": text(p.get("confidence") or f.get("confidence"), 12),
             "after": fmt_time_us(after) if after is not None else "",
-            "after_pct": fmt_pct(share(span - after, span)) if after is not None and span else "",
-            "finding": i if f else None, "id": text(f.get("id"), 20),
+            "after_pct": fmt_pct(share(now - after, now)) if after is not None and now else "",
+            "step": fmt_time_us(step) if step_after is not None else "",
+            "step_after": fmt_time_us(step_after) if step_after is not None else "",
+            "finding": i if f else None, "id": text(p.get("id") or f.get("id"), 20),
         })
     return out
 

@@ -83,7 +83,8 @@ def _plan(a: Mapping[str, Any], fix_chars: int) -> str:
         bits = [f"saves up to {p['saving']}"] if p["saving"] else []
         if p["after"]:
             bits.append(f"span after it{'' if i == 1 else ' and the ones above'}: {p['after']}"
-                        + (f" ({p['after_pct']} shorter)" if p["after_pct"] else ""))
+                        + (f" ({p['after_pct']} shorter)" if p["after_pct"] else "")
+                        + (f", median step {p['step']} → ≈ {p['step_after']}" if p["step_after"] else ""))
         if p["confidence"]:
             bits.append(f"{md_text(p['confidence'], 12)} confidence")
         lines.append(f"{i}. **{md_text(p['title'], 200)}**" + (f" — {'; '.join(bits)}" if bits else "")

@@ -61,7 +61,7 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
     for i, p in enumerate(levers, 1):
         bits = [f"saves {p['saving']}"] if p["saving"] else []
         if p["after"]:
-            bits.append(f"span after {p['after']}")
+            bits.append(f"span after {p['after']}" + (f", median step ≈ {p['step_after']}" if p["step_after"] else ""))
         if p["confidence"] and p["confidence"] != "high":
             bits.append(f"{p['confidence']} confidence")
         lines.append(f"  {i}. {text(p['title'], 110)}" + (f" ({', '.join(bits)})" if bits else ""))
