@@ -111,7 +111,7 @@ def test_html_first_screen_and_cards():
     page = render_html(a)
     head = page.split('<main>')[0]
     assert head.index('class="devline"') < head.index('class="verdict"') < head.index('id="plan"')
-    assert "saves up to 300.0 µs" in head and "<b>700.0 µs</b> (30.0% shorter)" in head
+    assert "saves up to 300.0 µs" in head and "<strong>700.0 µs</strong> (30.0% shorter)" in head
     assert "show 4 more</summary>" in page
     # the terms table and the idle table: the ledger's numbers, each term once
     assert page.count("idle: sync stall</td>") == 2  # where the time went, and idle by cause

@@ -294,13 +294,13 @@ def _coverage(cov: Mapping[str, Any], classes: Any = None) -> dict[str, Any]:
             "meta": text(mapping(cov.get("meta")).get("note"), 500)}
 
 
-def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _trace_facts(trace: Mapping[str, Any], has_ledger: bool = False) -> list[tuple[str, str]]:
     facts = [("format", text(trace.get("format"), 40))]
     if num(trace.get("events")) is not None:
         facts.append(("events", fmt_int(trace.get("events"))))
     if num(trace.get("gpu_events")) is not None:
         facts.append(("GPU events", fmt_int(trace.get("gpu_events"))))
-    if num(trace.get("span_us")) is not None:
+    if num(trace.get("span_us")) is not None and not has_ledger:  # else the device line gives the GPU's span
         facts.append(("span", fmt_time_us(trace.get("span_us"))))
     if isinstance(trace.get("record_shapes"), bool):
         facts.append(("shapes recorded", "yes" if trace["record_shapes"] else "no"))
@@ -370,7 +370,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     version = text(tool.get("version"), 40)
     view = {
         "file": text(trace.get("file"), 300) or "trace",
-        "trace_facts": _trace_facts(trace),
+        "trace_facts": _trace_facts(trace, bool(terms(a))),
         "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", version) if x),
         "schema": text(a.get("schema"), 80),
         "verdict": sentence(a) or verdict(a),
