@@ -59,7 +59,7 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
     if levers:
         lines.append("  do this first:")
     for i, p in enumerate(levers, 1):
-        bits = [f"saves {p['saving']}"] if p["saving"] else []
+        bits = [f"saves up to {p['saving']}"] if p["saving"] else []
         if p["after"]:
             bits.append(f"span after {p['after']}" + (f", median step ≈ {p['step_after']}" if p["step_after"] else ""))
         if p["confidence"] and p["confidence"] != "high":
