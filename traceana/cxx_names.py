@@ -2,7 +2,7 @@
 at::native::FillFunctor<float>, …>(int, …)' a person reads, and, in a table of several, names
 that would read the same told apart by the template arguments in which they differ.
 
-Formatting only (units.py re-exports both functions: every renderer formats through it).
+Formatting only (units.py hands both functions on: every renderer formats through it).
 """
 
 from __future__ import annotations
@@ -10,15 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-
-def text(value: Any, limit: int | None = None) -> str:
-    """A display string for an untrusted value, cut to `limit` characters (as units.text)."""
-    if value is None:
-        return ""
-    out = value if isinstance(value, str) else str(value)
-    if limit is not None and len(out) > limit:
-        out = out[: max(limit - 1, 0)] + "…"
-    return out
+from traceana.units import text
 
 
 _ANON = re.compile(r"\(anonymous namespace\)::")
@@ -45,15 +37,7 @@ def _split_template(s: str) -> tuple[str, str]:
 
 
 def _first_arg(args: str) -> str:
-    depth = 0
-    for j, c in enumerate(args):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == "," and depth == 0:
-            return args[:j].strip()
-    return args.strip()
+    return (_args(args) or [""])[0]
 
 
 def _core(name: Any) -> tuple[str, str, bool]:

@@ -312,7 +312,18 @@ def peak_name(key: Any) -> str:
 
 # ---------------------------------------------------------------- kernel names
 
-from traceana.cxx_names import kernel_name, kernel_names  # noqa: E402,F401  (the formatters' one home)
+def kernel_name(name: Any, limit: int = 80) -> str:
+    """The readable core of a C++ kernel name (cxx_names.kernel_name)."""
+    from traceana.cxx_names import kernel_name as readable
+
+    return readable(name, limit)
+
+
+def kernel_names(names: list[Any], limit: int = 80) -> list[str]:
+    """kernel_name of each name, names that would read the same told apart (cxx_names.kernel_names)."""
+    from traceana.cxx_names import kernel_names as told_apart
+
+    return told_apart(names, limit)
 
 
 def op_label(name: Any, input_dims: Any = None, dtype_: Any = None) -> str:
