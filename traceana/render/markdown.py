@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from traceana.render import bound_of, fmt_dims, fmt_time_us, fmt_types, mapping, num, plural, seq
-from traceana.render import shown_warnings, text, verdict
+from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, shown_warnings, text, verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.md import fit, fold, md_text, table_row
@@ -71,7 +71,23 @@ def _headline(a: Mapping[str, Any], image: str | None, top: int, fix_chars: int)
             head.append(_image(image))
         head.append("")
     head.append(f"**Where the time went:** {md_text(sentence(a) or verdict(a), 1200)}")
-    return ["\n".join(head), _plan(a, fix_chars), _ops(a, top)]
+    return ["\n".join(head), _plan(a, fix_chars), _cpu(a, top) if cpu_only else _ops(a, top)]
+
+
+def _cpu(a: Mapping[str, Any], n: int) -> str:
+    """A CPU-only trace: its ops by self time and their verdicts against the CPU's roofs."""
+    lines = []
+    rows = cpu_rows(a)[:n]
+    if rows:
+        lines += ["### CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|",
+                  *(table_row([md_text(name, 80), c, st, tt]) for name, c, st, tt in rows)]
+    verdicts = cpu_verdict_rows(a)[:n]
+    if verdicts:
+        lines += ["", "## CPU roofline verdicts", "", *(md_text(x, 400) + "  " for x in cpu_roof_lines(a)[:2]), "",
+                  table_row(["op", "shape", "calls", "self / call", "% of roof", "bound"]), "|---|---|--:|--:|--:|---|",
+                  *(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—", r["calls"], r["per_call"],
+                               r["pct"], md_text(r["bound"], 20)]) for r in verdicts)]
+    return "\n".join(lines).strip()
 
 
 def _plan(a: Mapping[str, Any], fix_chars: int) -> str:
