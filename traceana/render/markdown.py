@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import bound_of, fmt_dims, fmt_time_us, fmt_types, mapping, num, plural, seq
-from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, shown_warnings, text, verdict
+from traceana.render import bound_of, fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, plural, seq
+from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_sentence, shown_warnings, text
+from traceana.render import verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.md import fit, fold, md_text, table_row
@@ -66,7 +67,10 @@ def _headline(a: Mapping[str, Any], image: str | None, top: int, fix_chars: int)
     cpu_only = bool(a.get("cpu")) and not num(mapping(a.get("coverage")).get("device_time_us"))
     head = [f"# traceana: {file}", ""]
     if not cpu_only:
-        head.append(f"**Device:** {md_text(device_line(a), 400)}" + (" \\" if image else ""))
+        prof = mapping(mapping(a.get("device")).get("profile"))
+        head.append(f"**Device:** {md_text(device_line(a), 400)}" + (" \\" if image or prof else ""))
+        if prof:
+            head.append(f"**Profile:** {md_text(profile_sentence(prof), 600)}" + (" \\" if image else ""))
         if image:
             head.append(_image(image))
         head.append("")
@@ -115,13 +119,16 @@ def _ops(a: Mapping[str, Any], n: int) -> str:
     if not ops or n <= 0:
         return ""
     shown = ops[:n]
+    ach = any("achievable_pct" in op for op in shown)  # a device profile was given
     lines = [f"### Top {len(shown)} of {plural(len(ops), 'op signature')} by device time", "",
-             table_row(["op", "shape", "dtype", "time", "% of roof", "bound"]), "|---|---|---|--:|--:|---|"]
+             table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
+             "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|"]
     for op, name in zip(shown, kernel_names([o.get("name") for o in shown])):
         lines.append(table_row([md_text(name, None) or "(unnamed)",
                                 md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
                                 md_text(fmt_types(op.get("input_types")), 30) or "—",
-                                fmt_time_us(op.get("device_time_us")), _pct_cell(op), bound_of(op)]))
+                                fmt_time_us(op.get("device_time_us")), _pct_cell(op),
+                                *([fmt_pct(op.get("achievable_pct"))] if ach else []), bound_of(op)]))
     return "\n".join(lines)
 
 
