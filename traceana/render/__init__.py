@@ -174,29 +174,13 @@ def by_bound(analysis: Mapping[str, Any]) -> tuple[dict[str, float], float | Non
     return parts, total
 
 
-def lead_rows(analysis: Mapping[str, Any]) -> list[tuple[str, float, float | None]]:
-    """(label, µs, share of the span) rows: the ledger's terms (they sum to the span), then the
-    overlapped communication beside them (not part of the sum)."""
-    led = mapping(analysis.get("ledger"))
-    span = num(led.get("span_us"))
-    if not span:
-        return []
-    rows: list[tuple[str, float, float | None]] = []
-    for t in seq(led.get("terms")):
-        t = mapping(t)
-        if (x := num(t.get("us"))) and x > 0:
-            rows.append((text(t.get("label"), 80), x, share(x, span)))
-    over = num(mapping(led.get("communication")).get("overlapped_us")) or 0.0
-    if over > 0:
-        rows.append(("communication overlapped with compute (not in the span sum)", over, None))
-    return rows
-
-
 def verdict(analysis: Mapping[str, Any]) -> str:
-    """One plain-text sentence: where the time goes (the ledger) and which op matters most."""
-    led = mapping(analysis.get("ledger"))
-    if text(led.get("sentence")):
-        out = text(led.get("sentence"), 800)
+    """One plain-text sentence: where the time goes (the ledger's sentence) and which op matters
+    most."""
+    from traceana.render.first import sentence
+
+    if sentence(analysis):
+        out = sentence(analysis)
         ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
         if ops:
             top = ops[0]
