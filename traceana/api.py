@@ -191,9 +191,9 @@ class Analysis:
 
     def to_markdown(self) -> str:
         """The markdown report (the same text as `traceana report -o x.md`)."""
-        from traceana.render.markdown import render_markdown
+        from traceana.render import render
 
-        return render_markdown(self.raw)
+        return render(self.raw, "md")
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The HTML report; written to `path` too when given (returns the text either way)."""

@@ -62,13 +62,20 @@ def trace_name(worker: str | None = None, ms: int | None = None) -> str:
 
 def export_trace(prof: Any, out_dir: str) -> str:
     """The profiler's chrome trace, gzipped into out_dir under a new trace_name(); its path."""
+    from traceana.safe_write import replace_file
+
     path = os.path.join(out_dir, trace_name())
     fd, tmp = tempfile.mkstemp(suffix=".json", prefix=".traceana-", dir=out_dir)
     os.close(fd)
+
+    def gzipped(out_fd: int) -> None:
+        with open(tmp, "rb") as src, open(out_fd, "wb", closefd=False) as raw, \
+                gzip.GzipFile(fileobj=raw, mode="wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
     try:
         prof.export_chrome_trace(tmp)
-        with open(tmp, "rb") as src, gzip.open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        replace_file(path, gzipped)  # a file or link planted at the new name is replaced, never written through
     finally:
         os.unlink(tmp)
     return path

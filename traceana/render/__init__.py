@@ -47,16 +47,18 @@ BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "hos
                            "communication", "unmodelled", "opaque")
 
 
-def render(analysis: Mapping[str, Any], fmt: str) -> str:
-    """Render the analysis dict as `fmt` ("html", "md" or "json")."""
+def render(analysis: Mapping[str, Any], fmt: str, image: str | None = None) -> str:
+    """Render the analysis dict as `fmt` ("html", "md" or "json"); `image`: markdown's chart URL.
+    Markdown ends with traceana's marker line (traceana/ownership.py: what a later run may replace)."""
     if fmt == "html":
         from traceana.render.html import render_html
 
         return render_html(analysis)
     if fmt == "md":
+        from traceana.ownership import stamp_markdown
         from traceana.render.markdown import render_markdown
 
-        return render_markdown(analysis)
+        return stamp_markdown(render_markdown(analysis, image=image))
     if fmt == "json":
         from traceana.render.json_out import render_json
 

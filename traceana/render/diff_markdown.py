@@ -260,15 +260,18 @@ def _folded(d: Mapping[str, Any], budget: int) -> str:
 
 
 def render_diff_markdown(diff: Mapping[str, Any]) -> str:
-    """The diff as markdown, under MAX_CHARS characters."""
+    """The diff as markdown, under MAX_CHARS characters, ending with traceana's marker line."""
+    from traceana.ownership import MD_MARKER, stamp_markdown
+
+    limit = MAX_CHARS - len(MD_MARKER) - 2
     d = mapping(diff)
     for top in (TOP_CHANGES, 10, 5, 3, 0):
         core = "\n\n".join("\n".join(s) for s in _headline(d, top) if s)
-        if len(core) <= MAX_CHARS - 2000:
+        if len(core) <= limit - 2000:
             break
-    detail = _folded(d, MAX_CHARS - len(core) - 10)
+    detail = _folded(d, limit - len(core) - 10)
     out = core + (f"\n\n{detail}" if detail else "") + "\n"
-    if len(out) > MAX_CHARS:  # cannot happen with the caps above; a last guarantee
-        cut = out.rfind("\n\n", 0, MAX_CHARS - 40)
+    if len(out) > limit:  # cannot happen with the caps above; a last guarantee
+        cut = out.rfind("\n\n", 0, limit - 40)
         out = out[: max(cut, 0)] + "\n\n*(diff truncated)*\n"
-    return out
+    return stamp_markdown(out)
