@@ -37,7 +37,8 @@ MEM_SHARE = 0.85  # of MemAvailable, leaving room for the parent and the page ca
 
 def _natural(name: str) -> list[Any]:
     """rank2 before rank10."""
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+    # odd places hold the ASCII digit runs ('²'.isdigit() is True, int('²') raises: never split on \d)
+    return [int(t) if i % 2 else t.lower() for i, t in enumerate(re.split(r"([0-9]+)", name))]
 
 
 def _file_key(path: str) -> Any:
