@@ -332,6 +332,9 @@ def profile_sentence(prof: Mapping[str, Any]) -> str:
         if text(p.get("kind")) == "cpu":
             return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
         return f"{name}: not applied (a GPU profile; a CPU-only trace is judged against the default CPU roofs)"
+    unusable = sorted(text(k, 40) for k in mapping(p.get("unusable")))
+    if unusable:  # figures calibrate found unstable or contradictory: the datasheet / CPU default stands in
+        name += f" (not used: {', '.join(unusable)}, unstable or contradictory when measured)"
     if text(p.get("kind")) == "cpu":
         return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
     peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())
