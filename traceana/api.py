@@ -203,9 +203,9 @@ class Analysis:
 
     def to_markdown(self, long: bool = False) -> str:
         """The markdown report (the same text as `traceana report -o x.md`; `long`: as with --long)."""
-        from traceana.render.markdown import render_markdown
+        from traceana.render import render
 
-        return render_markdown(self.raw, long=long)
+        return render(self.raw, "md", long=long)
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The HTML report; written to `path` too when given (returns the text either way)."""

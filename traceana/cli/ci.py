@@ -62,13 +62,9 @@ class Extras:
 
         if fmt != "json":
             analysis = json.loads(render_json(analysis))
-        if fmt == "md":
-            from traceana.render.markdown import render_markdown
-
-            return render_markdown(analysis, image=self.md_image, long=self.long_md)
         from traceana.render import render
 
-        return render(analysis, fmt)
+        return render(analysis, fmt, image=self.md_image, long=self.long_md)
 
     def finish(self, analysis: Mapping[str, Any], quiet: bool) -> None:
         """Write the images, then raise GateFailed if a gate trips."""

@@ -34,7 +34,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     the error (exit 2, nothing written)."""
     strict = strict or bool(ci.get("strict"))
     from traceana.gates import parse_all
-    from traceana.parallel import find_rank_files, map_ranks, split
+    from traceana.parallel import check_lost, find_rank_files, map_ranks, split
     from traceana.progress import progress
     from traceana.ranks import cross_rank
     from traceana.render import format_for_path
@@ -84,6 +84,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
             click.echo(term_text(f"traceana: rank file not analysed: {f['error']}"), err=True)
         if out != "-":
             click.echo(summary(doc, out))
+    check_lost(results)  # after the report: it lists them too
     enforce_rank_gates(analyses, gates)
 
 

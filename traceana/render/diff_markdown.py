@@ -269,9 +269,12 @@ def _folded(d: Mapping[str, Any], budget: int, top: int) -> str:
 
 
 def render_diff_markdown(diff: Mapping[str, Any], long: bool = False) -> str:
-    """The diff as markdown: at most SHORT_CHARS characters, or with `long` under MAX_CHARS."""
+    """The diff as markdown: at most SHORT_CHARS characters, or with `long` under MAX_CHARS, ending with
+    traceana's marker line."""
+    from traceana.ownership import MD_MARKER, stamp_markdown
+
     d = mapping(diff)
-    limit = MAX_CHARS if long else SHORT_CHARS
+    limit = (MAX_CHARS if long else SHORT_CHARS) - len(MD_MARKER) - 2
     tops = (TOP_CHANGES, 10, 5, 3, 0) if long else (10, 5, 3, 0)
     for top in tops:
         core = "\n\n".join("\n".join(s) for s in _headline(d, top) if s)
@@ -285,4 +288,4 @@ def render_diff_markdown(diff: Mapping[str, Any], long: bool = False) -> str:
     if len(out) > limit:  # cannot happen with the caps above; a last guarantee
         cut = out.rfind("\n\n", 0, limit - 40)
         out = out[: max(cut, 0)] + "\n\n*(diff truncated)*\n"
-    return out
+    return stamp_markdown(out)

@@ -261,4 +261,6 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
         out += [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
         out.append("")
     out.append(f"<sub>{_md(v['tool'])}</sub>")
-    return "\n".join(out) + "\n"
+    from traceana.ownership import stamp_markdown
+
+    return stamp_markdown("\n".join(out))
