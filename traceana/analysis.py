@@ -112,8 +112,9 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    diag = diagnose(trace, links, ordered, rows, device_dict, total)
-    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"])
+    context = {"record_shapes": trace.record_shapes}
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
+    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
@@ -138,7 +139,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "device": device_dict,
         "coverage": coverage,
         "kernel_classes": classes,
-        "lead": diag["lead"],
+        "ledger": diag["ledger"],
         **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
@@ -148,6 +149,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "explanations": explain_rows(rows, device_dict, total, options.explain_top),
         "findings": diag["findings"],
         "projection": diag["projection"],
+        "plan": diag["plan"],
         "warnings": warnings,
     }
 

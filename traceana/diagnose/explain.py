@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from traceana import units as u
-from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, MEMORY_FIX, OPAQUE_ADVICE, scattered
+from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, OPAQUE_ADVICE, memory_advice, scattered
 from traceana.roofline import PEAK_LABEL
 
 TOP_N = 8
@@ -99,8 +99,8 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
         if scattered(row):
             lines.append("Verdict: memory-bound by its access pattern. Its FLOP count is irrelevant. " + GATHER_FIX)
         else:
-            lines.append("Verdict: memory-bound. Its FLOP count is irrelevant — any element-wise op over the "
-                         "same tensors (sin, log, a multiply) would take about as long. " + MEMORY_FIX)
+            ridge = peak * 1e12 / (bw * 1e9) if peak and bw else None
+            lines.append("Verdict: memory-bound. " + memory_advice(row, ridge))
         if any("libdevice" in n for n in row.get("notes") or ()):
             lines.append("Its transcendental functions are counted at their approximate instruction cost "
                          "(docs/cost-model.md), and even so it runs at the memory roof: the special-function "
