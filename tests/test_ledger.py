@@ -128,6 +128,7 @@ def test_launch_finding_adds_short_gaps_and_time_above_roofs():
     # a graph replay is told nothing about CUDA graphs
     (g,) = launch_findings(rows, 10_000.0, facts, {"graph_replay": True})
     assert "CUDA graph" not in g["title"] and "reduce-overhead" not in g["text"] and "fuse" in g["text"].lower()
+    assert "graph's scheduling" in g["text"] and "one at a time" not in g["fix"]
 
 
 def test_t4_ledger_sums_to_span():
@@ -181,3 +182,19 @@ def test_every_shared_trace_has_a_ledger_that_adds_up():
         if tl:
             prim = next(d for d in tl["idle_by_device"] if d["device"] == led["device"])
             assert prim["idle_by_cause"] == pytest.approx(idle), rel
+
+
+def test_kineto_resnet_waits_for_a_single_process_dataloader():
+    a = analysis("kineto/worker0.1623143089861.pt.trace.json.gz")
+    led = a["ledger"]
+    idle = led["idle"]["by_cause"]
+    # 379.46 ms of the 996.48 ms span the next work was launched only after the GPU went idle: 38.1%
+    assert idle["host_dispatch"] == pytest.approx(379456.0) and led["steps"] == 6
+    act = led["idle"]["host_activity"]
+    # 285.2 ms of it with the launching thread inside the DataLoader's __next__ (num_workers=0: a
+    # _SingleProcessDataLoaderIter), 33.0 ms in zero_grad
+    assert act["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] == pytest.approx(285214.0)
+    assert sum(act.values()) == pytest.approx(idle["host_dispatch"])
+    f = a["findings"][0]
+    assert f["kind"] == "host_dispatch" and "DataLoader" in f["title"] and "num_workers" in f["text"]
+    assert a["plan"][0]["kind"] == "host_dispatch"

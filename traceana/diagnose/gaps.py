@@ -87,29 +87,89 @@ def launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict
             "short_limit_us": LAUNCH_GAP_US}
 
 
-def host_finding(ledger: dict, acc: Account) -> dict | None:
-    """host_dispatch idle (the CPU issued the next work only after the GPU went idle), with what the
-    CPU was doing in the largest such gaps. Its saving is that idle: an upper bound."""
+def _top_level(trace: Trace, thread: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, name code) of the outermost ops and annotations (ProfilerStep# left out) of a thread."""
+    names = trace.names
+    skip = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
+    parts = [(src.ts[m], src.end[m], src.name[m]) for src in (trace.ops, trace.annotations) if len(src)
+             for m in [(src.thread == thread) & ~skip[src.name]]]
+    if not parts:
+        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+    ts = np.concatenate([p[0] for p in parts])
+    end = np.concatenate([p[1] for p in parts])
+    code = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    o = np.lexsort((-end, ts))
+    ts, end, code = ts[o], end[o], code[o]
+    reach = np.maximum.accumulate(end)
+    top = np.ones(len(ts), dtype=bool)
+    top[1:] = ts[1:] >= reach[:-1]
+    return ts[top], end[top], code[top]
+
+
+def host_activity(trace: Trace, links: Links, acc: Account) -> dict[str, float]:
+    """host_dispatch idle by what the launching thread was doing at each gap's middle: the outermost op
+    or annotation running there (e.g. `enumerate(DataLoader)#...`, `Optimizer.step#...`), else "other"."""
+    la = trace.launches
+    sel = (acc.gap_cause == IDLE_CAUSES.index("host_dispatch")) & (acc.gap_len > acc.gap_sync_us)
+    out: dict[str, float] = {}
+    if not sel.any():
+        return out
+    launch = links.gpu_launch[acc.gap_event[sel]]
+    rest = (acc.gap_len - acc.gap_sync_us)[sel]
+    mid = acc.gap_start[sel] + acc.gap_len[sel] / 2
+    thread = np.where(launch >= 0, la.thread[np.maximum(launch, 0)], -1)
+    for th in np.unique(thread).tolist():
+        m = thread == th
+        ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
+        j = np.searchsorted(ts, mid[m], side="right") - 1
+        hit = (j >= 0) & (end[np.maximum(j, 0)] >= mid[m]) if len(ts) else np.zeros(int(m.sum()), dtype=bool)
+        for k, us in zip(np.where(hit, j, -1).tolist(), rest[m].tolist()):
+            name = trace.names[int(code[k])] if k >= 0 else "other"
+            out[name] = out.get(name, 0.0) + us
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _activity_fix(name: str) -> tuple[str, str]:
+    """(what it is, what to do) for a host activity, from what its name says."""
+    low = name.lower()
+    if "dataloader" in low:
+        if "singleprocess" in low:
+            return ("the DataLoader, loading in the training process (num_workers=0)",
+                    "Load data in worker processes: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True); "
+                    "the batch is then ready when the step asks for it.")
+        return ("the DataLoader, whose workers do not keep up",
+                "Give the DataLoader more workers or a deeper prefetch (num_workers, prefetch_factor), or make the "
+                "dataset's __getitem__ / collate cheaper (decode once, cache, move augmentation to the GPU).")
+    if "optimizer" in low or ".step" in low:
+        return ("the optimizer step's host work",
+                "Use a fused or foreach optimizer (torch.optim.AdamW(..., fused=True)) or compile the step, so the "
+                "update is a few kernels instead of one per parameter.")
+    return (name, "Overlap the CPU's work with the GPU's: move logging and post-processing off the step, and issue "
+                  "fewer, larger ops (torch.compile, CUDA graphs) so the CPU stays ahead.")
+
+
+def host_finding(ledger: dict, acc: Account, activity: dict[str, float]) -> dict | None:
+    """host_dispatch idle (the CPU issued the next work only after the GPU went idle), by what the CPU
+    was doing meanwhile. Its saving is that idle: an upper bound."""
     idle = ledger["idle"]["by_cause"]
     t, span = idle["host_dispatch"], ledger["span_us"]
     if span <= 0 or t < 0.01 * span:
         return None
-    mine = [g for g in ledger["idle"]["largest"] if g["cause"] == "host_dispatch"][:3]
-    doing = sorted({g["cpu_doing"] for g in mine if g.get("cpu_doing")})
-    n = int(((acc.gap_cause == IDLE_CAUSES.index("host_dispatch")) & (acc.gap_len > acc.gap_sync_us)).sum())
-    big = "; ".join(f"{u.us(g['length_us'])} at +{u.us(g['start_us'])} before {u.kernel_name(g['next'], 60)}"
-                    + (f" (the CPU was in {g['cpu_doing']})" if g.get("cpu_doing") else "") for g in mine)
     steps = ledger.get("steps") or 0
     per = f", {u.us(t / steps)} per step" if steps > 1 else ""
-    text = (f"The GPU sat idle {u.us(t)} ({t / span * 100:.1f}% of the span{per}) in {u.plural(n, 'gap')} over "
-            f"{LAUNCH_GAP_US:g} µs that ended with work launched only after the GPU had gone idle: the CPU, not the "
-            "GPU, set the pace. " + (f"Largest: {big}. " if big else "")
-            + "Overlap the CPU's work with the GPU's: load data in DataLoader workers (num_workers, pin_memory, "
-            "prefetch_factor), move logging and post-processing off the step, and issue fewer, larger ops "
-            "(torch.compile) so the CPU stays ahead. Saving shown: that idle, an upper bound.")
-    return {"kind": "host_dispatch", "title": f"The CPU sets the pace: GPU idle {u.us(t)} waiting for work to be "
-                                              f"issued ({t / span * 100:.1f}% of the span)"
-                                              + (f"; the CPU was in {', '.join(doing)}" if doing else ""),
-            "text": text, "fix": "Keep the CPU ahead of the GPU: data loading in workers, no per-step host work.",
+    top, top_us = next(iter(activity.items()), ("other", 0.0))
+    what, fix = _activity_fix(top)
+    named = top != "other" and top_us >= 0.5 * t
+    n = int(((acc.gap_cause == IDLE_CAUSES.index("host_dispatch")) & (acc.gap_len > acc.gap_sync_us)).sum())
+    split = "; ".join(f"{k} {u.us(v)}" for k, v in list(activity.items())[:4])
+    text = (f"The GPU sat idle {u.us(t)} ({t / span * 100:.1f}% of the span{per}) in {u.plural(n, 'gap')} that ended "
+            "with work launched only after the GPU had gone idle: the CPU, not the GPU, set the pace. What the "
+            f"launching thread was doing during those gaps: {split}. " + (f"Mostly {what}. " if named else "")
+            + fix + " Saving shown: that idle, an upper bound.")
+    title = (f"The GPU waits for {what}: {u.us(t)} idle ({t / span * 100:.1f}% of the span{per})" if named else
+             f"The CPU sets the pace: GPU idle {u.us(t)} waiting for work to be issued ({t / span * 100:.1f}% of "
+             "the span)")
+    mine = [g for g in ledger["idle"]["largest"] if g["cause"] == "host_dispatch"]
+    return {"kind": "host_dispatch", "title": title, "text": text, "fix": fix.split(": ")[0].rstrip(".") + ".",
             "group": "host", "ops": [g["next_row"] for g in mine if g.get("next_row")],
-            "saving_us": t, "idle_us": t}
+            "saving_us": t, "idle_us": t, "activity": activity}

@@ -16,7 +16,7 @@ from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
 from traceana.diagnose import ledger as lg
-from traceana.diagnose.gaps import host_finding, largest_gaps, launch_facts
+from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.stalls import stall_findings, stalls
@@ -46,7 +46,9 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         extra.extend(stall_findings(found, span, steps))
         facts = launch_facts(trace, links, ev_row, rows, acc)
         extra.extend(fd.launch_findings([r for r in rows if r["bound"] == "latency"], total_us, facts, context))
-        f = host_finding(ledger, acc)
+        activity = host_activity(trace, links, acc)
+        ledger["idle"]["host_activity"] = activity
+        f = host_finding(ledger, acc, activity)
         if f:
             extra.append(f)
         extra.extend(fd.comm_findings(ledger, rows, context))
