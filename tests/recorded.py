@@ -335,7 +335,7 @@ def _launches(ops: list[dict]) -> list[tuple[dict, int, float]]:
             continue
         ps = _short(ops[p]["name"])
         silent[i] = (silent[p] or ps in ONE_KERNEL or (ps in _DROPOUT and not _returns_input(ops[p]))
-                     or _all_zero_dim(e))
+                     or (_all_zero_dim(e) and _short(e["name"]) != "_local_scalar_dense"))  # .item() copies
     launch = [0] * len(ops)
     below = [False] * len(ops)  # some descendant launches
     for i in range(len(ops) - 1, -1, -1):  # children come after their parent

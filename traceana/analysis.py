@@ -18,7 +18,7 @@ from traceana.cost.families.comm import comm_rates
 from traceana.cost.meta import SOURCE as META_SOURCE
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
-from traceana.copies import LINK, copy_split, dominant_host_copy
+from traceana.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
 from traceana.compiled_regions import explain as explain_region
@@ -102,7 +102,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     blocks = trace.gpu.blocks
     rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
-                 copy_split(trace, g.events) if g.cause is None else None, achievable)
+                 copy_split(trace, g.events), achievable)
             for i, g in enumerate(groups)]
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
@@ -267,6 +267,8 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     }
     row["roof_kind"] = "none"
     if g.cause is not None:
+        if judge_recorded(row, copies, device, g.count, CAUSES[g.cause]):
+            return row
         row["bound"] = "opaque"
         row["reason"] = CAUSES[g.cause]
         if g.cause == "compiled":
@@ -276,6 +278,9 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):
+        why = CAUSES[cost.cause] if cost.cause in CAUSES else f"no cost formula ({cost.reason})"
+        if judge_recorded(row, copies, device, g.count, why):
+            return row
         if cost.cause in CAUSES:  # a formula whose input the trace lacks: opaque for that cause
             row.update({"bound": "opaque", "opaque": True, "cause": cost.cause, "cause_from_cost": True,
                         "reason": f"{cost.reason} ({CAUSES[cost.cause]})"})
@@ -318,7 +323,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         row["copies"] = {k: {kk: v[kk] for kk in ("time_us", "bytes", "events")} for k, v in sorted(copies.items())}
         part = dominant_host_copy(copies, g.device_us)
         if part:
-            _link_verdict(row, part, device, g.count)
+            link_verdict(row, part, device, g.count)
             for k in ("datasheet_pct", "achievable_pct", "achievable"):  # held to its link, not DRAM/compute
                 row.pop(k, None)
     if META_SOURCE in cost.detail:
@@ -357,54 +362,13 @@ def _roof_kind(row: dict) -> str:
     return "compute" if c is not None and (m is None or c > m) else "dram"
 
 
-def _link_verdict(row: dict, part: dict, device: dict, count: int) -> None:
-    """Hold a signature whose time is mostly a host<->device (or peer) copy to that link, with
-    the bytes the profiler recorded as crossing it (in place, on the row)."""
-    kind = LINK[part["direction"]]
-    gbps = device.get(f"{kind}_gbps")
-    if part["bytes_known"]:
-        per_call = part["bytes"] / count if count else part["bytes"]
-    else:  # ROCm traces may record 0 bytes: the tensor (half the formula's read + write) crosses once
-        per_call = (row["bytes"] or 0.0) / 2
-        part = {**part, "bytes": per_call * count}
-        row["estimated"] = True
-        row["notes"] = list(row["notes"]) + ["the copies recorded no bytes: the bytes crossing the link are the "
-                                             "tensor's size from its shape"]
-    rate = part["bytes"] / (part["time_us"] * 1e3) if part["time_us"] > 0 else None
-    link_name = device.get(kind) or ("host link" if kind == "host_link" else "peer link")
-    row["copy"] = {"direction": part["direction"], "memory": part["memory"], "link": link_name,
-                   "link_gbps": gbps, "bytes": per_call, "time_us": part["time_us"], "gbps": rate,
-                   "events": part["events"]}
-    mean = row["mean_time_us"]
-    roof = per_call / (gbps * 1e3) if gbps else None
-    floor = row.get("launch_floor_us") or 0.0
-    row.update({
-        "bound": kind, "roof_kind": kind, "bytes": per_call, "flops": 0.0, "intensity": 0.0,
-        "bytes_expr": (f"{per_call:,.0f} B per call crossed the {link_name} {part['direction']}"
-                       f"{' from ' + part['memory'] + ' memory' if part['memory'] else ''} (the copies' recorded bytes)"),
-        "achieved_gbps": per_call / (mean * 1e3) if mean > 0 else None, "achieved_tflops": 0.0,
-        "roofline_time_us": roof, "memory_time_us": roof, "compute_time_us": 0.0 if roof is not None else None,
-        "roof_pct": roof / mean * 100.0 if roof is not None and mean > 0 else None,
-        "model_time_us": floor + roof if roof is not None else None,
-        "model_pct": (floor + roof) / mean * 100.0 if roof is not None and mean > 0 else None,
-        "peak_dtype": None, "peak_tflops": None, "limiter": None, "family": "memory",
-        "peak_why": (f"a {part['direction']} copy crosses the {link_name}"
-                     + (f" ({gbps:g} GB/s per direction), not DRAM" if gbps else
-                        ": its bandwidth is not in the device table (pass --host-link-gbps)")),
-    })
-    row["over_roof"] = None
-    if rate is not None and gbps and rate > gbps:
-        row["over_roof"] = {"pct": rate / gbps * 100.0, "reason": "model",
-                            "text": f"{rate:.3g} GB/s is faster than the {link_name}'s {gbps:g} GB/s per direction: "
-                                    "the device table's link is not this machine's (pass --host-link-gbps)"}
-
-
 def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:
     dur = trace.gpu.dur
     attributed = float(dur[links.gpu_op >= 0].sum())
     # opaque: kernels with no costable op (link stage), plus ops whose formula lacks an input the trace
     # did not record (cost stage: row["cause_from_cost"])
-    opaque = float(dur[links.gpu_cause >= 0].sum()) + sum(r["device_time_us"] for r in rows if r.get("cause_from_cost"))
+    # (copies judged from their recorded bytes are costed: copies.judge_recorded)
+    opaque = sum(r["device_time_us"] for r in rows if r["opaque"])
     modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
     estimated = sum(r["device_time_us"] for r in rows if r["flops"] is not None and r["estimated"])
     unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")
