@@ -1,7 +1,7 @@
 """Where each device's wall-clock time went: a timeline breakdown that sums to the span.
 
 Every GPU event gets one category: `memcpy` / `memset` by its kind, `communication` when the
-kernel is an NCCL/RCCL collective, otherwise the bound of its op signature (`compute`,
+kernel is communication (traceana/comm_kernels.py), otherwise the bound of its op signature (`compute`,
 `memory`, `latency`, `underutilised`, `unmodelled`, `unknown`, `opaque`). Streams overlap, so the time is the
 union of intervals and each instant is counted once, for the category of highest priority
 running at that instant (PRIORITY, first wins). The order puts the work that sets the pace
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana import comm_kernels
 from traceana.arrays import distinct
 from traceana.load.model import Trace
 
@@ -44,8 +45,9 @@ def event_rows(n_events: int, groups: Sequence) -> np.ndarray:
 
 
 def comm_name_mask(names: Sequence[str]) -> np.ndarray:
-    """Per name code: is it a collective-communication kernel (NCCL / RCCL)?"""
-    return np.array([("nccl" in n.lower() or "rccl" in n.lower()) for n in names], dtype=bool)
+    """Per name code: is it a communication kernel? (traceana/comm_kernels.py: NCCL / RCCL, MSCCL++,
+    NVSHMEM, DeepEP, pplx-kernels, custom all-reduce, symmetric memory)"""
+    return comm_kernels.comm_name_mask(names)
 
 
 def event_categories(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict]) -> np.ndarray:
@@ -60,7 +62,7 @@ def event_categories(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict]) -> 
     if len(rows):
         cat[has] = row_code[ev_row[has]]
     if n:
-        comm = comm_name_mask(trace.names)[gpu.name] & (gpu.kind == 0)
+        comm = comm_kernels.comm_event_mask(trace.names, gpu.name) & (gpu.kind == 0)
         cat[comm] = _BOUND_CODE["communication"]
         cat[gpu.kind == 1] = _BOUND_CODE["memcpy"]
         cat[gpu.kind == 2] = _BOUND_CODE["memset"]
