@@ -27,6 +27,7 @@ from traceana.compiled_regions import explain as explain_region
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
+from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
@@ -108,8 +109,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
                  copy_split(trace, g.events) if g.cause is None else None, achievable)
             for i, g in enumerate(groups)]
     topo = comm_topology(trace)
-    for r in rows:  # every collective a communication row: its link, transfer and wait
-        finish_comm(r, device_dict, topo, options.network_gbps)
+    for r, g in zip(rows, groups):  # every collective a communication row: its link, transfer and wait
+        finish_comm(r, device_dict, topo, options.network_gbps, trace, links, g.events)
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
@@ -142,6 +143,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
             **({"capture": capture} if capture is not None else {}),
         },
         "device": device_dict,
+        "context": run_context(trace, links, rows, capture),
         "coverage": coverage,
         "kernel_classes": classes,
         "lead": diag["lead"],

@@ -39,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from traceana import units as u
 from traceana.comm_kernels import is_comm_kernel, is_comm_op
 from traceana.rank_facts import collective_kind
@@ -118,26 +120,47 @@ def is_comm_row(row: dict) -> bool:
 def algorithm_of(name: str, kernels: Sequence[str]) -> str | None:
     """The collective an unsized row ran, from its op name, else its kernels' names."""
     low = name.lower()
-    if not is_comm_kernel(name):
+    if is_comm_op(name):
         for frag, algo in _OP_ALGO:
             if frag in low:
                 return algo
-    for k in kernels:
+    for k in (*kernels, name):  # NCCL's SendRecv kernel runs all-to-all and p2p alike: it says neither
         kind = collective_kind(k)
-        if kind in _KIND_ALGO:
+        if kind in _KIND_ALGO and kind != "SendRecv":
             return _KIND_ALGO[kind]
     return None
 
 
-def finish(row: dict, device: dict, topo: dict, network_gbps: float | None = None) -> None:
+def issuer(trace: Any, links: Any, events: Any) -> str | None:
+    """The name of the communication op that issued a row's first kernel: the op itself, or the
+    nearest op enclosing it on its thread that names a collective (record_param_comms recorded
+    under c10d::allreduce_ says all_reduce through it)."""
+    if trace is None or events is None or not len(events):
+        return None
+    op = int(links.gpu_op[events[0]])
+    if op < 0:
+        return None
+    ops, names = trace.ops, trace.names
+    enc = np.flatnonzero((ops.thread == ops.thread[op]) & (ops.ts <= ops.ts[op]) & (ops.end >= ops.end[op]))
+    enc = enc[np.argsort(-ops.ts[enc], kind="stable")]  # innermost first
+    for j in enc.tolist():
+        n = names[int(ops.name[j])]
+        if is_comm_op(n) and algorithm_of(n, ()) is not None:
+            return n
+    return None
+
+
+def finish(row: dict, device: dict, topo: dict, network_gbps: float | None = None, trace: Any = None,
+           links: Any = None, events: Any = None) -> None:
     """Make a collective row a communication row with its link and transfer / wait (in place);
-    rows that are not communication are left as they are."""
+    rows that are not communication are left as they are. trace / links / events (the row's GPU
+    events) let an unsized row name the collective that issued it."""
     if row.get("bound") != "communication" and not is_comm_row(row):
         return
     comm = row.get("comm")
     sized = bool(comm) and comm.get("bytes_per_rank") is not None
     if not sized:
-        _unsized(row, device, topo)
+        _unsized(row, device, topo, issuer(trace, links, events))
         return
     n = comm.get("group_size")
     where, why = placement(n, topo)
@@ -204,10 +227,10 @@ def _network_transfer(algo: str | None, n: int, msg: float | None, per_rank: flo
     return per_rank / (net * 1e3), f"{u.nbytes(per_rank)} per rank crosses the network at {net:g} GB/s (--network-gbps)"
 
 
-def _unsized(row: dict, device: dict, topo: dict) -> None:
+def _unsized(row: dict, device: dict, topo: dict, issued_by: str | None = None) -> None:
     """A collective whose size the trace did not record: a communication row that says so."""
     names = [k["name"] for k in row.get("kernels") or []]
-    algo = algorithm_of(str(row.get("name") or ""), names)
+    algo = algorithm_of(issued_by or str(row.get("name") or ""), names)
     n = topo.get("world_size")
     where, why = placement(n, topo) if n else ("unknown", "no group size recorded")
     if where == "network":  # only the world size, taken for the unrecorded group, would span hosts
@@ -215,7 +238,7 @@ def _unsized(row: dict, device: dict, topo: dict) -> None:
     link, gbps, _ = _peer(device)
     reason = row.get("reason") or "its message size was not recorded"
     row.update({"bound": "communication", "roof_kind": "network" if where == "network" else "peer_link"})
-    row["comm"] = {"sized": False, "algorithm": algo, "group_size": None, "transfer_us": None, "wait_us": None,
+    row["comm"] = {"sized": False, "algorithm": algo, "issued_by": issued_by, "group_size": None, "transfer_us": None, "wait_us": None,
                    "transfer_per_kernel_us": None, "placement": where, "placement_why": why,
                    "link_kind": row["roof_kind"], "link": "network" if where == "network" else link,
                    "link_gbps": None if where == "network" else gbps,
