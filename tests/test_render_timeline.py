@@ -13,43 +13,43 @@ from traceana.render.html import render_html
 from traceana.render.timeline import anatomy_bars, timeline_data, window_text
 
 
-def test_the_primary_bar_is_the_lead_and_fills_the_span():
+def test_the_primary_bar_is_the_ledger_and_fills_the_span():
     a = analysis("hta/rank0.json.gz")
     (dev,) = anatomy_bars(a)["devices"]
-    lead = a["lead"]
+    led = a["ledger"]
     widths = {s["key"]: float(s["width"]) for s in dev["segments"]}
-    assert sum(widths.values()) == pytest.approx(100.0, abs=0.01)  # idle + exposed comm + copies + work = span
-    # kernel-wait 666.79 ms of the 1,232.5 ms span: 54.1%
-    span = lead["span_us"]
-    assert widths["kernel_wait"] == pytest.approx(lead["idle_by_cause"]["kernel_wait"] / span * 100, abs=1e-3)
-    assert widths["communication"] == pytest.approx(lead["communication_exposed_us"] / lead["span_us"] * 100, abs=1e-3)
+    assert sum(widths.values()) == pytest.approx(100.0, abs=0.01)  # the terms sum to the span
+    span = led["span_us"]
+    terms = {t["key"]: t["us"] for t in led["terms"]}
+    assert widths == pytest.approx({k: v / span * 100 for k, v in terms.items()}, abs=1e-3)
     assert dev["primary"] and dev["overlapped"] == "2.553 ms"  # collectives hidden under other kernels
-    title = next(s["title"] for s in dev["segments"] if s["key"] == "kernel_wait")
-    # 666,794 µs of 1,232,469 µs = 54.1%
-    assert title.startswith(f"idle: kernel-wait: {fmt_time_us(666794.0)} (54.1% of the span)")
+    sync = terms["sync"]
+    title = next(s["title"] for s in dev["segments"] if s["key"] == "sync")
+    assert title.startswith(f"idle: sync stall: {fmt_time_us(sync)} ({sync / span * 100:.1f}% of the span)")
 
 
 def test_other_devices_take_the_breakdown_and_their_own_idle_causes():
     a = {
-        "lead": {"device": 0, "span_us": 100.0, "work_by_bound": {"compute": 60.0}, "idle_by_cause":
-                 {"host_wait": 40.0}, "communication_exposed_us": 0.0, "copies_exposed_us": 0.0},
+        "ledger": {"device": 0, "span_us": 100.0, "terms": [{"key": "compute", "us": 60.0},
+                                                            {"key": "host_dispatch", "us": 40.0}]},
         "breakdown": {"devices": [
             {"device": 0, "span_us": 100.0, "streams": 1, "by_category": {"compute": 60.0, "idle": 40.0}},
             {"device": 1, "span_us": 200.0, "streams": 2, "by_category": {"memory": 150.0, "memcpy": 10.0,
                                                                           "idle": 40.0}},
             {"device": 2, "span_us": 50.0, "streams": 1, "by_category": {"memory": 30.0, "idle": 20.0}}]},
-        "timeline": {"idle_by_device": [{"device": 1, "idle_by_cause": {"kernel_wait": 30.0, "launch_gaps": 10.0}}]},
+        "timeline": {"idle_by_device": [{"device": 1, "idle_by_cause": {"stream_wait": 30.0, "launch_gaps": 10.0}}]},
     }
     bars = anatomy_bars(a)
     d0, d1, d2 = bars["devices"]
-    assert [(s["key"], s["width"]) for s in d0["segments"]] == [("compute", "60.000"), ("host_wait", "40.000")]
+    assert [(s["key"], s["width"]) for s in d0["segments"]] == [("compute", "60.000"), ("host_dispatch", "40.000")]
     # device 1: 150 + 10 + 30 + 10 = 200 µs; widths 75%, 5%, 15%, 5%
     assert [(s["key"], s["width"]) for s in d1["segments"]] == [
-        ("memory", "75.000"), ("memcpy", "5.000"), ("kernel_wait", "15.000"), ("launch_gaps", "5.000")]
+        ("memory", "75.000"), ("memcpy", "5.000"), ("launch_gaps", "5.000"), ("stream_wait", "15.000")]
     # device 2 has no idle causes in the analysis: one idle segment
     assert [s["key"] for s in d2["segments"]] == ["memory", "idle"]
     assert [x["label"] for x in bars["legend"]] == ["compute", "memory", "memcpy (exposed)", "idle",
-                                                    "idle: host-wait", "idle: kernel-wait", "idle: launch gaps"]
+                                                    "idle: launch gaps", "idle: host dispatch",
+                                                    "idle: waiting on a dependency"]
 
 
 def test_timeline_data_is_checked_column_by_column():

@@ -57,7 +57,7 @@ def test_the_median_step_is_drawn_from_its_first_kernel_start(tmp_path):
     # kernel with no launch: no-launch)
     g = t["gaps"]
     assert (g["start"], g["dur"]) == ([10, 25], [10, 55])
-    assert [t["gap_causes"][c] for c in g["cause"]] == ["launch_gaps", "no_launch"]
+    assert [t["gap_causes"][c] for c in g["cause"]] == ["launch_gaps", "no_work"]
     assert g["idle_us"] == 65  # 10 + 55
     assert t["aggregated"] is False and t["events"] == t["intervals"] == 3
 
@@ -110,12 +110,12 @@ def test_without_steps_the_busiest_stretch_is_drawn(tmp_path, monkeypatch):
     assert t["window"]["busy_us"] == pytest.approx(100.0)
 
 
-def test_idle_by_device_and_the_primary_matches_the_lead():
+def test_idle_by_device_and_the_primary_matches_the_ledger():
     a = shared_analysis("hta/rank0.json.gz")
     t = a["timeline"]
     (dev,) = t["idle_by_device"]
-    assert dev["idle_by_cause"] == pytest.approx(a["lead"]["idle_by_cause"])
-    assert sum(dev["idle_by_cause"].values()) == pytest.approx(a["lead"]["idle_us"], rel=1e-6)
+    assert dev["idle_by_cause"] == pytest.approx(a["ledger"]["idle"]["by_cause"])
+    assert sum(dev["idle_by_cause"].values()) == pytest.approx(a["ledger"]["idle_us"], rel=1e-6)
     # five ProfilerSteps (209.7 .. 216.5 ms): the median one, ProfilerStep#552, 216.119 ms
     assert t["window"]["name"] == "ProfilerStep#552" and t["window"]["cpu_dur_us"] == 216119.0
     assert len(t["lanes"]) == 6 and sum(len(lane["start"]) for lane in t["lanes"]) == t["intervals"]

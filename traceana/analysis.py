@@ -119,8 +119,9 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    diag = diagnose(trace, links, ordered, rows, device_dict, total)
-    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"])
+    context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
+    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
@@ -143,19 +144,20 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
             **({"capture": capture} if capture is not None else {}),
         },
         "device": device_dict,
-        "context": run_context(trace, links, rows, capture),
+        "context": context,
         "coverage": coverage,
         "kernel_classes": classes,
-        "lead": diag["lead"],
+        "ledger": diag["ledger"],
         **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
-        "explanations": explain_rows(rows, device_dict, total, options.explain_top),
+        "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),
         "findings": diag["findings"],
         "projection": diag["projection"],
+        "plan": diag["plan"],
         "warnings": warnings,
     }
 

@@ -61,7 +61,8 @@ _NUMERIC = {"device_time_us", "mean_time_us", "kernels_per_call", "flops", "byte
             "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps", "comm_link_gbps",
             "comm_transfer_us", "comm_wait_us",
             "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events"}
-FINDING_COLUMNS = ("kind", "title", "saving_us", "idle_us", "confidence", "estimated", "lever", "ops", "text")
+FINDING_COLUMNS = ("id", "kind", "group", "title", "fix", "saving_us", "idle_us", "confidence", "estimated", "lever",
+                   "ops", "text")
 _OPTION_NAMES = ("peak_tflops", "bandwidth_gbps", "launch_floor_us", "host_link_gbps", "network_gbps", "explain_top",
                  "meta", "hta", "capture", "find_capture")
 
@@ -184,6 +185,17 @@ class Analysis:
                    for c in dict.fromkeys(cats)]
         return _frame(records, ["category", "kernel_time_us", "timeline_us", "pct_of_span"],
                       {"kernel_time_us", "timeline_us", "pct_of_span"}, index="category")
+
+    @cached_property
+    def ledger(self) -> pd.DataFrame:
+        """The primary device's account of its span, one row per term (work by bound, exposed
+        communication as transfer / wait, exposed copies, idle by cause), indexed by term: `us` sums
+        to the span; `share` = us / span. The same numbers as the report's lead and stacked bar."""
+        led = self.raw.get("ledger") or {}
+        records = [{"term": t.get("key"), "group": t.get("group"), "label": t.get("label"), "us": t.get("us"),
+                    "share": t.get("share"), "meaning": t.get("meaning")}
+                   for t in led.get("terms") or [] if isinstance(t, Mapping)]
+        return _frame(records, ["term", "group", "label", "us", "share", "meaning"], {"us", "share"}, index="term")
 
     def to_json(self) -> str:
         """The JSON report's text (the same bytes as `traceana report -o x.json`)."""

@@ -170,9 +170,9 @@ def summary(a: dict, out: str) -> str:
     prof = dev.get("profile")
     if prof:
         lines.append(f"  roofs: {profile_line(prof)}")
-    lead = a.get("lead") or {}
-    if lead.get("sentence"):
-        lines.append(f"  {lead['sentence']}")
+    led = a.get("ledger") or {}
+    if led.get("sentence"):
+        lines.append(f"  {led['sentence']}")
     elif a.get("cpu"):
         from traceana.render import cpu_roof_lines, cpu_verdict_rows
 

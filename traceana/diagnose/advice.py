@@ -38,8 +38,13 @@ OPAQUE_ADVICE = {
 }
 
 MEMORY_FIX = ("Only moving fewer bytes helps: fuse it with its neighbours (torch.compile, or a fused "
-              "kernel) so the tensor crosses DRAM once, or keep it in a narrower dtype (bf16/fp16 "
-              "halves the bytes).")
+              "kernel) so the tensor crosses DRAM once.")
+NARROW_FIX = " Or keep it in a narrower dtype: bf16/fp16 halves the bytes."
+# Families whose work is streaming element-wise passes over tensors: any such op over the same bytes
+# takes about as long, whatever its math.
+STREAMING = frozenset({"pointwise", "norm", "reduction", "memory", "resample"})
+MATRIX = frozenset({"gemm", "conv", "attention", "moe", "attention_paged", "tbe"})
+_WIDE = frozenset({"fp32", "fp64", "float", "double"})
 
 # Gathers / scatters (family "index") below this share of the bandwidth roof get GATHER_FIX instead of
 # MEMORY_FIX: their time is set by scattered accesses, not by how many bytes stream.
@@ -54,8 +59,41 @@ LATENCY_FIX = ("Kernels this short are dominated by launch latency and fixed per
                "larger kernels help — CUDA graphs (torch.compile mode=\"reduce-overhead\"), fusion, "
                "or a larger batch per launch.")
 
+LATENCY_REPLAY_FIX = ("Kernels this short are dominated by fixed per-kernel costs; this run already replays them "
+                      "from a CUDA/HIP graph, so launch overhead is gone and only fewer kernels help: fuse "
+                      "neighbouring ops (torch.compile, fused kernels) or give each kernel more work (a larger batch).")
+
+
+def latency_fix(context: dict | None) -> str:
+    """LATENCY_FIX, unless the run already replays CUDA/HIP graphs (then graphs are no advice)."""
+    return LATENCY_REPLAY_FIX if (context or {}).get("graph_replay") else LATENCY_FIX
+
 
 def scattered(row: dict) -> bool:
     """A gather / scatter (family index) running far below the bandwidth roof."""
     pct = row.get("roof_pct")
     return row.get("family") == "index" and pct is not None and pct < SCATTERED_ROOF_PCT
+
+
+def memory_advice(row: dict, ridge: float | None = None) -> str:
+    """Why a memory-bound op takes its time and what helps, from what the op is: a gather by its access
+    pattern, a matrix op by its shape (near the ridge, more work per call tips it), a streaming
+    element-wise op by its bytes alone. A narrower dtype is offered only to ops in a wide one."""
+    if scattered(row):
+        return GATHER_FIX
+    fam = row.get("family")
+    wide = row.get("dtype") in _WIDE
+    if fam in MATRIX:
+        x = row.get("intensity")
+        near = ridge and x is not None and x >= 0.5 * ridge
+        return ((f"Its arithmetic intensity {x:.3g} FLOP/B is close to the ridge ({ridge:.3g} FLOP/B): bytes and FLOPs "
+                 "both matter, and a little more work per call (a larger batch or sequence) makes it compute-bound. "
+                 if near else
+                 "The matrices are too thin or small for the FLOPs to matter: more work per call (a larger batch, "
+                 "fewer and larger matmuls) raises the intensity; a fused kernel that keeps its output on chip moves "
+                 "fewer bytes. ")
+                + (NARROW_FIX.strip() if wide else ""))
+    if fam in STREAMING:
+        return ("Its FLOP count is irrelevant: any element-wise op over the same tensors (sin, log, a multiply) "
+                "would take about as long. " + MEMORY_FIX + (NARROW_FIX if wide else ""))
+    return "Its bytes set its time. " + MEMORY_FIX + (NARROW_FIX if wide else "")

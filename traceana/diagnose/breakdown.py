@@ -1,16 +1,9 @@
-"""Where each device's wall-clock time went: a timeline breakdown that sums to the span.
+"""Per-device breakdowns read off the ledger's accounts, and utilisation (MFU-style).
 
-Every GPU event gets one category: `memcpy` / `memset` by its kind, `communication` when the
-kernel is communication (traceana/comm_kernels.py), otherwise the bound of its op signature (`compute`,
-`memory`, `latency`, `underutilised`, `unmodelled`, `unknown`, `opaque`). Streams overlap, so the time is the
-union of intervals and each instant is counted once, for the category of highest priority
-running at that instant (PRIORITY, first wins). The order puts the work that sets the pace
-first: a collective or a copy that runs under a kernel on another stream is hidden behind it
-and costs nothing, so `communication`, `memcpy` and `memset` count only where they are
-*exposed* (nothing else runs). `idle` is the rest of the span (first GPU event start to last
-event end on that device), so the categories sum exactly to the span.
-
-Vectorised: one sort per device, then a cummax sweep per category prefix (no per-event loops).
+Each device's span is split once by ledger.device_account (every µs once, work first: a collective
+or a copy under a kernel is hidden and costs nothing). Here those accounts are laid out per device
+for the report's stacked bars and the API's DataFrame, with categories the bounds, `communication`
+(exposed: transfer + wait + unsized), `memcpy`, `memset` and `idle` — the same numbers as the ledger.
 """
 
 from __future__ import annotations
@@ -19,19 +12,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from traceana import comm_kernels
 from traceana.arrays import distinct
+from traceana.diagnose.ledger import COMM, COPIES, WORK, Account
 from traceana.load.model import Trace
 
-# First wins when intervals of several categories overlap in time.
-PRIORITY = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque", "communication",
-            "memcpy", "memset")
-CATEGORIES = PRIORITY + ("idle",)
+CATEGORIES = WORK + ("communication",) + COPIES + ("idle",)
+PRIORITY = CATEGORIES[:-1]
 PRIORITY_NOTE = ("overlapping streams are counted once, for the first running category in the order "
                  + " > ".join(PRIORITY) + "; communication and copies therefore count only where no "
-                 "kernel hides them (exposed time)")
-_BOUND_CODE = {b: i for i, b in enumerate(PRIORITY)}
-_LINK_BOUNDS = {"host_link": "memcpy", "peer_link": "memcpy"}  # copy signatures' other events
+                 "kernel hides them (exposed time); the same split as the ledger's")
 
 
 def event_rows(n_events: int, groups: Sequence) -> np.ndarray:
@@ -44,77 +33,40 @@ def event_rows(n_events: int, groups: Sequence) -> np.ndarray:
     return out
 
 
-def comm_name_mask(names: Sequence[str]) -> np.ndarray:
-    """Per name code: is it a communication kernel? (traceana/comm_kernels.py: NCCL / RCCL, MSCCL++,
-    NVSHMEM, DeepEP, pplx-kernels, custom all-reduce, symmetric memory)"""
-    return comm_kernels.comm_name_mask(names)
-
-
-def event_categories(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict]) -> np.ndarray:
-    """Index into PRIORITY per GPU event."""
+def primary_device(trace: Trace, dev_id: int | None) -> int | None:
+    """The device the roofs were chosen for (the one with the most GPU time), when it has events."""
     gpu = trace.gpu
-    n = len(gpu)
-    row_code = np.array([_BOUND_CODE.get(_LINK_BOUNDS.get(r.get("bound"), r.get("bound")), _BOUND_CODE["unmodelled"])
-                         for r in rows],
-                        dtype=np.int8)
-    cat = np.full(n, _BOUND_CODE["unmodelled"], dtype=np.int8)
-    has = ev_row >= 0
-    if len(rows):
-        cat[has] = row_code[ev_row[has]]
-    if n:
-        comm = comm_kernels.comm_event_mask(trace.names, gpu.name) & (gpu.kind == 0)
-        cat[comm] = _BOUND_CODE["communication"]
-        cat[gpu.kind == 1] = _BOUND_CODE["memcpy"]
-        cat[gpu.kind == 2] = _BOUND_CODE["memset"]
-    return cat
+    if not len(gpu):
+        return None
+    if dev_id is not None and (gpu.device == dev_id).any():
+        return int(dev_id)
+    ids, inv = np.unique(gpu.device, return_inverse=True)
+    return int(ids[int(np.argmax(np.bincount(inv, weights=gpu.dur)))])
 
 
-def union_us(ts: np.ndarray, end: np.ndarray) -> float:
-    """Length of the union of [ts, end) intervals; ts must be sorted ascending."""
-    if len(ts) == 0:
-        return 0.0
-    reach = np.maximum.accumulate(end)
-    gaps = ts[1:] - reach[:-1]
-    return float(reach[-1] - ts[0] - gaps[gaps > 0].sum())
+def categories(acc: Account) -> dict[str, float]:
+    """One account as the breakdown's categories."""
+    by = acc.by_category
+    out = {k: by[k] for k in WORK}
+    out["communication"] = sum(by[k] for k in COMM)
+    out.update({k: by[k] for k in COPIES})
+    out["idle"] = by["idle"]
+    return out
 
 
-def device_breakdown(ts: np.ndarray, end: np.ndarray, cat: np.ndarray) -> dict:
-    """One device's span split by category (events sorted by ts; times relative or absolute)."""
-    out = {c: 0.0 for c in CATEGORIES}
-    if len(ts) == 0:
-        return {"span_us": 0.0, "busy_us": 0.0, "by_category": out}
-    span = float(np.max(end) - ts[0])
-    covered = 0.0
-    for k, c in enumerate(PRIORITY):
-        sel = cat <= k
-        u = union_us(ts[sel], end[sel]) if sel.any() else 0.0
-        out[c] = max(u - covered, 0.0)
-        covered = max(u, covered)
-    out["idle"] = max(span - covered, 0.0)
-    return {"span_us": span, "busy_us": covered, "by_category": out}
-
-
-def time_breakdown(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict], primary: int | None) -> dict:
-    """Per-device timeline breakdowns (each summing to that device's span) and the primary's."""
+def from_accounts(trace: Trace, accs: dict[int, Account], primary: int | None) -> dict:
+    """Per-device breakdowns (each summing to that device's span) and the primary's id."""
     gpu = trace.gpu
-    cat = event_categories(trace, ev_row, rows)
     devices = []
-    if len(gpu):
-        order = np.lexsort((gpu.ts, gpu.device))
-        dev_sorted = gpu.device[order]
-        cuts = np.flatnonzero(np.diff(dev_sorted)) + 1
-        for part in np.split(order, cuts):
-            d = int(gpu.device[part[0]])
-            t0 = float(gpu.ts[part[0]])
-            ts = gpu.ts[part] - t0
-            end = ts + gpu.dur[part]
-            b = device_breakdown(ts, end, cat[part])
-            b.update({"device": d, "start_us": t0, "events": int(len(part)),
-                      "streams": int(len(distinct(gpu.stream[part])))})
-            devices.append(b)
-    main = next((d for d in devices if d["device"] == primary), devices[0] if devices else None)
+    for d, acc in sorted(accs.items()):
+        on = gpu.device == d
+        cats = categories(acc)
+        devices.append({"device": d, "start_us": acc.t0, "span_us": acc.span_us,
+                        "busy_us": acc.span_us - cats["idle"], "by_category": cats,
+                        "idle_by_cause": acc.idle_by_cause(),
+                        "events": int(on.sum()), "streams": int(len(distinct(gpu.stream[on])))})
     return {"categories": list(CATEGORIES), "priority": list(PRIORITY), "note": PRIORITY_NOTE,
-            "devices": devices, "primary": main["device"] if main else None}
+            "devices": devices, "primary": primary}
 
 
 def utilisation(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict], device: dict,

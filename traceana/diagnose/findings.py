@@ -26,7 +26,7 @@ import re
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
-from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, OPAQUE_ADVICE, scattered
+from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -74,8 +74,10 @@ def _calls(n: int) -> str:
     return u.plural(n, "call")
 
 
-def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None) -> list[dict]:
-    """Row findings (+ trace-level ones in extra), ranked by saving_us."""
+def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None,
+         context: dict | None = None) -> list[dict]:
+    """Row findings (+ trace-level ones in extra), ranked by saving_us; `context` (diagnose/context.py)
+    keeps advice that contradicts the run out."""
     out: list[dict] = []
     peaks = device.get("peak_tflops") or {}
     latency = []
@@ -103,40 +105,54 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         out.append(copy_finding(group, device))
     out.extend(gs.shape_findings(rows, device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
-        out.extend(launch_findings(latency, total_us, None))
+        out.extend(launch_findings(latency, total_us, None, context))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
-    return out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us), rows)
+    out = out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us, context), rows)
+    for i, f in enumerate(out, 1):
+        f["id"] = f"f{i}"
+    return out
 
 
-def comm_finding(lead: dict | None) -> dict | None:
-    """Collective time with nothing else running on the GPU: what overlap could hide."""
-    if not lead or lead["span_us"] <= 0:
-        return None
-    exposed, total = lead["communication_exposed_us"], lead["communication_us"]
-    if exposed < 0.01 * lead["span_us"]:
-        return None
-    busy = lead["busy_us"]
-    return {
-        "kind": "comm_exposed",
-        "title": (f"Collectives run {u.us(exposed)} with nothing else on the GPU "
-                  f"({exposed / busy * 100:.1f}% of busy time)" if busy > 0 else
-                  f"Collectives run {u.us(exposed)} with nothing else on the GPU"),
-        "text": (f"NCCL/RCCL collectives took {u.us(total)} of the primary device's timeline; "
-                 f"{u.us(total - exposed if total > exposed else 0.0)} of it overlapped with compute kernels and "
-                 f"{u.us(exposed)} was exposed: the GPU did nothing but communicate (or wait inside a collective "
-                 "for a slower rank). Hide it behind compute: in DDP, let gradient buckets all-reduce while the "
-                 "backward pass runs (bucket_cap_mb, gradient_as_bucket_view=True, no sync points such as .item() "
-                 "inside the step); with FSDP, prefetch the next all-gather (forward_prefetch, backward_prefetch); "
-                 "issue collectives async on their own stream. Or send fewer bytes: bf16 gradients "
-                 "(comm hooks), fewer, larger buckets. If one rank is slower (data-dependent work, a straggler), "
-                 "the others wait inside the collective: compare ranks with `traceana report DIR/`. Saving shown: "
-                 "the exposed time, an upper bound (a collective cannot start before its data is ready)."),
-        "ops": [],
-        "saving_us": exposed,
-    }
+def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None) -> list[dict]:
+    """Exposed communication from the ledger: the transfer part is what overlap can hide; the wait part
+    (a collective waiting for its peers) is imbalance between ranks, not recoverable on this rank."""
+    if not ledger or ledger["span_us"] <= 0:
+        return []
+    c = ledger["communication"]
+    exposed, span = c["exposed_us"], ledger["span_us"]
+    if exposed < 0.01 * span:
+        return []
+    xfer, wait, unsized = c["exposed_transfer_us"], c["exposed_wait_us"], c.get("exposed_unsized_us", 0.0)
+    ctx = context or {}
+    training = ctx.get("mode") != "inference"
+    par = set(ctx.get("parallelism") or ())
+    hide = ["issue collectives asynchronously on their own stream and start them as soon as their input is ready"]
+    if training and "DP" in par:
+        hide.insert(0, "in DDP let gradient buckets all-reduce while the backward pass runs (bucket_cap_mb, "
+                       "gradient_as_bucket_view=True, no sync points inside the step)")
+    if training and "FSDP" in par:
+        hide.insert(0, "with FSDP prefetch the next all-gather (forward_prefetch, backward_prefetch)")
+    if "TP" in par:
+        hide.insert(0, "overlap tensor-parallel all-reduces with the next GEMM (async TP, sequence parallelism)")
+    if "EP" in par:
+        hide.insert(0, "overlap the expert all-to-all with expert compute (two micro-batches in flight)")
+    ids = [r["id"] for r in rows if r.get("bound") == "communication"][:20]
+    text = (f"Collectives ran {u.us(c['total_us'])} on the primary device; {u.us(exposed)} of it with no kernel "
+            f"running ({exposed / span * 100:.1f}% of the span). Of the exposed time, {u.us(xfer)} is transfer (the "
+            f"bytes each rank sends at the link's bandwidth) and {u.us(wait)} is waiting for other ranks"
+            + (f"; {u.us(unsized)} could not be split (size or link not recorded)" if unsized > 0 else "") + ". "
+            "Only the transfer can be hidden behind compute: " + "; ".join(hide) + ". The wait is time this rank "
+            "spent for a slower one (imbalanced work, a straggler, or a rank that reached the collective late): "
+            "compare the ranks with `traceana report DIR/` to name the slow rank and phase. Saving shown: the "
+            "exposed transfer, an upper bound.")
+    return [{"kind": "comm_exposed",
+             "title": (f"Exposed communication {u.us(exposed)}: transfer {u.us(xfer)}, waiting for other ranks "
+                       f"{u.us(wait)}" + (f", unsplit {u.us(unsized)}" if unsized > 0 else "")),
+             "text": text, "fix": "Overlap the collectives' transfer with compute; balance the ranks for the wait.",
+             "group": "communication", "ops": ids, "saving_us": xfer}]
 
 
 def underutilised_finding(row: dict) -> dict:
@@ -215,23 +231,11 @@ def memory_finding(row: dict, device: dict) -> dict:
     n, mean, floor = row["count"], row["mean_time_us"], row["memory_time_us"]
     fl_peak = row.get("peak_tflops")
     flop_us = row["flops"] / (fl_peak * 1e6) if fl_peak and row.get("flops") else None
-    matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
-    if matrix:
-        why = (f"Its FLOPs need {u.us(flop_us)} at {fl_peak:g} TFLOP/s, less than its bytes: the matrices are too "
-               "thin or small for the FLOPs to matter (arithmetic intensity "
-               f"{row.get('intensity') or 0:.3g} FLOP/B). More work per call (a larger batch, fewer and larger "
-               "matmuls) raises the intensity; a fused kernel that keeps its output on chip moves fewer bytes. "
-               if flop_us is not None else "")
-    elif scattered(row):
-        why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
-                if flop_us is not None else "") + GATHER_FIX)
-    else:
-        why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s: irrelevant. "
-                if flop_us is not None else "")
-               + "Any element-wise op over the same tensors would take as long: only fewer bytes help: fuse it with "
-                 "its neighbours (see fusion findings) or use a narrower dtype.")
-        if row.get("dtype") == "fp32":
-            why += f" In bf16/fp16 the bytes halve and so does the floor ({u.us(floor / 2)} per call)."
+    ridge = fl_peak * 1e12 / (bw * 1e9) if fl_peak and bw else None
+    why = ((f"Its {u.count(row['flops'])} FLOPs would need {u.us(flop_us)} at {fl_peak:g} TFLOP/s. "
+            if flop_us is not None else "") + memory_advice(row, ridge))
+    if row.get("dtype") in ("fp32", "fp64") and row.get("family") != "index":
+        why += f" In bf16/fp16 the floor would be {u.us(floor / 2)} per call."
     return {
         "kind": "memory_bound",
         "title": f"{row['name']} is memory-bound at {u.pct(row['roof_pct'])} of the {bw:g} GB/s roof",
@@ -322,12 +326,14 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
     }
 
 
-def launch_findings(latency: list[dict], total_us: float, facts: dict | None) -> list[dict]:
+def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
+                    context: dict | None = None) -> list[dict]:
     """One launch_bound finding: latency-bound ops (tiny kernels far under both roofs) and the
     short idle gaps between kernels (the fixed cost of issuing kernels one at a time)."""
     t = sum(r["device_time_us"] for r in latency)
     above = sum(_above_roof(r) for r in latency)
     short = facts["short_us"] if facts else 0.0
+    replay = bool((context or {}).get("graph_replay"))
     saving = above + short
     if total_us <= 0 or max(t, saving) < MIN_SHARE * total_us:
         return []
@@ -337,7 +343,9 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None) ->
         parts.append(f"{facts.get('events', facts['kernels']):,} GPU events (kernels, copies, memsets) ran one by one: "
                      f"{u.plural(facts['short_gaps'], 'gap')} of at most "
                      f"{facts['short_limit_us']:g} µs between them add up to {u.us(short)} of GPU idle (median "
-                     f"{u.us(facts['short_median_us'])} per gap), the fixed cost of launching each kernel separately.")
+                     f"{u.us(facts['short_median_us'])} per gap), "
+                     + ("the graph's scheduling between dependent kernels." if replay else
+                        "the fixed cost of launching each kernel separately."))
     if latency:
         parts.append(f"{u.plural(len(latency), 'op signature')} {'is' if len(latency) == 1 else 'are'} latency-bound, "
                      f"far under both roofs: {u.plural(n, 'kernel')} of "
@@ -353,14 +361,18 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None) ->
         if facts["lat_launches"]:
             parts.append(f"The latency-bound kernels alone took {u.plural(facts['lat_launches'], 'launch', 'launches')}, "
                          f"{u.us(facts['lat_launch_us'])} of CPU time.")
-    parts.append(LATENCY_FIX)
+    parts.append(latency_fix(context))
     parts.append("Saving shown: " + " + ".join(x for x in (f"the short gaps ({u.us(short)})" if short else "",
                                                            f"time above the roofs ({u.us(above)})" if above else "") if x)
                  + ", an upper bound: graphs and fusion shrink but do not remove per-kernel costs.")
     title = (f"{n:,.0f} tiny kernels are launch-bound" if latency and t >= short
              else f"Launch overhead: {facts['short_gaps']:,} short gaps between kernels" if facts
              else f"{n:,.0f} tiny kernels are launch-bound")
-    return [{"kind": "launch_bound", "title": f"{title}: {u.us(saving)} recoverable with CUDA graphs / fusion",
+    how = "fusion" if replay else "CUDA graphs / fusion"
+    return [{"kind": "launch_bound", "title": f"{title}: {u.us(saving)} recoverable with {how}",
+             "fix": ("Fuse neighbouring kernels or give each more work (the run already replays graphs)." if replay
+                     else "Launch fewer kernels: CUDA graphs (torch.compile mode='reduce-overhead') or fusion."),
+             "group": "launch",
              "text": " ".join(parts),
              "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
              "saving_us": saving, "idle_us": short}]
@@ -405,7 +417,7 @@ def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> lis
              "text": text, "ops": ids[:50], "saving_us": saving, "estimated": True, "confidence": "low"}]
 
 
-def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
+def _coverage_findings(rows: list[dict], total_us: float, context: dict | None = None) -> list[dict]:
     out = []
     by_cause: dict[str, list[dict]] = {}
     unmodelled = []
@@ -421,7 +433,7 @@ def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
         out.append({
             "kind": "opaque_time",
             "title": f"{u.us(t)} ({t / total_us * 100:.1f}%) of device time has no shapes: {cause.replace('_', ' ')}",
-            "text": f"{CAUSES.get(cause, cause)}. {OPAQUE_ADVICE.get(cause, '')}",
+            "text": f"{CAUSES.get(cause, cause)}. {_opaque_advice(cause, context)}",
             "ops": [r["id"] for r in rs[:50]],
             "saving_us": 0.0,
         })
@@ -441,3 +453,12 @@ def _coverage_findings(rows: list[dict], total_us: float) -> list[dict]:
             "saving_us": 0.0,
         })
     return out
+
+
+def _opaque_advice(cause: str, context: dict | None) -> str:
+    """OPAQUE_ADVICE, unless the run already does what it says (a trace that recorded shapes)."""
+    if cause == "no_shapes" and (context or {}).get("record_shapes"):
+        return ("The trace did record shapes: these kernels' enclosing ops simply carry none (a record_function "
+                "range, a Python-level or custom op without a schema). Launch them from an op with tensor "
+                "arguments (a registered custom op) so their shapes are recorded.")
+    return OPAQUE_ADVICE.get(cause, "")

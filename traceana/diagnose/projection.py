@@ -27,12 +27,25 @@ from __future__ import annotations
 
 WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 # Kinds whose savings are upper bounds or rest on assumptions, whatever their ops' costs.
-MEDIUM_KINDS = frozenset({"launch_bound", "idle_gap", "fusion", "underutilised", "comm_exposed"})
+MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.
-TIMELINE_KINDS = frozenset({"idle_gap", "comm_exposed"})
+TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed"})
 # A finding that recovers less than this is a note, not a lever.
 LEVER_MIN_US = 1.0
+PLAN_SIZE = 3  # "Do this first": the first levers, at most
+# One short imperative per kind, for findings that do not carry their own `fix`.
+FIX = {
+    "memory_bound": "Move fewer bytes: fuse it with its neighbours, or narrow its dtype.",
+    "compute_bound": "Use a faster dtype's tensor cores, or do fewer FLOPs.",
+    "tensor_core_dtype": "Run the matmuls in bf16/fp16 (autocast) or TF32 tensor cores.",
+    "gemm_shape": "Pad or reshape the GEMM's dimensions to the kernel's tile and alignment.",
+    "fusion": "Fuse the chain into one kernel (torch.compile or a fused op).",
+    "underutilised": "Give the kernel more parallel work (larger batch, more blocks) or a better kernel.",
+    "host_copy": "Pin host memory and copy with non_blocking=True, overlapped with compute.",
+    "opaque_time": "Record what the trace lacks to cost this time (see the finding).",
+    "unmodelled": "Nothing to change in the run: these ops have no cost formula yet.",
+}
 
 
 def annotate(findings: list[dict], rows: list[dict]) -> list[dict]:
@@ -51,6 +64,9 @@ def annotate(findings: list[dict], rows: list[dict]) -> list[dict]:
             else:
                 f["confidence"] = "high"
         f["lever"] = f.get("saving_us", 0.0) >= LEVER_MIN_US
+        f.setdefault("group", f["kind"])
+        if not f.get("fix"):
+            f["fix"] = FIX.get(f["kind"]) or _first_sentence(f.get("text") or "")
     findings.sort(key=lambda f: (not f["lever"], -f.get("saving_us", 0.0) * WEIGHT[f["confidence"]],
                                  f["kind"], f["title"]))
     return findings
@@ -98,3 +114,21 @@ def project(findings: list[dict], rows: list[dict], busy_us: float, idle_us: flo
                  "t x (1 - f1) x (1 - f2) ... of its time, so overlapping findings never count a µs twice. "
                  "Savings on one stream under another stream's work are assumed to shorten the busy time."),
     }
+
+
+def _first_sentence(text: str) -> str:
+    cut = text.find(". ")
+    return text if cut < 0 else text[:cut + 1]
+
+
+def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float) -> list[dict]:
+    """"Do this first": the first PLAN_SIZE levers in rank order, each with the span left after it and
+    every lever above it (the projection's rule, so no µs is saved twice)."""
+    out = []
+    levers = [(i, f) for i, f in enumerate(findings) if f.get("lever")][:PLAN_SIZE]
+    for k, (i, f) in enumerate(levers, 1):
+        p = project([g for _, g in levers[:k]], rows, busy_us, idle_us)
+        out.append({"finding": i, "id": f.get("id"), "kind": f["kind"], "title": f["title"], "fix": f.get("fix"),
+                    "saving_us": f["saving_us"], "confidence": f["confidence"], "span_after_us": p["span_after_us"],
+                    "span_now_us": p["span_now_us"]})
+    return out

@@ -18,7 +18,7 @@ its `busy` time, the op of its longest kernel); the threshold is the smallest th
 window under CAP (bisection on a monotone count). When same-category merging cannot get under
 CAP (short kernels of alternating categories), neighbours of any category merge and a bucket
 takes the category with most of its time (`mixed`). Idle gaps (no event of the device running,
-from idle.device_gaps) are listed with their cause, the longest MAX_GAPS of them.
+from the ledger's accounts) are listed with their cause, the longest MAX_GAPS of them.
 
 Also per device: idle by cause (as the lead splits the primary's), for the report's stacked bars.
 Vectorised: sorts, cumulative sums and reduceat; no per-event Python loops.
@@ -32,7 +32,7 @@ import numpy as np
 
 from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
-from traceana.diagnose.idle import LAUNCH_GAP_US, device_gaps
+from traceana.diagnose import ledger as lg
 from traceana.link import Links
 from traceana.load.model import Trace
 from traceana.rank_facts import _steps as profiler_steps
@@ -42,23 +42,28 @@ from traceana.rank_facts import cover, merge
 CAP = 20_000
 #: At most this many idle gaps of the window are listed (the longest ones).
 MAX_GAPS = 2_000
-#: Idle causes, as the lead names them (idle.CAUSES, with gaps up to LAUNCH_GAP_US as launch_gaps).
-GAP_CAUSES = ("host_wait", "kernel_wait", "launch_gaps", "no_launch")
+#: Idle causes, as the ledger names them.
+GAP_CAUSES = lg.IDLE_CAUSES
+# ledger category code -> breakdown category code (the three communication parts drawn as one)
+_TO_BD = np.array([bd.CATEGORIES.index("communication" if c in lg.COMM else c) for c in lg.PRIORITY], dtype=np.int8)
 _ROUND = 2  # µs decimals kept (10 ns)
 
 
-def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict], primary: int | None) -> dict | None:
+def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict], primary: int | None,
+                  accs: dict | None = None) -> dict | None:
     """analysis["timeline"]: the representative window of device `primary` (None without GPU events).
-    groups[i] is the signature Group behind rows[i]."""
+    groups[i] is the signature Group behind rows[i]; accs the ledger's Account per device."""
     gpu = trace.gpu
     if primary is None or not len(gpu):
         return None
     ev_row = bd.event_rows(len(gpu), groups)
-    cat = bd.event_categories(trace, ev_row, rows)
+    cat = _TO_BD[lg.event_categories(trace, ev_row, rows)]
     on = np.flatnonzero(gpu.device == primary)
     if not len(on):
         return None
-    gaps = device_gaps(trace, links, primary)
+    if accs is None or primary not in accs:
+        accs = lg.accounts(trace, links, ev_row, rows)
+    acc = accs[primary]
     t0, t1, window = _window(trace, links, on)
     lanes, agg = _lanes(gpu, on, ev_row, cat, t0, t1)
     return {
@@ -70,9 +75,9 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
         "lanes": lanes,
         **agg,
         "gap_causes": list(GAP_CAUSES),
-        "gaps": _window_gaps(gaps, t0, t1),
-        "idle_by_device": [_idle_by_cause(trace, links, int(d)) if int(d) != primary else
-                           {"device": int(primary), **_causes(gaps)} for d in distinct(gpu.device).tolist()],
+        "gaps": _window_gaps(acc, t0, t1),
+        "idle_by_device": [{"device": int(d), "idle_us": accs[int(d)].by_category["idle"],
+                            "idle_by_cause": accs[int(d)].idle_by_cause()} for d in distinct(gpu.device).tolist()],
         "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
                  "gap cause indexes `gap_causes`"),
     }
@@ -216,27 +221,9 @@ def _threshold(stream, s, e, c, same_cat: bool) -> float:
 # ----------------------------------------------------------------------------- idle
 
 
-def _cause_codes(g: dict) -> np.ndarray:
-    """Index into GAP_CAUSES per gap: launch gaps by length first, then the launch's cause."""
-    code = np.array([0, 1, 3], dtype=np.int64)[g["cause"].astype(np.int64)] if len(g["cause"]) else \
-        np.zeros(0, dtype=np.int64)
-    code[g["length"] <= LAUNCH_GAP_US] = 2
-    return code
-
-
-def _causes(g: dict) -> dict:
-    code = _cause_codes(g)
-    out = {c: float(g["length"][code == i].sum()) for i, c in enumerate(GAP_CAUSES)}
-    return {"idle_us": float(g["length"].sum()), "idle_by_cause": out}
-
-
-def _idle_by_cause(trace: Trace, links: Links, dev: int) -> dict:
-    return {"device": dev, **_causes(device_gaps(trace, links, dev))}
-
-
-def _window_gaps(g: dict, t0: float, t1: float) -> dict:
-    start, length = g["start"], g["length"]
-    code = _cause_codes(g)
+def _window_gaps(acc: lg.Account, t0: float, t1: float) -> dict:
+    start, length = acc.gap_start, acc.gap_len
+    code = acc.gap_codes()
     end = start + length
     m = (start < t1) & (end > t0)
     s, e, code = np.maximum(start[m], t0) - t0, np.minimum(end[m], t1) - t0, code[m]

@@ -175,33 +175,28 @@ def by_bound(analysis: Mapping[str, Any]) -> tuple[dict[str, float], float | Non
 
 
 def lead_rows(analysis: Mapping[str, Any]) -> list[tuple[str, float, float | None]]:
-    """(label, µs, share of the span) rows of the lead: where the primary device's span went."""
-    lead = mapping(analysis.get("lead"))
-    span = num(lead.get("span_us"))
+    """(label, µs, share of the span) rows: the ledger's terms (they sum to the span), then the
+    overlapped communication beside them (not part of the sum)."""
+    led = mapping(analysis.get("ledger"))
+    span = num(led.get("span_us"))
     if not span:
         return []
     rows: list[tuple[str, float, float | None]] = []
-    for k, v in mapping(lead.get("idle_by_cause")).items():
-        if (x := num(v)) and x > 0:
-            rows.append((f"idle: {text(k, 30).replace('_', '-')}", x, share(x, span)))
-    comm, exposed = num(lead.get("communication_us")) or 0.0, num(lead.get("communication_exposed_us")) or 0.0
-    if comm > 0:
-        rows.append(("communication, exposed", exposed, share(exposed, span)))
-        rows.append(("communication, overlapped with compute (not in the span sum)", comm - exposed if comm > exposed
-                     else 0.0, None))
-    if (c := num(lead.get("copies_exposed_us"))) and c > 0:
-        rows.append(("copies (memcpy/memset), exposed", c, share(c, span)))
-    for k, v in mapping(lead.get("work_by_bound")).items():
-        if (x := num(v)) and x > 0:
-            rows.append((f"kernels: {text(k, 30)}", x, share(x, span)))
+    for t in seq(led.get("terms")):
+        t = mapping(t)
+        if (x := num(t.get("us"))) and x > 0:
+            rows.append((text(t.get("label"), 80), x, share(x, span)))
+    over = num(mapping(led.get("communication")).get("overlapped_us")) or 0.0
+    if over > 0:
+        rows.append(("communication overlapped with compute (not in the span sum)", over, None))
     return rows
 
 
 def verdict(analysis: Mapping[str, Any]) -> str:
-    """One plain-text sentence: where the time goes (the lead) and which op matters most."""
-    lead = mapping(analysis.get("lead"))
-    if text(lead.get("sentence")):
-        out = text(lead.get("sentence"), 800)
+    """One plain-text sentence: where the time goes (the ledger) and which op matters most."""
+    led = mapping(analysis.get("ledger"))
+    if text(led.get("sentence")):
+        out = text(led.get("sentence"), 800)
         ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
         if ops:
             top = ops[0]

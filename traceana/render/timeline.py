@@ -42,23 +42,27 @@ COLOURS: dict[str, str] = {
     "host_link": "#c9a227", "peer_link": "#8d6e1f", "unmodelled": "#aab0b8", "unknown": "#c9ccd1",
     "opaque": "#5f6670", "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f",
     "copies": "#c9a227",
-    "host_wait": "#f0a3a3", "kernel_wait": "#f3cf8c", "launch_gaps": "#cdd5e2", "no_launch": "#e4e6ea",
-    "idle": "#eef0f3",
+    "comm_transfer": "#2a9d8f", "comm_wait": "#8fd3c9", "comm_unsized": "#5fb8ac",
+    "sync": "#e07a7a", "host_dispatch": "#f0a3a3", "stream_wait": "#f3cf8c", "launch_gaps": "#cdd5e2",
+    "no_work": "#e4e6ea", "idle": "#eef0f3",
 }
 WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque")
-IDLE_CAUSES = ("host_wait", "kernel_wait", "launch_gaps", "no_launch")
+IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "stream_wait", "no_work")
 LABELS: dict[str, str] = {
     "communication": "communication (exposed)", "copies": "copies (exposed)", "memcpy": "memcpy (exposed)",
-    "memset": "memset (exposed)", "host_wait": "idle: host-wait", "kernel_wait": "idle: kernel-wait",
-    "launch_gaps": "idle: launch gaps", "no_launch": "idle: no launch recorded", "idle": "idle",
+    "memset": "memset (exposed)", "comm_transfer": "communication: transfer",
+    "comm_wait": "communication: waiting for other ranks", "comm_unsized": "communication: split unknown",
+    "sync": "idle: sync stall", "host_dispatch": "idle: host dispatch", "stream_wait": "idle: waiting on a dependency",
+    "launch_gaps": "idle: launch gaps", "no_work": "idle: nothing issued", "idle": "idle",
 }
 #: The timeline's words for its categories (a collective there is drawn whether or not it is exposed).
 TL_LABELS: dict[str, str] = {**LABELS, "communication": "collective", "memcpy": "memcpy", "memset": "memset"}
 TIPS: dict[str, str] = {
-    "host_wait": "the CPU launched the next kernel only after the GPU went idle",
-    "kernel_wait": "launched in time, started late: a sync, another stream or another rank",
+    "sync": "the GPU drained while the CPU was blocked in a synchronizing call",
+    "host_dispatch": "the CPU launched the next kernel only after the GPU went idle",
+    "stream_wait": "launched in time, started late: waiting on another stream, an event or a graph dependency",
     "launch_gaps": "gaps of 30 µs or less between back-to-back kernels",
-    "no_launch": "the kernel after the gap has no launch in the trace",
+    "no_work": "the kernel after the gap has no launch in the trace",
     "communication": "collective kernels with nothing else running",
 }
 #: The page draws at most this many intervals and idle gaps (a saved analysis could hold more).
@@ -104,9 +108,9 @@ def _segment(key: str, us: float, span: float) -> dict[str, str]:
 
 def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
     """Per device: its span split into work by bound, exposed communication and copies, idle by cause.
-    The primary device from the lead; the others from the breakdown and the timeline's idle causes."""
+    The primary device from the ledger's terms; the others from the breakdown and the timeline's idle causes."""
     bd = mapping(a.get("breakdown"))
-    lead = mapping(a.get("lead"))
+    led = mapping(a.get("ledger"))
     idle_of = {text(mapping(d).get("device")): mapping(mapping(d).get("idle_by_cause"))
                for d in seq(mapping(a.get("timeline")).get("idle_by_device"))}
     devices = []
@@ -114,24 +118,20 @@ def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
         dev, span = text(d.get("device"), 20), num(d.get("span_us"))
         if span is None or span <= 0:
             continue
-        primary = lead and text(lead.get("device")) == dev and num(lead.get("span_us"))
+        primary = led and text(led.get("device")) == dev and num(led.get("span_us"))
         parts: list[tuple[str, float]] = []
         if primary:
-            span = num(lead.get("span_us")) or span
-            work = mapping(lead.get("work_by_bound"))
-            parts += [(k, num(work.get(k)) or 0.0) for k in WORK]
-            parts += [("communication", num(lead.get("communication_exposed_us")) or 0.0),
-                      ("copies", num(lead.get("copies_exposed_us")) or 0.0)]
-            causes = mapping(lead.get("idle_by_cause"))
+            span = num(led.get("span_us")) or span
+            parts += [(text(mapping(t).get("key"), 30), num(mapping(t).get("us")) or 0.0) for t in seq(led.get("terms"))]
         else:
             cats = mapping(d.get("by_category"))
             parts += [(k, num(cats.get(k)) or 0.0) for k in (*WORK, "communication", "memcpy", "memset")]
-            causes = idle_of.get(dev) or {}
+            causes = mapping(d.get("idle_by_cause")) or idle_of.get(dev) or {}
             if not causes:
                 parts.append(("idle", num(cats.get("idle")) or 0.0))
-        parts += [(k, num(causes.get(k)) or 0.0) for k in IDLE_CAUSES]
+            parts += [(k, num(causes.get(k)) or 0.0) for k in IDLE_CAUSES]
         segs = [_segment(k, us, span) for k, us in parts if us > 0]
-        overlapped = num(lead.get("communication_overlapped_us")) if primary else None
+        overlapped = num(mapping(led.get("communication")).get("overlapped_us")) if primary else None
         devices.append({"device": dev, "primary": bool(primary), "span": fmt_time_us(span),
                         "streams": fmt_int(d.get("streams")), "segments": segs,
                         "overlapped": fmt_time_us(overlapped) if overlapped else ""})
@@ -139,7 +139,8 @@ def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
     for d in devices:
         for s in d["segments"]:
             seen.setdefault(s["key"], {"label": s["label"], "colour": s["colour"], "title": TIPS.get(s["key"], "")})
-    order = [*WORK, "communication", "copies", "memcpy", "memset", "idle", *IDLE_CAUSES]
+    order = [*WORK, "communication", "comm_transfer", "comm_wait", "comm_unsized", "copies", "memcpy", "memset", "idle",
+             *IDLE_CAUSES]
     legend = [seen[k] for k in order if k in seen]
     return {"devices": devices, "legend": legend}
 

@@ -1,0 +1,200 @@
+"""The ledger: each µs of the primary device's span once, with its cause; every view reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import synth
+from tests.analyses import analysis
+from tests.conftest import SAMPLES, all_shared_traces
+from traceana.analysis import analyze
+from traceana.diagnose import ledger as lg
+from traceana.diagnose.findings import launch_findings
+from traceana.link import link
+from traceana.load import load_trace
+
+
+def _terms(a: dict) -> dict:
+    return {t["key"]: t["us"] for t in a["ledger"]["terms"]}
+
+
+def test_union_counts_overlaps_once():
+    import numpy as np
+
+    # [0, 12) and [20, 25): 12 + 5 = 17
+    assert lg.union_us(np.array([0.0, 5.0, 20.0]), np.array([10.0, 12.0, 25.0])) == pytest.approx(17.0)
+
+
+def test_work_hides_communication_and_copies(tmp_path):
+    ev = [
+        synth.op("aten::mm", 0, 20, 1, dims=[[64, 64], [64, 64]], types=["float", "float"]),
+        synth.launch(1, 11),
+        synth.kernel("volta_sgemm_128x64_nn", 10, 100, 11, stream=7),              # [10, 110)
+        synth.kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 60, 100, 12, stream=20),  # [60, 160)
+        synth.kernel("Memcpy DtoH (Device -> Pinned)", 200, 10, 13, stream=7, cat="gpu_memcpy"),
+    ]
+    a = analyze(synth.write(tmp_path, synth.trace(ev)))
+    led, t = a["ledger"], _terms(a)
+    assert led["span_us"] == pytest.approx(200.0)  # 10 .. 210
+    # the collective is exposed only in [110, 160): 50 µs; unsized (no record_param_comms) so unsplit
+    assert t["comm_unsized"] == pytest.approx(50.0) and led["communication"]["total_us"] == pytest.approx(100.0)
+    assert led["communication"]["overlapped_us"] == pytest.approx(50.0)  # 100 - 50
+    assert t["copies"] == pytest.approx(10.0)
+    # idle [160, 200): the memcpy (correlation 13) has no launch -> nothing issued
+    assert t["no_work"] == pytest.approx(40.0)
+    assert sum(t.values()) == pytest.approx(led["span_us"])
+    dev = a["breakdown"]["devices"][0]
+    assert dev["by_category"]["communication"] == pytest.approx(50.0) and dev["streams"] == 2
+
+
+def _idle_events(second_stream=False):
+    ev = [
+        synth.launch(1, 1), synth.kernel("k1", 10, 10, 1),      # K1 [10, 20)
+        synth.launch(60, 2), synth.kernel("k2", 70, 10, 2),     # launched at 60 > 20: host dispatch [20, 70)
+        synth.launch(61, 3), synth.kernel("k3", 140, 10, 3),    # launched at 61 <= 80: dependency wait [80, 140)
+        synth.kernel("k4", 190, 10, 4),                          # no launch: nothing issued [150, 190)
+        synth.launch(195, 5), synth.kernel("k5", 210, 5, 5),    # 10 µs gap [200, 210): launch gap
+    ]
+    if second_stream:
+        ev += [synth.launch(25, 6), synth.kernel("k6", 30, 35, 6, stream=8)]  # [30, 65) on stream 8
+    return ev
+
+
+def _account(tmp_path, events):
+    tr = load_trace(synth.write(tmp_path, synth.trace(events)))
+    ln = link(tr)
+    import numpy as np
+
+    ev_row = np.full(len(tr.gpu), -1)
+    return lg.accounts(tr, ln, ev_row, [])[0]
+
+
+def test_idle_gaps_by_cause(tmp_path):
+    acc = _account(tmp_path, _idle_events())
+    assert acc.idle_by_cause() == pytest.approx({"sync": 0.0, "host_dispatch": 50.0, "stream_wait": 60.0,
+                                                 "no_work": 40.0, "launch_gaps": 10.0})
+    assert acc.by_category["idle"] == pytest.approx(160.0)  # 50 + 60 + 40 + 10
+    assert acc.span_us == pytest.approx(205.0)  # 10 .. 215
+
+
+def test_device_idle_needs_every_stream_idle(tmp_path):
+    acc = _account(tmp_path, _idle_events(second_stream=True))
+    # stream 8 runs [30, 65): idle only [20, 30) (k6 launched at 25 > 20: host dispatch, 10 µs: a launch gap)
+    # and [65, 70) (k2 launched at 60 <= 65: 5 µs, a launch gap), then as before
+    assert acc.idle_by_cause() == pytest.approx({"sync": 0.0, "host_dispatch": 0.0, "stream_wait": 60.0,
+                                                 "no_work": 40.0, "launch_gaps": 25.0})  # 10 + 5 + 10
+
+
+def test_blocking_copy_charges_the_gap_to_the_op_behind_it(tmp_path):
+    # aten::item -> _local_scalar_dense -> cudaMemcpyAsync DtoH that returns only after its copy ends (at
+    # 300): the GPU finishes k1 at 110 and idles until the next kernel at 330, launched at 320.
+    ev = [
+        synth.op("aten::mul", 0, 5, 1, dims=[[1024], [1024]]), synth.launch(1, 1),
+        synth.kernel("vectorized_elementwise_kernel", 10, 100, 1),            # [10, 110)
+        synth.op("aten::item", 20, 285, 2, dims=[[]]),
+        synth.op("aten::_local_scalar_dense", 21, 283, 3, dims=[[]]),
+        synth.launch(22, 2, name="cudaMemcpyAsync", dur=280),                  # [22, 302)
+        synth.kernel("Memcpy DtoH (Device -> Pageable)", 110, 2, 2, cat="gpu_memcpy"),  # [110, 112)
+        synth.op("aten::add", 318, 5, 4, dims=[[1024], [1024]]), synth.launch(320, 3),
+        synth.kernel("vectorized_elementwise_kernel", 330, 10, 3),            # [330, 340)
+    ]
+    a = analyze(synth.write(tmp_path, synth.trace(ev)))
+    led = a["ledger"]
+    # idle [112, 330) = 218 µs: the call held until 302, + one 30 µs launch gap -> 220 > 218: all sync
+    assert led["idle"]["by_cause"]["sync"] == pytest.approx(218.0)
+    (stall,) = led["idle"]["stalls"]
+    assert stall["op"] == "aten::item" and stall["kind"] == "scalar" and stall["call"] == "cudaMemcpyAsync"
+    assert stall["direction"] == "DtoH" and stall["memory"] == "Pageable"
+    f = a["findings"][0]
+    assert f["kind"] == "sync_stall" and f["saving_us"] == pytest.approx(218.0)
+    assert "aten::item" in f["title"] and "on the GPU" in f["fix"]
+    assert a["plan"][0]["kind"] == "sync_stall"
+    # the plan's span after it: 330 µs span (10 .. 340) - 218 µs idle = 112 µs
+    assert a["plan"][0]["span_after_us"] == pytest.approx(112.0)
+
+
+def test_launch_finding_adds_short_gaps_and_time_above_roofs():
+    rows = [{"id": "op1", "name": "aten::add", "bound": "latency", "count": 100, "kernel_count": 1,
+             "device_time_us": 300.0, "roofline_time_us": 0.5}]
+    facts = {"kernels": 150, "kernel_us": 900.0, "launches": 150, "launch_us": 1200.0, "lat_launches": 100,
+             "lat_launch_us": 800.0, "short_gaps": 120, "short_us": 240.0, "short_median_us": 2.0,
+             "short_limit_us": 30.0}
+    (f,) = launch_findings(rows, 10_000.0, facts)
+    # above the roofs: 300 - 100 x 0.5 = 250 µs; plus 240 µs of short gaps = 490 µs
+    assert f["saving_us"] == pytest.approx(490.0)
+    assert "8.00 µs per launch" in f["text"] and "6.00 µs per kernel" in f["text"]  # 1200/150, 900/150
+    assert "CUDA graphs" in f["title"]
+    assert launch_findings([], 1e9, facts) == []  # 240 µs of 1e9 µs: under 0.5%
+    # a graph replay is told nothing about CUDA graphs
+    (g,) = launch_findings(rows, 10_000.0, facts, {"graph_replay": True})
+    assert "CUDA graph" not in g["title"] and "reduce-overhead" not in g["text"] and "fuse" in g["text"].lower()
+    assert "graph's scheduling" in g["text"] and "one at a time" not in g["fix"]
+
+
+def test_t4_ledger_sums_to_span():
+    a = analyze(str(SAMPLES / "t4_seed_pow_mul.json"))
+    t, led = _terms(a), a["ledger"]
+    assert t["compute"] == pytest.approx(230_208.0)  # the mm
+    assert t["memory"] == pytest.approx(6_483.583)  # 1141 + 2184 + 991.583 + 2167 µs
+    # four 1.088 µs gaps between back-to-back kernels: 4 x 1.088 = 4.352 µs
+    assert t["launch_gaps"] == pytest.approx(4.352, abs=1e-3)
+    assert led["span_us"] == pytest.approx(236_695.935, abs=1e-3)  # 236,691.583 busy + 4.352 idle
+    assert sum(t.values()) == pytest.approx(led["span_us"])
+
+
+def test_rank0_first_lever_is_the_blocking_copy_in_aten_to():
+    a = analysis("hta/rank0.json.gz")
+    led = a["ledger"]
+    assert led["span_us"] == 1231461.0 and led["idle_us"] == 793037.0 and led["steps"] == 5
+    stall = led["idle"]["stalls"][0]
+    # aten::to -> cudaMemcpyAsync of a DtoH copy into pageable memory: 19 calls that idled the GPU, blocking
+    # the CPU 733.0 ms in all;
+    # the GPU sat idle during them: 424,475 µs, 424,475 / 5 steps = 84,895 µs per step
+    assert stall["op"] == "aten::to" and stall["direction"] == "DtoH" and stall["memory"] == "Pageable"
+    assert stall["count"] == 19 and stall["blocked_us"] == pytest.approx(733042.0)
+    assert stall["idle_us"] == pytest.approx(424475.0) and stall["per_step_us"] == pytest.approx(84895.0)
+    first = a["findings"][0]
+    assert first["kind"] == "sync_stall" and "aten::to" in first["title"]
+    assert a["plan"][0]["finding"] == 0 and led["lever"] == "sync"
+    assert "aten::to" in led["sentence"]
+
+
+def test_every_shared_trace_has_a_ledger_that_adds_up():
+    for rel in all_shared_traces():
+        a = analysis(rel)
+        led = a["ledger"]
+        if led is None:
+            assert a["trace"]["gpu_events"] == 0, rel
+            continue
+        t = _terms(a)
+        assert sum(t.values()) == pytest.approx(led["span_us"], rel=1e-9), rel
+        c = led["communication"]
+        assert c["total_us"] >= c["exposed_us"] - 1e-6, rel
+        assert c["exposed_us"] == pytest.approx(t.get("comm_transfer", 0) + t.get("comm_wait", 0)
+                                                + t.get("comm_unsized", 0)), rel
+        idle = led["idle"]["by_cause"]
+        assert sum(idle.values()) == pytest.approx(led["idle_us"]), rel
+        dev = next(d for d in a["breakdown"]["devices"] if d["device"] == led["device"])
+        assert dev["span_us"] == pytest.approx(led["span_us"]) and dev["by_category"]["idle"] == pytest.approx(
+            led["idle_us"]), rel
+        assert a["breakdown"]["idle"]["by_cause"] == idle, rel
+        tl = a.get("timeline")
+        if tl:
+            prim = next(d for d in tl["idle_by_device"] if d["device"] == led["device"])
+            assert prim["idle_by_cause"] == pytest.approx(idle), rel
+
+
+def test_kineto_resnet_waits_for_a_single_process_dataloader():
+    a = analysis("kineto/worker0.1623143089861.pt.trace.json.gz")
+    led = a["ledger"]
+    idle = led["idle"]["by_cause"]
+    # 379.46 ms of the 996.48 ms span the next work was launched only after the GPU went idle: 38.1%
+    assert idle["host_dispatch"] == pytest.approx(379456.0) and led["steps"] == 6
+    act = led["idle"]["host_activity"]
+    # 285.2 ms of it with the launching thread inside the DataLoader's __next__ (num_workers=0: a
+    # _SingleProcessDataLoaderIter), 33.0 ms in zero_grad
+    assert act["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] == pytest.approx(285214.0)
+    assert sum(act.values()) == pytest.approx(idle["host_dispatch"])
+    f = a["findings"][0]
+    assert f["kind"] == "host_dispatch" and "DataLoader" in f["title"] and "num_workers" in f["text"]
+    assert a["plan"][0]["kind"] == "host_dispatch"

@@ -1,0 +1,175 @@
+"""Idle gaps in words: the largest ones with what the CPU was doing, launch facts, the host finding.
+
+All numbers come from the primary device's Account (ledger.py); this module only describes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceana import units as u
+from traceana.arrays import distinct
+from traceana.diagnose.ledger import IDLE_CAUSES, LAUNCH_GAP_US, Account, median_gap
+from traceana.link import Links
+from traceana.load.model import Trace
+
+TOP_GAPS = 5
+
+
+def _label(trace: Trace, ev: int, ev_row: np.ndarray, rows: list[dict]) -> str:
+    r = int(ev_row[ev]) if 0 <= ev < len(ev_row) else -1
+    if r >= 0 and not rows[r].get("opaque"):
+        return rows[r]["name"]
+    return trace.names[int(trace.gpu.name[ev])][:120]
+
+
+def _cpu_doing(trace: Trace, thread: int | None, start: float, end: float) -> str | None:
+    """The outermost op or annotation (not a ProfilerStep) running on `thread` across the gap's middle."""
+    if thread is None:
+        return None
+    mid = (start + end) / 2
+    best, best_ts = None, np.inf
+    for src in (trace.ops, trace.annotations):
+        if not len(src):
+            continue
+        m = np.flatnonzero((src.thread == thread) & (src.ts <= mid) & (src.end >= mid))
+        for i in m.tolist():
+            n = trace.names[int(src.name[i])]
+            if n.startswith("ProfilerStep#"):
+                continue
+            if src.ts[i] < best_ts:
+                best, best_ts = n, float(src.ts[i])
+    return best
+
+
+def largest_gaps(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict]) -> list[dict]:
+    """The TOP_GAPS longest idle gaps: where, how long, why, and what the CPU was doing."""
+    gpu, la = trace.gpu, trace.launches
+    code = acc.gap_codes()
+    out = []
+    for i in np.argsort(-acc.gap_len, kind="stable")[:TOP_GAPS].tolist():
+        ev = int(acc.gap_event[i])
+        start, length = float(acc.gap_start[i]), float(acc.gap_len[i])
+        before = np.flatnonzero((gpu.device == gpu.device[ev]) & (gpu.ts + gpu.dur <= start + 1e-6))
+        prev = int(before[np.argmax(gpu.ts[before] + gpu.dur[before])]) if len(before) else -1
+        launch = int(links.gpu_launch[ev])
+        call = int(acc.gap_sync_call[i])
+        thread = int(la.thread[call]) if call >= 0 else int(la.thread[launch]) if launch >= 0 else None
+        r = int(ev_row[ev])
+        out.append({"start_us": start - acc.t0, "length_us": length, "cause": IDLE_CAUSES[int(code[i])],
+                    "sync_us": float(acc.gap_sync_us[i]),
+                    "next": _label(trace, ev, ev_row, rows), "next_row": rows[r]["id"] if r >= 0 else None,
+                    "prev": _label(trace, prev, ev_row, rows) if prev >= 0 else None,
+                    "cpu_call": trace.names[int(la.name[call])] if call >= 0 else None,
+                    "cpu_doing": _cpu_doing(trace, thread, start, start + length)})
+    return out
+
+
+def launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], acc: Account) -> dict:
+    """CPU launch cost of the device's kernels and of the latency-bound ops' kernels; the launch gaps."""
+    gpu, la = trace.gpu, trace.launches
+    on = (gpu.kind == 0) & (gpu.device == acc.device)
+    lat_idx = np.array([i for i, r in enumerate(rows) if r["bound"] == "latency"], dtype=np.int64)
+    lat = on & np.isin(ev_row, lat_idx)
+
+    def launch_cost(mask: np.ndarray) -> tuple[int, float]:
+        ids = links.gpu_launch[mask]
+        ids = distinct(ids[ids >= 0])
+        return int(len(ids)), float((la.end[ids] - la.ts[ids]).sum())
+
+    n_la, la_us = launch_cost(on)
+    n_lat, lat_us = launch_cost(lat)
+    short = (acc.gap_cause == IDLE_CAUSES.index("launch_gaps")) & (acc.gap_sync_us <= 0)
+    return {"events": int((gpu.device == acc.device).sum()), "kernels": int(on.sum()),
+            "kernel_us": float(gpu.dur[on].sum()), "launches": n_la, "launch_us": la_us,
+            "lat_launches": n_lat, "lat_launch_us": lat_us, "short_gaps": int(short.sum()),
+            "short_us": acc.idle_by_cause()["launch_gaps"], "short_median_us": median_gap(acc, "launch_gaps"),
+            "short_limit_us": LAUNCH_GAP_US}
+
+
+def _top_level(trace: Trace, thread: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, name code) of the outermost ops and annotations (ProfilerStep# left out) of a thread."""
+    names = trace.names
+    skip = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
+    parts = [(src.ts[m], src.end[m], src.name[m]) for src in (trace.ops, trace.annotations) if len(src)
+             for m in [(src.thread == thread) & ~skip[src.name]]]
+    if not parts:
+        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+    ts = np.concatenate([p[0] for p in parts])
+    end = np.concatenate([p[1] for p in parts])
+    code = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    o = np.lexsort((-end, ts))
+    ts, end, code = ts[o], end[o], code[o]
+    reach = np.maximum.accumulate(end)
+    top = np.ones(len(ts), dtype=bool)
+    top[1:] = ts[1:] >= reach[:-1]
+    return ts[top], end[top], code[top]
+
+
+def host_activity(trace: Trace, links: Links, acc: Account) -> dict[str, float]:
+    """host_dispatch idle by what the launching thread was doing at each gap's middle: the outermost op
+    or annotation running there (e.g. `enumerate(DataLoader)#...`, `Optimizer.step#...`), else "other"."""
+    la = trace.launches
+    sel = (acc.gap_cause == IDLE_CAUSES.index("host_dispatch")) & (acc.gap_len > acc.gap_sync_us)
+    out: dict[str, float] = {}
+    if not sel.any():
+        return out
+    launch = links.gpu_launch[acc.gap_event[sel]]
+    rest = (acc.gap_len - acc.gap_sync_us)[sel]
+    mid = acc.gap_start[sel] + acc.gap_len[sel] / 2
+    thread = np.where(launch >= 0, la.thread[np.maximum(launch, 0)], -1)
+    for th in np.unique(thread).tolist():
+        m = thread == th
+        ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
+        j = np.searchsorted(ts, mid[m], side="right") - 1
+        hit = (j >= 0) & (end[np.maximum(j, 0)] >= mid[m]) if len(ts) else np.zeros(int(m.sum()), dtype=bool)
+        for k, us in zip(np.where(hit, j, -1).tolist(), rest[m].tolist()):
+            name = trace.names[int(code[k])] if k >= 0 else "other"
+            out[name] = out.get(name, 0.0) + us
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _activity_fix(name: str) -> tuple[str, str]:
+    """(what it is, what to do) for a host activity, from what its name says."""
+    low = name.lower()
+    if "dataloader" in low:
+        if "singleprocess" in low:
+            return ("the DataLoader, loading in the training process (num_workers=0)",
+                    "Load data in worker processes: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True); "
+                    "the batch is then ready when the step asks for it.")
+        return ("the DataLoader, whose workers do not keep up",
+                "Give the DataLoader more workers or a deeper prefetch (num_workers, prefetch_factor), or make the "
+                "dataset's __getitem__ / collate cheaper (decode once, cache, move augmentation to the GPU).")
+    if "optimizer" in low or ".step" in low:
+        return ("the optimizer step's host work",
+                "Use a fused or foreach optimizer (torch.optim.AdamW(..., fused=True)) or compile the step, so the "
+                "update is a few kernels instead of one per parameter.")
+    return (name, "Overlap the CPU's work with the GPU's: move logging and post-processing off the step, and issue "
+                  "fewer, larger ops (torch.compile, CUDA graphs) so the CPU stays ahead.")
+
+
+def host_finding(ledger: dict, acc: Account, activity: dict[str, float]) -> dict | None:
+    """host_dispatch idle (the CPU issued the next work only after the GPU went idle), by what the CPU
+    was doing meanwhile. Its saving is that idle: an upper bound."""
+    idle = ledger["idle"]["by_cause"]
+    t, span = idle["host_dispatch"], ledger["span_us"]
+    if span <= 0 or t < 0.01 * span:
+        return None
+    steps = ledger.get("steps") or 0
+    per = f", {u.us(t / steps)} per step" if steps > 1 else ""
+    top, top_us = next(iter(activity.items()), ("other", 0.0))
+    what, fix = _activity_fix(top)
+    named = top != "other" and top_us >= 0.5 * t
+    n = int(((acc.gap_cause == IDLE_CAUSES.index("host_dispatch")) & (acc.gap_len > acc.gap_sync_us)).sum())
+    split = "; ".join(f"{k} {u.us(v)}" for k, v in list(activity.items())[:4])
+    text = (f"The GPU sat idle {u.us(t)} ({t / span * 100:.1f}% of the span{per}) in {u.plural(n, 'gap')} that ended "
+            "with work launched only after the GPU had gone idle: the CPU, not the GPU, set the pace. What the "
+            f"launching thread was doing during those gaps: {split}. " + (f"Mostly {what}. " if named else "")
+            + fix + " Saving shown: that idle, an upper bound.")
+    title = (f"The GPU waits for {what}: {u.us(t)} idle ({t / span * 100:.1f}% of the span{per})" if named else
+             f"The CPU sets the pace: GPU idle {u.us(t)} waiting for work to be issued ({t / span * 100:.1f}% of "
+             "the span)")
+    mine = [g for g in ledger["idle"]["largest"] if g["cause"] == "host_dispatch"]
+    return {"kind": "host_dispatch", "title": title, "text": text, "fix": fix.split(": ")[0].rstrip(".") + ".",
+            "group": "host", "ops": [g["next_row"] for g in mine if g.get("next_row")],
+            "saving_us": t, "idle_us": t, "activity": activity}

@@ -1,0 +1,296 @@
+"""The step's one account: every µs of a device's span counted once, with its cause.
+
+A device's span runs from its first GPU event's start to its last event's end. Each instant of it is
+either busy (some GPU event runs) or idle, and gets exactly one term:
+
+  work            kernels, by the bound of the op that launched them (compute, memory, latency,
+                  underutilised, unmodelled, unknown, opaque). Work hides everything under it: a
+                  collective or a copy that runs while a kernel runs on another stream costs nothing.
+  communication   collective / p2p kernels with no work running (exposed), split per kernel into
+                  comm_transfer (the bytes the algorithm moves per rank at the link's bandwidth: the
+                  kernel's last transfer_us) and comm_wait (the rest of the kernel's time: waiting for
+                  the peers, i.e. for the slowest rank — overlap cannot recover it, balance can);
+                  comm_unsized where the size or the link is not known.
+  copies          memcpy / memset with nothing above running.
+  idle            no GPU event, by what the CPU side shows (per idle gap):
+      sync           the GPU went idle while a thread that feeds it was blocked in a host-synchronous
+                     call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, a
+                     synchronous memcpy — their HIP twins): the queue drained because the CPU waited, or
+                     neither side worked, the GPU idle and the CPU waiting on it. The gap counts as sync
+                     until the call returned (plus one launch gap of dispatch); a gap of at most
+                     LAUNCH_GAP_US before work already queued stays a launch gap.
+      launch_gaps    gaps of at most LAUNCH_GAP_US between back-to-back events: the fixed cost of
+                     issuing work one kernel at a time.
+      host_dispatch  the next event was launched only after the GPU went idle: the CPU (Python, dispatch,
+                     data loading) set the pace.
+      stream_wait    the next event was launched before the GPU went idle yet started later: it waited on
+                     another stream, an event, or a graph's dependencies.
+      no_work        the next event has no launch in the trace: what held it cannot be seen.
+
+Everything here is sorts, cumulative maxima and searchsorted over the device's events: no per-event
+Python loop. Only the few gaps described in words (the largest, the stalls) are visited one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceana.arrays import median
+from traceana.comm_kernels import comm_name_mask
+from traceana.link import Links
+from traceana.load.model import Trace
+
+LAUNCH_GAP_US = 30.0  # gaps up to this long are launch overhead (HTA's consecutive_kernel_delay default)
+WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque")
+COMM = ("comm_transfer", "comm_wait", "comm_unsized")
+COPIES = ("memcpy", "memset")
+PRIORITY = WORK + COMM + COPIES  # the first running category wins an instant
+IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "stream_wait", "no_work")
+_CODE = {c: i for i, c in enumerate(PRIORITY)}
+# a kernel of a copy op (a cast on the way to the device) is memory work
+_BOUND_ALIAS = {"host_link": "memory", "peer_link": "memory", "communication": "comm_unsized"}
+
+# Host calls that return only when the device has finished the work they wait for.
+SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyHtoD", "cuMemcpyHtoD_v2",
+    "hipMemcpy", "hipMemcpy2D", "hipMemcpy3D", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyFromSymbol",
+})
+# ... and asynchronous copies, which block the host when the copy could not be asynchronous (pageable
+# host memory) or when it must complete before the call returns: seen as a call that ends after its copy.
+_ASYNC_COPY = ("MemcpyAsync", "MemcpyDtoHAsync", "MemcpyHtoDAsync", "Memcpy2DAsync", "Memcpy3DAsync")
+
+
+@dataclass(frozen=True)
+class Account:
+    """One device's span, split. Gap arrays are in time order (absolute µs)."""
+
+    device: int
+    t0: float
+    t1: float
+    by_category: dict[str, float]  # PRIORITY categories (exposed) + "idle"
+    comm_total_us: float  # union of the device's communication kernels, hidden or not
+    comm_split_us: dict[str, float]  # comm_transfer / comm_wait / comm_unsized summed over kernels
+    gap_start: np.ndarray
+    gap_len: np.ndarray
+    gap_event: np.ndarray  # the GPU event that ends each gap
+    gap_sync_us: np.ndarray  # the part of each gap charged to a blocking call
+    gap_sync_call: np.ndarray  # launch index of that call, -1 when none
+    gap_cause: np.ndarray  # index into IDLE_CAUSES of the rest of the gap (and of the gap when no sync)
+
+    @property
+    def span_us(self) -> float:
+        return self.t1 - self.t0
+
+    def idle_by_cause(self) -> dict[str, float]:
+        rest = self.gap_len - self.gap_sync_us
+        out = {c: float(rest[self.gap_cause == i].sum()) for i, c in enumerate(IDLE_CAUSES)}
+        out["sync"] += float(self.gap_sync_us.sum())
+        return out
+
+    def gap_codes(self) -> np.ndarray:
+        """One cause per gap (for drawing): sync where the blocking call holds most of the gap."""
+        code = self.gap_cause.copy()
+        code[self.gap_sync_us * 2 >= self.gap_len] = 0
+        return code
+
+
+def union_us(ts: np.ndarray, end: np.ndarray) -> float:
+    """Length of the union of [ts, end) intervals; ts sorted ascending."""
+    if len(ts) == 0:
+        return 0.0
+    reach = np.maximum.accumulate(end)
+    gaps = ts[1:] - reach[:-1]
+    return float(reach[-1] - ts[0] - gaps[gaps > 0].sum())
+
+
+def event_categories(trace: Trace, ev_row: np.ndarray, rows: Sequence[dict]) -> np.ndarray:
+    """Index into PRIORITY per GPU event (communication kernels: comm_unsized until split)."""
+    gpu = trace.gpu
+    codes = np.array([_CODE.get(_BOUND_ALIAS.get(r.get("bound"), r.get("bound")), _CODE["unmodelled"])
+                      for r in rows], dtype=np.int8)
+    cat = np.full(len(gpu), _CODE["unmodelled"], dtype=np.int8)
+    has = ev_row >= 0
+    if len(rows):
+        cat[has] = codes[ev_row[has]]
+    if len(gpu):
+        comm = comm_name_mask(trace.names)[gpu.name] & (gpu.kind == 0)
+        cat[comm] = _CODE["comm_unsized"]
+        cat[gpu.kind == 1] = _CODE["memcpy"]
+        cat[gpu.kind == 2] = _CODE["memset"]
+    return cat
+
+
+def transfer_per_kernel(rows: Sequence[dict]) -> np.ndarray:
+    """Per row: the transfer time of one of its kernels (µs), nan when not known."""
+    out = np.full(len(rows), np.nan)
+    for i, r in enumerate(rows):
+        c = r.get("comm") if isinstance(r.get("comm"), dict) else None
+        if not c:
+            continue
+        t = c.get("transfer_us")
+        if t is None and c.get("bytes_per_rank") is not None and c.get("link_gbps"):
+            t = c["bytes_per_rank"] / (c["link_gbps"] * 1e3)
+        if t is not None and np.isfinite(t) and t >= 0:
+            out[i] = t / max(r.get("kernel_count") or 1.0, 1.0)
+    return out
+
+
+def blocking_calls(trace: Trace, links: Links) -> np.ndarray:
+    """Launch indices of host-synchronous runtime calls (sorted by start)."""
+    la, gpu = trace.launches, trace.gpu
+    if not len(la):
+        return np.zeros(0, dtype=np.int64)
+    names = trace.names
+    sync_code = np.array([n in SYNC_CALLS for n in names], dtype=bool)
+    async_code = np.array([any(k in n for k in _ASYNC_COPY) for n in names], dtype=bool)
+    block = sync_code[la.name]
+    cand = async_code[la.name]
+    if cand.any() and len(gpu):
+        copy_ev = np.flatnonzero((links.gpu_launch >= 0) & (gpu.kind == 1))
+        owner = links.gpu_launch[copy_ev]
+        ok = cand[owner] & (la.end[owner] >= gpu.ts[copy_ev] + gpu.dur[copy_ev])
+        block[owner[ok]] = True
+    idx = np.flatnonzero(block)
+    return idx[np.argsort(la.ts[idx], kind="stable")]
+
+
+def device_account(trace: Trace, links: Links, dev: int, cat: np.ndarray, xfer: np.ndarray,
+                   ev_row: np.ndarray, blocking: np.ndarray) -> Account:
+    """Split device `dev`'s span. cat: event_categories; xfer: transfer_per_kernel per row."""
+    gpu = trace.gpu
+    idx = np.flatnonzero(gpu.device == dev)
+    idx = idx[np.argsort(gpu.ts[idx], kind="stable")]
+    ts, end, c = gpu.ts[idx], gpu.ts[idx] + gpu.dur[idx], cat[idx].astype(np.int64)
+    t0, t1 = (float(ts[0]), float(end.max())) if len(idx) else (0.0, 0.0)
+    # communication kernels: the last transfer_us of each is transfer, the rest wait
+    comm = c == _CODE["comm_unsized"]
+    split = {k: 0.0 for k in COMM}
+    comm_total = union_us(ts[comm], end[comm]) if comm.any() else 0.0
+    if comm.any():
+        r = ev_row[idx[comm]]
+        x = np.where(r >= 0, xfer[np.maximum(r, 0)] if len(xfer) else np.nan, np.nan)
+        known = np.isfinite(x)
+        dur = end[comm] - ts[comm]
+        x = np.minimum(np.where(known, x, 0.0), dur)
+        split = {"comm_transfer": float(x[known].sum()), "comm_wait": float((dur - x)[known].sum()),
+                 "comm_unsized": float(dur[~known].sum())}
+        k_ts, k_end = ts[comm][known], end[comm][known]
+        cut = k_end - x[known]
+        # replace each sized communication kernel by its wait part and add its transfer part
+        keep = ~comm
+        keep[np.flatnonzero(comm)[~known]] = True
+        ts = np.concatenate([ts[keep], k_ts, cut])
+        end = np.concatenate([end[keep], cut, k_end])
+        c = np.concatenate([c[keep], np.full(len(k_ts), _CODE["comm_wait"]), np.full(len(cut), _CODE["comm_transfer"])])
+        o = np.argsort(ts, kind="stable")
+        ts, end, c = ts[o], end[o], c[o]
+    by = {k: 0.0 for k in PRIORITY}
+    covered = 0.0
+    for k, name in enumerate(PRIORITY):
+        sel = c <= k
+        u = union_us(ts[sel], end[sel]) if sel.any() else 0.0
+        by[name] = max(u - covered, 0.0)
+        covered = max(u, covered)
+    gaps = _gaps(trace, links, idx, blocking)
+    by["idle"] = float(gaps["len"].sum())
+    return Account(device=int(dev), t0=t0, t1=t1, by_category=by, comm_total_us=comm_total, comm_split_us=split,
+                   gap_start=gaps["start"], gap_len=gaps["len"], gap_event=gaps["event"],
+                   gap_sync_us=gaps["sync"], gap_sync_call=gaps["call"], gap_cause=gaps["cause"])
+
+
+def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> dict:
+    """Idle gaps of a device's events (idx sorted by start) and their causes."""
+    gpu, la = trace.gpu, trace.launches
+    empty = {"start": np.zeros(0), "len": np.zeros(0), "event": np.zeros(0, np.int64), "sync": np.zeros(0),
+             "call": np.zeros(0, np.int64), "cause": np.zeros(0, np.int8)}
+    if len(idx) < 2:
+        return empty
+    ts = gpu.ts[idx]
+    reach = np.maximum.accumulate(ts + gpu.dur[idx])
+    gap = ts[1:] - reach[:-1]
+    k = np.flatnonzero(gap > 0)
+    start, length, ev = reach[k], gap[k], idx[k + 1]
+    launch = links.gpu_launch[ev]
+    has = launch >= 0
+    cause = np.full(len(k), IDLE_CAUSES.index("no_work"), dtype=np.int8)
+    late = np.zeros(len(k), dtype=bool)
+    late[has] = la.ts[launch[has]] > start[has]
+    cause[has & late] = IDLE_CAUSES.index("host_dispatch")
+    cause[has & ~late] = IDLE_CAUSES.index("stream_wait")
+    cause[length <= LAUNCH_GAP_US] = IDLE_CAUSES.index("launch_gaps")
+    sync = np.zeros(len(k))
+    call = np.full(len(k), -1, dtype=np.int64)
+    if len(blocking):
+        feeders = _feeding_threads(trace, links, idx)
+        b = blocking[np.isin(la.thread[blocking], feeders)]
+        if len(b):
+            b_ts, b_end = la.ts[b], la.end[b]
+            # the call in progress at each gap's start: the latest-reaching call that began by then
+            run_end = np.maximum.accumulate(b_end)
+            run_arg = _running_argmax(b_end)
+            j = np.searchsorted(b_ts, start, side="right") - 1
+            ok = j >= 0
+            jj = np.maximum(j, 0)
+            held = ok & (run_end[jj] > start)
+            # a short gap before work that was already queued is the GPU's own issue latency, not the sync's
+            held &= ~((length <= LAUNCH_GAP_US) & has & ~late)
+            sync[held] = np.minimum(run_end[jj][held] - start[held] + LAUNCH_GAP_US, length[held])
+            call[held] = b[run_arg[jj][held]]
+    return {"start": start, "len": length, "event": ev, "sync": sync, "call": call, "cause": cause}
+
+
+def _running_argmax(a: np.ndarray) -> np.ndarray:
+    """Index of the running maximum of a (first index reaching it)."""
+    run = np.maximum.accumulate(a)
+    pos = np.where(a == run, np.arange(len(a)), 0)
+    return np.maximum.accumulate(pos)
+
+
+def _feeding_threads(trace: Trace, links: Links, idx: np.ndarray) -> np.ndarray:
+    """Threads that launched any of the device's events (their blocking calls can starve it)."""
+    launch = links.gpu_launch[idx]
+    launch = launch[launch >= 0]
+    if not len(launch):
+        return np.zeros(0, dtype=trace.launches.thread.dtype)
+    return np.unique(trace.launches.thread[launch])
+
+
+def accounts(trace: Trace, links: Links, ev_row: np.ndarray, rows: Sequence[dict]) -> dict[int, Account]:
+    """Every device's Account (the same rules for each)."""
+    gpu = trace.gpu
+    if not len(gpu):
+        return {}
+    cat = event_categories(trace, ev_row, rows)
+    xfer = transfer_per_kernel(rows)
+    blocking = blocking_calls(trace, links)
+    return {int(d): device_account(trace, links, int(d), cat, xfer, ev_row, blocking)
+            for d in np.unique(gpu.device).tolist()}
+
+
+def step_stats(trace: Trace) -> tuple[int, float | None]:
+    """(ProfilerStep annotations, their median duration)."""
+    names, ann = trace.names, trace.annotations
+    if not len(ann):
+        return 0, None
+    is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)[ann.name]
+    if not is_step.any():
+        return 0, None
+    # one per step number: the longest annotation of that name
+    code, ts, end = ann.name[is_step], ann.ts[is_step], ann.end[is_step]
+    dur: dict[int, float] = {}
+    for c_, d in zip(code.tolist(), (end - ts).tolist()):
+        dur[c_] = max(dur.get(c_, 0.0), d)
+    return len(dur), median(np.array(sorted(dur.values())))
+
+
+def median_gap(acc: Account, cause: str) -> float:
+    rest = acc.gap_len - acc.gap_sync_us
+    sel = (acc.gap_cause == IDLE_CAUSES.index(cause)) & (rest > 0)
+    return median(rest[sel]) if sel.any() else 0.0

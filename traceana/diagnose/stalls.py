@@ -1,0 +1,183 @@
+"""Sync stalls: the GPU idle while the CPU was blocked in a host-synchronous call, and the op behind it.
+
+The ledger charges an idle gap to a blocking call when the call was in progress as the GPU ran out of
+work (ledger._gaps). Here those charges are grouped by what issued the call — the op the user's code
+called (`aten::item`, `aten::to`, `aten::nonzero` …: the outermost of the innermost run of aten ops
+around the call) and the call itself — and each group becomes one finding with its fix. The fix
+depends on why the op synchronises, which is a property of the op, not of the trace:
+
+  a scalar read (.item(), float(t), bool(t), `if t:`) copies one value to the host and waits;
+  a copy to host memory (.to('cpu'), .cpu(), .numpy(), non_blocking=False) waits for the copy;
+  an op whose output size depends on the data (nonzero, masked_select, unique, boolean-mask indexing,
+  repeat_interleave without output_size) must read the size back before it can allocate;
+  an explicit torch.cuda.synchronize() / stream or event synchronize (timing code, debugging).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceana import units as u
+from traceana.copies import classify
+from traceana.diagnose.ledger import Account
+from traceana.link import Links
+from traceana.load.model import Trace
+
+_SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
+_TO_HOST = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy", "aten::_copy_from",
+            "aten::_copy_from_and_resize", "aten::tolist")
+_DATA_SIZED = ("aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
+               "aten::unique_consecutive", "aten::unique_dim", "aten::repeat_interleave", "aten::index",
+               "aten::argwhere", "aten::masked_scatter", "aten::bincount", "aten::histc")
+
+FIX = {
+    "scalar": ("Keep the value on the GPU: compare, accumulate and branch with tensor ops (torch.where, "
+               "running sums on device), and read it on the host once every N steps or after the loop; "
+               ".item(), float(t), bool(t) and `if t:` each wait for every kernel queued before them."),
+    "to_host": ("Copy into pinned host memory with non_blocking=True and wait on an event only where the "
+                "value is read (or keep the tensor on the GPU): a copy to pageable memory, or one with "
+                "non_blocking=False, blocks the CPU until the GPU has drained its queue."),
+    "data_sized": ("The op's output size depends on the data, so the CPU must read the size back before it can "
+                   "go on: use a fixed-size form (torch.where with a mask, nonzero_static / size=, "
+                   "repeat_interleave(output_size=...), masked ops instead of boolean indexing), or move it off "
+                   "the hot path."),
+    "explicit": ("Remove the explicit synchronize from the step (torch.cuda.synchronize(), stream/event "
+                 ".synchronize(): often timing or debug code); to time, record CUDA events and read them after "
+                 "the step."),
+    "to_device": ("Copy from pinned host memory with non_blocking=True (DataLoader(pin_memory=True), "
+                  "tensor.pin_memory()): a copy from pageable memory is synchronous for the host."),
+}
+
+SHORT_FIX = {
+    "scalar": "Keep the value on the GPU; read it on the host once every N steps.",
+    "to_host": "Copy to pinned memory with non_blocking=True and wait only where the value is read.",
+    "data_sized": "Use a fixed-size form (torch.where, nonzero_static, output_size=) or move it off the hot path.",
+    "explicit": "Remove the explicit synchronize from the step; time with CUDA events.",
+    "to_device": "Copy from pinned memory with non_blocking=True (pin_memory=True).",
+}
+
+
+def _kind(op: str | None, call: str, direction: str | None) -> str:
+    if op in _SCALAR:
+        return "scalar"
+    if op in _DATA_SIZED:
+        return "data_sized"
+    if direction == "HtoD":
+        return "to_device"
+    if op in _TO_HOST or direction == "DtoH":
+        return "to_host"
+    return "explicit"
+
+
+def _enclosing(trace: Trace, thread: int, ts: float, end: float) -> tuple[list[int], int]:
+    """(CPU ops enclosing [ts, end] on a thread, outermost first; the innermost user annotation or -1)."""
+    ops = trace.ops
+    m = np.flatnonzero((ops.thread == thread) & (ops.ts <= ts) & (ops.end >= end))
+    m = m[np.lexsort((-ops.end[m], ops.ts[m]))]
+    ann = trace.annotations
+    a = np.flatnonzero((ann.thread == thread) & (ann.ts <= ts) & (ann.end >= end))
+    names = trace.names
+    a = [int(i) for i in a if not names[int(ann.name[i])].startswith("ProfilerStep#")]
+    inner = max(a, key=lambda i: ann.ts[i]) if a else -1
+    return m.tolist(), inner
+
+
+def _behind(trace: Trace, chain: list[int]) -> int:
+    """The op the user called: the outermost of the innermost run of aten ops (-1 when none)."""
+    names = trace.names
+    pick = -1
+    for i in reversed(chain):
+        if names[int(trace.ops.name[i])].startswith("aten::"):
+            pick = i
+        elif pick >= 0:
+            break
+    return pick
+
+
+def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], call: int) -> dict:
+    """What one blocking runtime call was: its name, copy direction, the op and annotation behind it."""
+    la, gpu, names = trace.launches, trace.gpu, trace.names
+    name = names[int(la.name[call])]
+    mine = np.flatnonzero(links.gpu_launch == call)
+    direction = memory = None
+    for e in mine.tolist():
+        if gpu.kind[e] == 1:
+            direction, memory = classify(names[int(gpu.name[e])])
+            break
+    chain, ann = _enclosing(trace, int(la.thread[call]), float(la.ts[call]), float(la.end[call]))
+    op = _behind(trace, chain)
+    op_name = names[int(trace.ops.name[op])] if op >= 0 else None
+    # the ops' rows: GPU events launched on this thread while the op ran
+    ids: list[str] = []
+    if op >= 0:
+        o_ts, o_end = float(trace.ops.ts[op]), float(trace.ops.end[op])
+        near = np.flatnonzero((la.thread == la.thread[call]) & (la.ts >= o_ts) & (la.ts <= o_end))
+        ev = np.flatnonzero(np.isin(links.gpu_launch, near))
+        for r in np.unique(ev_row[ev]).tolist():
+            if r >= 0 and rows[r]["id"] not in ids:
+                ids.append(rows[r]["id"])
+    label = name
+    if direction:
+        label += f" ({direction}{', ' + memory + ' memory' if memory else ''}, host-synchronous)"
+    return {"call": name, "label": label, "direction": direction, "memory": memory, "op": op_name,
+            "annotation": names[int(trace.annotations.name[ann])] if ann >= 0 else None,
+            "ops": ids[:10], "blocked_us": float(la.end[call] - la.ts[call])}
+
+
+def stalls(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict],
+           steps: int) -> list[dict]:
+    """The ledger's sync idle grouped by (op behind the call, call): largest first."""
+    m = acc.gap_sync_us > 0
+    if not m.any():
+        return []
+    calls, us = acc.gap_sync_call[m], acc.gap_sync_us[m]
+    uniq, inv = np.unique(calls, return_inverse=True)
+    per_call = np.bincount(inv, weights=us)
+    groups: dict[tuple, dict] = {}
+    for c, t in zip(uniq.tolist(), per_call.tolist()):
+        d = describe_call(trace, links, ev_row, rows, int(c))
+        key = (d["op"], d["label"])
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {**d, "count": 0, "idle_us": 0.0, "blocked_us": 0.0, "kind": _kind(d["op"], d["call"],
+                                                                                              d["direction"])}
+        g["count"] += 1
+        g["idle_us"] += t
+        g["blocked_us"] += d["blocked_us"]
+        for i in d["ops"]:
+            if i not in g["ops"] and len(g["ops"]) < 10:
+                g["ops"].append(i)
+    out = sorted(groups.values(), key=lambda g: -g["idle_us"])
+    for g in out:
+        g["per_step_us"] = g["idle_us"] / steps if steps else None
+    return out
+
+
+def stall_findings(found: list[dict], span_us: float, steps: int) -> list[dict]:
+    """One finding per stall group that idles the GPU for at least 0.5% of the span."""
+    out = []
+    for g in found:
+        if span_us <= 0 or g["idle_us"] < 0.005 * span_us:
+            continue
+        who = g["op"] or g["call"]
+        what = {"scalar": "reads a scalar back to the host", "to_host": "copies to the host synchronously",
+                "data_sized": "reads its data-dependent output size back to the host",
+                "to_device": "copies from pageable host memory (synchronous for the host)",
+                "explicit": "synchronizes the device explicitly"}[g["kind"]]
+        per_step = (f"{u.us(g['per_step_us'])} per step, " if g.get("per_step_us") is not None and steps > 1 else "")
+        where = f" inside `{g['annotation']}`" if g.get("annotation") else ""
+        text = (f"{who}{where} {what}: the CPU was blocked in {g['label']} "
+                f"{u.plural(g['count'], 'time')} ({u.us(g['blocked_us'])} in all), and the GPU ran out of queued "
+                f"work while it waited: {u.us(g['idle_us'])} of GPU idle ({per_step}"
+                f"{g['idle_us'] / span_us * 100:.1f}% of the span) is charged to it — the idle from when the GPU "
+                f"drained until the call returned, plus one launch gap. {FIX[g['kind']]} Saving shown: that idle "
+                "time, an upper bound (without the sync the CPU can queue the next work ahead, as far as it keeps up).")
+        out.append({
+            "kind": "sync_stall",
+            "title": (f"{who} stalls the GPU: {u.us(g['idle_us'])} idle ({per_step}"
+                      f"{g['idle_us'] / span_us * 100:.1f}% of the span) while the CPU waits in {g['call']}"),
+            "text": text, "fix": SHORT_FIX[g["kind"]],
+            "group": f"sync:{g['kind']}", "ops": list(g["ops"]), "saving_us": g["idle_us"],
+            "idle_us": g["idle_us"], "confidence": "high" if g["kind"] != "explicit" else "medium",
+        })
+    return out
