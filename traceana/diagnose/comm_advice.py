@@ -151,7 +151,7 @@ def _wait_finding(ledger: dict, rows: list[dict], context: dict, wait: float) ->
             + "; ".join(causes) + "." + (f" Largest waits: {biggest}." if biggest else ""))
     if total > 0 and short_us > 0.5 * total:
         text += (f" Most of it ({u.us(short_us)}) is in calls under {SHORT_CALL_US:g} µs, where a collective's fixed "
-                 "latency dominates: issue fewer, larger collectives (coalesce or bucket them).")
+                 "latency dominates: issue fewer, larger collectives (coalesce several into one call).")
     phase = ("the phase (forward, backward, optimizer) where its extra time goes" if context.get("mode") == "training"
              else "where its extra time goes")
     text += (" One rank's trace cannot say which rank is slow: run the cross-rank report on every rank's trace, "
