@@ -235,25 +235,23 @@ class _Run:
     def kernel_us(self, idx: np.ndarray) -> float:
         return float(self.trace.gpu.dur[idx].sum()) if len(idx) else 0.0
 
+    def ranges(self, rx: re.Pattern, rule: str, what: str) -> dict | None:
+        """Evidence from the ops and annotations whose names match: their CPU and GPU time."""
+        o, a = self.ops_where(rx), self.anns_where(rx)
+        if not len(o) and not len(a):
+            return None
+        return _evidence(rule, what, [self.op_name[i] for i in o.tolist()] + [self.ann_name[i] for i in a.tolist()],
+                         self.cpu_us(o) + self.cpu_us(a, True), self.gpu_under(o) + self.gpu_under(a, True))
+
 
 # ----------------------------------------------------------------------------- mode
 
 
 def _mode(r: _Run) -> tuple[str, list[dict]]:
-    ev: list[dict] = []
-    bw = r.ops_where(_BACKWARD_OP)
-    if len(bw):
-        ev.append(_evidence("backward ops", "autograd backward ran (autograd nodes / aten backward ops)",
-                            [r.op_name[i] for i in bw.tolist()], r.cpu_us(bw), r.gpu_under(bw)))
-    bm = r.anns_where(_BACKWARD_MARK)
-    if len(bm):
-        ev.append(_evidence("backward ranges", "## backward ## ranges", [r.ann_name[i] for i in bm.tolist()],
-                            r.cpu_us(bm, True), r.gpu_under(bm, True)))
-    opt_o, opt_a = r.ops_where(_OPTIMIZER), r.anns_where(_OPTIMIZER)
-    if len(opt_o) or len(opt_a):
-        ev.append(_evidence("optimizer", "an optimizer stepped (Optimizer.step# ranges, fused optimizer ops)",
-                            [r.op_name[i] for i in opt_o.tolist()] + [r.ann_name[i] for i in opt_a.tolist()],
-                            r.cpu_us(opt_o) + r.cpu_us(opt_a, True), r.gpu_under(opt_o) + r.gpu_under(opt_a, True)))
+    ev = [r.ranges(_BACKWARD_OP, "backward ops", "autograd backward ran (autograd nodes / aten backward ops)")]
+    ev.append(r.ranges(_BACKWARD_MARK, "backward ranges", "## backward ## ranges"))
+    ev.append(r.ranges(_OPTIMIZER, "optimizer", "an optimizer stepped (Optimizer.step# ranges, fused optimizer ops)"))
+    ev = [e for e in ev if e]
     ok = r.kernels_where(_OPTIMIZER_KERNEL)
     if len(ok):
         ev.append(_evidence("optimizer kernels", "optimizer update kernels (multi_tensor_apply Adam/SGD functors, "
@@ -306,12 +304,8 @@ def _graph_replay(r: _Run, capture: dict | None) -> list[dict]:
 
 
 def _compiled(r: _Run) -> list[dict]:
-    ev = []
-    o, a = r.ops_where(_COMPILED_RANGE), r.anns_where(_COMPILED_RANGE)
-    if len(o) or len(a):
-        ev.append(_evidence("compiled ranges", "torch.compile ranges (Dynamo / AOTAutograd / Inductor)",
-                            [r.op_name[i] for i in o.tolist()] + [r.ann_name[i] for i in a.tolist()],
-                            r.cpu_us(o) + r.cpu_us(a, True), r.gpu_under(o) + r.gpu_under(a, True)))
+    rng = r.ranges(_COMPILED_RANGE, "compiled ranges", "torch.compile ranges (Dynamo / AOTAutograd / Inductor)")
+    ev = [rng] if rng else []
     k = r.kernels_where(_INDUCTOR_KERNEL)
     if len(k):
         ev.append(_evidence("Inductor kernels", "Triton kernels Inductor generated (named after the ops they fuse)",
@@ -546,11 +540,8 @@ def _parallelism(r: _Run, mode: str) -> tuple[list[str], dict[str, list[dict]]]:
         ev["TP"].append(_calls_evidence("on a matmul", "forward collectives on a matmul's output or feeding one "
                                         "(same element count, no other collective between)", linked))
     # DP
-    marks_o, marks_a = r.ops_where(_DDP), r.anns_where(_DDP)
-    if len(marks_o) or len(marks_a):
-        ev["DP"].append(_evidence("DDP ranges", "DistributedDataParallel / its gradient reducer ran",
-                                  [r.op_name[i] for i in marks_o.tolist()] + [r.ann_name[i] for i in marks_a.tolist()],
-                                  r.cpu_us(marks_o) + r.cpu_us(marks_a, True)))
+    ddp = r.ranges(_DDP, "DDP ranges", "DistributedDataParallel / its gradient reducer ran")
+    ev["DP"] += [ddp] if ddp else []
     hooks = [c for c in by["all_reduce"] if any("AccumulateGrad" in p for p in c.parents)]
     if hooks:
         ev["DP"].append(_calls_evidence("gradient hooks", "all-reduces issued as gradients were accumulated "
@@ -561,11 +552,8 @@ def _parallelism(r: _Run, mode: str) -> tuple[list[str], dict[str, list[dict]]]:
             ev["DP"].append(_calls_evidence("backward all-reduces", "all-reduces in the backward pass of a training "
                                             "run with no tensor-parallel collectives: gradient averaging", grads))
     # FSDP
-    fo, fa = r.ops_where(_FSDP), r.anns_where(_FSDP)
-    if len(fo) or len(fa):
-        ev["FSDP"].append(_evidence("FSDP ranges", "fully_shard / FullyShardedDataParallel ran",
-                                    [r.op_name[i] for i in fo.tolist()] + [r.ann_name[i] for i in fa.tolist()],
-                                    r.cpu_us(fo) + r.cpu_us(fa, True)))
+    fsdp = r.ranges(_FSDP, "FSDP ranges", "fully_shard / FullyShardedDataParallel ran")
+    ev["FSDP"] += [fsdp] if fsdp else []
     if mode == "training":
         gathered = {c.n_out for c in by["all_gather"] if c.phase == "forward" and c.n_out}
         pairs = [c for c in by["reduce_scatter"] if c.phase == "backward" and c.n_in in gathered]
