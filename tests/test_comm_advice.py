@@ -23,7 +23,8 @@ def ledger(exposed=0.0, xfer=0.0, wait=0.0, span=100_000.0) -> dict:
 
 def row(i, algo, transfer, wait, count=10, sized=True, cause=None, issued_by=None):
     return {"id": f"op{i}", "name": "record_param_comms", "bound": "communication", "count": count,
-            "mean_time_us": (transfer or 0.0) + (wait or 0.0), "device_time_us": ((transfer or 0) + (wait or 0)) * count,
+            "mean_time_us": (transfer or 0.0) + (wait or 0.0),
+            "device_time_us": ((transfer or 0.0) + (wait or 0.0)) * count,
             "cause": cause, "comm": {"algorithm": algo, "sized": sized, "transfer_us": transfer, "wait_us": wait,
                                      "issued_by": issued_by}}
 

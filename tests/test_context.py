@@ -109,7 +109,8 @@ def test_no_ops_no_telling(tmp_path):
 def test_deepep_kernels_in_a_serving_trace_are_expert_parallel(tmp_path):
     ev_ = [s.op("vllm::unified_attention_with_output", 5, 3, 1), s.launch(10, corr=1),
            s.kernel("void deep_ep::internode_ll::dispatch<false, 7168>(void*)", 100, 40, corr=1),
-           s.launch(20, corr=2), s.kernel("void deep_ep::internode_ll::combine<false, 7168, 9>(void*)", 150, 30, corr=2)]
+           s.launch(20, corr=2),
+           s.kernel("void deep_ep::internode_ll::combine<false, 7168, 9>(void*)", 150, 30, corr=2)]
     c = context_of(s.write(tmp_path, s.trace(ev_, distributedInfo={"rank": 0, "world_size": 16})))
     assert c["mode"] == "inference" and c["parallelism"] == ["EP"]
     a2a = ev(c, "EP", "all-to-all")
@@ -182,7 +183,8 @@ def test_recorded_fsdp(recorded):
     # two layers: each one's flat parameters all-gathered in forward and its gradients reduce-scattered in
     # backward with the same size: 2 all-gathers + 2 reduce-scatters
     sharded = ev(c, "FSDP", "sharded parameters")
-    assert sharded["count"] == 4 and set(sharded["examples"]) == {"c10d::_allgather_base_", "c10d::_reduce_scatter_base_"}
+    assert sharded["count"] == 4
+    assert set(sharded["examples"]) == {"c10d::_allgather_base_", "c10d::_reduce_scatter_base_"}
 
 
 def test_fsdp_from_sizes_alone(recorded, tmp_path):

@@ -238,7 +238,8 @@ def _unsized(row: dict, device: dict, topo: dict, issued_by: str | None = None) 
     link, gbps, _ = _peer(device)
     reason = row.get("reason") or "its message size was not recorded"
     row.update({"bound": "communication", "roof_kind": "network" if where == "network" else "peer_link"})
-    row["comm"] = {"sized": False, "algorithm": algo, "issued_by": issued_by, "group_size": None, "transfer_us": None, "wait_us": None,
+    row["comm"] = {"sized": False, "algorithm": algo, "issued_by": issued_by, "group_size": None,
+                   "transfer_us": None, "wait_us": None,
                    "transfer_per_kernel_us": None, "placement": where, "placement_why": why,
                    "link_kind": row["roof_kind"], "link": "network" if where == "network" else link,
                    "link_gbps": None if where == "network" else gbps,

@@ -158,7 +158,8 @@ def _wait_finding(ledger: dict, rows: list[dict], context: dict, wait: float) ->
              f"`traceana report DIR/`, which names the slowest rank and {phase}. Saving shown: 0 for this rank alone.")
     return {
         "kind": "comm_wait",
-        "title": f"Collectives wait {u.us(wait)} for other ranks with nothing else on the GPU ({wait / span * 100:.1f}% "
+        "title": f"Collectives wait {u.us(wait)} for other ranks with nothing else on the GPU "
+                 f"({wait / span * 100:.1f}% "
                  f"of the span)",
         "text": text,
         "fix": "Find the slow rank and phase with traceana report DIR/ and balance its work.",
@@ -205,7 +206,8 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
                  "the ranks helps) cannot be told: " + "; ".join(why or ["its size or link was not recorded"])
                  + ". The cross-rank report (`traceana report DIR/`) measures the waiting from the other ranks' "
                  "traces without needing sizes. Saving shown: 0 (not claimed)."),
-        "fix": "Compare the ranks with traceana report DIR/ (it needs no sizes), or record with a torch that records them.",
+        "fix": ("Compare the ranks with traceana report DIR/ (it needs no sizes), or record with a torch that "
+                "records them."),
         "group": GROUP, "ops": [r["id"] for r in (no_size + no_link)[:10]], "saving_us": 0.0,
     }
 
