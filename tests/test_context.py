@@ -38,6 +38,10 @@ def test_rank0_ddp_training_with_embedding_all_to_all():
     c = context_of(shared_trace("hta/rank0.json.gz"))
     assert c["mode"] == "training" and c["world_size"] == 16
     assert ev(c, "mode", "backward ops")["count"] == 1545  # autograd nodes + aten backward ops
+    # the 5 `## backward ##` ranges are on the main thread, the autograd engine launches on its own:
+    # a range counts the GPU time launched in it on any thread, 268.853 ms (the backward ops' 268.808 ms
+    # and 45 µs launched from the main thread)
+    assert ev(c, "mode", "backward ranges")["gpu_us"] == pytest.approx(268853.0)
     assert "Optimizer.step#FusedAdam.step" in ev(c, "mode", "optimizer")["examples"]
     # DP: DistributedDataParallel.forward ranges, and 10 all-reduces issued under AccumulateGrad (DDP's
     # hooks) whose kernels ran 126.555 ms

@@ -159,14 +159,17 @@ class TraceView:
         return float((e - s).sum())
 
     def gpu_under(self, idx: np.ndarray, ann: bool = False) -> float:
-        """Device time of the GPU events launched inside these ops' (or annotations') windows, on
-        their threads."""
+        """Device time of the GPU events launched inside these ops' windows, on their threads; for
+        annotations (user ranges such as `## backward ##`, whose work another thread may launch: the
+        autograd engine's), on any thread."""
         src = self.trace.annotations if ann else self.trace.ops
         la, gpu = self.trace.launches, self.trace.gpu
         if not len(idx) or not len(gpu) or not len(la):
             return 0.0
         hit = np.zeros(len(la), dtype=bool)
-        for th in np.unique(src.thread[idx]).tolist():
+        if ann:
+            hit[inside(la.ts, *merge(src.ts[idx], src.end[idx])) >= 0] = True
+        for th in ([] if ann else np.unique(src.thread[idx]).tolist()):
             sel = idx[src.thread[idx] == th]
             s, e = merge(src.ts[sel], src.end[sel])
             on = np.flatnonzero(la.thread == th)
