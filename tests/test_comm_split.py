@@ -4,6 +4,8 @@ every collective a communication row with its link, its time split into transfer
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests import synth as s
@@ -165,3 +167,30 @@ def test_link_within_a_host_across_hosts_and_over_pcie():
     finish(r, H100, TOPO, network_gbps=50.0)
     assert r["comm"]["transfer_us"] == pytest.approx(8388608 / 50e3) and r["comm"]["link_gbps"] == 50.0
     assert r["comm"]["wait_us"] == pytest.approx(900.0 - 167.77216)
+
+
+def test_network_gbps_option_for_a_group_spanning_hosts(tmp_path, capsys):
+    """16 ranks, a host of 8 T4s (no NVLink: PCIe 3.0 x16, 15.75 GB/s per direction), a recorded group of
+    16: the all_to_all spans hosts. S = 1,048,576 fp32 = 4,194,304 B."""
+    from traceana.cli import main
+
+    ev = [{**s.op("record_param_comms", 40, 20, ext=2, dims=[[[1048576]], []], types=["TensorList", ""]),
+           "args": {"External id": 2, "Input Dims": [[[1048576]], []], "Input type": ["TensorList", ""],
+                    "Collective name": "all_to_all", "In msg nelems": 1048576, "Out msg nelems": 1048576,
+                    "Group size": 16, "dtype": "Float"}},
+          s.launch(42, corr=101, ext=2),
+          s.kernel(COMM[0][0], 200, 500, corr=101, ext=2)]
+    path = s.write(tmp_path, s.trace(ev, props=tuple({**s.T4, "id": i} for i in range(8)),
+                                     distributedInfo={"rank": 0, "world_size": 16, "backend": "nccl"}))
+    out = tmp_path / "a.json"
+    assert main(["report", path, "-o", str(out), "-q"]) == 0
+    c = next(r for r in json.loads(out.read_text())["ops"] if r["name"] == "record_param_comms")["comm"]
+    assert c["placement"] == "network" and c["transfer_us"] is None  # no network figure: unknown
+    assert main(["report", path, "-o", str(out), "-q", "--force", "--network-gbps", "25"]) == 0
+    c = next(r for r in json.loads(out.read_text())["ops"] if r["name"] == "record_param_comms")["comm"]
+    # off the host: 8/16 * S = 2,097,152 B at 25 GB/s = 83.886 µs; on it: 7/16 * S = 1,835,008 B over PCIe
+    # at 15.75 GB/s = 116.508 µs: the slower side, 116.508 µs, is the transfer; 500 - 116.508 = 383.492 wait
+    assert c["transfer_us"] == pytest.approx(1835008 / 15.75e3) == pytest.approx(116.508, abs=1e-3)
+    assert c["wait_us"] == pytest.approx(500 - 1835008 / 15.75e3) and c["link_gbps"] == 25.0
+    assert main(["report", path, "-o", str(out), "-q", "--force", "--network-gbps", "-1"]) == 2
+    assert "--network-gbps must be a positive number" in capsys.readouterr().err
