@@ -21,10 +21,13 @@ from traceana.cost.pair_tbe import pair as pair_tbe
 from traceana.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
+from traceana.comm_split import finish as finish_comm
+from traceana.comm_split import topology as comm_topology
 from traceana.compiled_regions import explain as explain_region
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
+from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
@@ -53,6 +56,7 @@ class Options:
     meta: bool = False
     launch_floor_us: float | None = None  # per-kernel launch floor; None: the device's default
     host_link_gbps: float | None = None  # the host link's per-direction GB/s; None: the table's
+    network_gbps: float | None = None  # per-GPU network GB/s per direction, for collectives spanning hosts
     # a graph capture trace (file, or folder with execution_details.json) for the trace's graph replays;
     # with find_capture, a capture_traces/ folder beside the trace is used when none is given
     capture: str | None = None
@@ -104,6 +108,9 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
                  copy_split(trace, g.events), achievable)
             for i, g in enumerate(groups)]
+    topo = comm_topology(trace)
+    for r, g in zip(rows, groups):  # every collective a communication row: its link, transfer and wait
+        finish_comm(r, device_dict, topo, options.network_gbps, trace, links, g.events)
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
@@ -112,7 +119,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    context = {"record_shapes": trace.record_shapes}
+    context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
@@ -137,6 +144,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
             **({"capture": capture} if capture is not None else {}),
         },
         "device": device_dict,
+        "context": context,
         "coverage": coverage,
         "kernel_classes": classes,
         "ledger": diag["ledger"],
@@ -303,8 +311,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         "limiter": v.limiter, "over_roof": v.over_roof, "grid_blocks": blocks,
     })
     comm = comm_rates(cost, mean)
-    if comm:
-        _against_link(comm, device)
+    if comm:  # its link, transfer and wait: comm_split.finish
         row["comm"] = comm
     row["roof_kind"] = _roof_kind(row)
     if achievable is not None and v.bound != "communication":
@@ -329,21 +336,6 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     if META_SOURCE in cost.detail:
         row["meta"] = True
     return row
-
-
-def _against_link(comm: dict, device: dict) -> None:
-    """A collective's bus bandwidth against the device's peer link (NVLink / xGMI, per direction):
-    nccl-tests' yardstick within a node. Across nodes the network is the roof, which the device
-    table does not hold: said, not guessed."""
-    gbps = device.get("peer_link_gbps")
-    name = device.get("peer_link")
-    busbw = comm.get("busbw_gbps")
-    if not gbps or not busbw:
-        comm["link"] = None
-        return
-    comm.update({"link": name, "link_gbps": gbps, "link_pct": busbw / gbps * 100.0,
-                 "link_note": f"bus bandwidth vs the {name}'s {gbps:g} GB/s per direction per GPU (within a node; "
-                              "a group spanning nodes is bound by the network instead)"})
 
 
 def _measured_roof(v, achievable: dict) -> bool:

@@ -26,6 +26,7 @@ import re
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
+from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
 from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
@@ -114,45 +115,6 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out
-
-
-def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None) -> list[dict]:
-    """Exposed communication from the ledger: the transfer part is what overlap can hide; the wait part
-    (a collective waiting for its peers) is imbalance between ranks, not recoverable on this rank."""
-    if not ledger or ledger["span_us"] <= 0:
-        return []
-    c = ledger["communication"]
-    exposed, span = c["exposed_us"], ledger["span_us"]
-    if exposed < 0.01 * span:
-        return []
-    xfer, wait, unsized = c["exposed_transfer_us"], c["exposed_wait_us"], c.get("exposed_unsized_us", 0.0)
-    ctx = context or {}
-    training = ctx.get("mode") != "inference"
-    par = set(ctx.get("parallelism") or ())
-    hide = ["issue collectives asynchronously on their own stream and start them as soon as their input is ready"]
-    if training and "DP" in par:
-        hide.insert(0, "in DDP let gradient buckets all-reduce while the backward pass runs (bucket_cap_mb, "
-                       "gradient_as_bucket_view=True, no sync points inside the step)")
-    if training and "FSDP" in par:
-        hide.insert(0, "with FSDP prefetch the next all-gather (forward_prefetch, backward_prefetch)")
-    if "TP" in par:
-        hide.insert(0, "overlap tensor-parallel all-reduces with the next GEMM (async TP, sequence parallelism)")
-    if "EP" in par:
-        hide.insert(0, "overlap the expert all-to-all with expert compute (two micro-batches in flight)")
-    ids = [r["id"] for r in rows if r.get("bound") == "communication"][:20]
-    text = (f"Collectives ran {u.us(c['total_us'])} on the primary device; {u.us(exposed)} of it with no kernel "
-            f"running ({exposed / span * 100:.1f}% of the span). Of the exposed time, {u.us(xfer)} is transfer (the "
-            f"bytes each rank sends at the link's bandwidth) and {u.us(wait)} is waiting for other ranks"
-            + (f"; {u.us(unsized)} could not be split (size or link not recorded)" if unsized > 0 else "") + ". "
-            "Only the transfer can be hidden behind compute: " + "; ".join(hide) + ". The wait is time this rank "
-            "spent for a slower one (imbalanced work, a straggler, or a rank that reached the collective late): "
-            "compare the ranks with `traceana report DIR/` to name the slow rank and phase. Saving shown: the "
-            "exposed transfer, an upper bound.")
-    return [{"kind": "comm_exposed",
-             "title": (f"Exposed communication {u.us(exposed)}: transfer {u.us(xfer)}, waiting for other ranks "
-                       f"{u.us(wait)}" + (f", unsplit {u.us(unsized)}" if unsized > 0 else "")),
-             "text": text, "fix": "Overlap the collectives' transfer with compute; balance the ranks for the wait.",
-             "group": "communication", "ops": ids, "saving_us": xfer}]
 
 
 def underutilised_finding(row: dict) -> dict:
