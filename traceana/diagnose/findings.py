@@ -34,6 +34,8 @@ from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
+# notes that say where time went which no lever here can recover: kept past the cap
+ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
@@ -83,7 +85,11 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     peaks = device.get("peak_tflops") or {}
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
+    # ops inside an unfused attention: the one lever is the fused kernel, not a faster softmax or a padded bmm
+    in_attention = {i for f in extra or () if f.get("group") == "attention" for i in f.get("ops") or ()}
     for row in rows:
+        if row["id"] in in_attention:
+            continue
         share = row["device_time_us"] / total_us if total_us > 0 else 0.0
         bound = row["bound"]
         if bound == "latency":
@@ -104,14 +110,15 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
             out.append(compute_finding(row, device))
     for group in copies.values():
         out.append(copy_finding(group, device))
-    out.extend(gs.shape_findings(rows, device, total_us))
+    out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None, context))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
-    out = out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us, context), rows)
+    said = [f for f in out[MAX_FINDINGS:] if f["kind"] in ALWAYS_SAY]
+    out = out[:MAX_FINDINGS] + said + annotate(_coverage_findings(rows, total_us, context), rows)
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out

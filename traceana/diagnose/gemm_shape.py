@@ -48,17 +48,17 @@ _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
 # (library, pattern): the first two groups are the tile's BLAS m x n. Most specific first.
 TILE_PATTERNS = (
-    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d+)x(\d+)x\d+(?:_|$)")),
-    ("cuBLAS xmma", re.compile(r"tilesize(\d+)x(\d+)(?:x\d+)?")),
-    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d+)x(\d+)_\d+x\d+(?:_|$)")),
-    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d+)x(\d+)x\d+_\d+x\d+x\d+(?:_|$)")),
-    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d+x\d+)?(?:_|$)")),
+    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d{1,6})x(\d{1,6})x\d{1,6}(?:_|$)", re.ASCII)),
+    ("cuBLAS xmma", re.compile(r"tilesize(\d{1,6})x(\d{1,6})(?:x\d{1,6})?", re.ASCII)),
+    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d{1,6})x(\d{1,6})_\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
+    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d{1,6})x(\d{1,6})x\d{1,6}_\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
+    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d{1,6}x\d{1,6})?(?:_|$)", re.ASCII)),
 )
-_ALIGN_RE = re.compile(r"align(\d+)")
-_TENSILE = re.compile(r"(?:^|_)MT\d+x\d+x\d+(?:_|$)")
-_GSU = re.compile(r"(?:^|_)GSU(\d+|M)(?:_|$)")
-_GSUA = re.compile(r"(?:^|_)GSUA([A-Z]+)(?:_|$)")
-_STREAM_K = re.compile(r"(?:^|_)SK(\d+)(?:_|$)")
+_ALIGN_RE = re.compile(r"align(\d{1,6})(?!\d)", re.ASCII)
+_TENSILE = re.compile(r"(?:^|_)MT\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)
+_GSU = re.compile(r"(?:^|_)GSU(\d{1,6}|M)(?:_|$)", re.ASCII)
+_GSUA = re.compile(r"(?:^|_)GSUA([A-Z]+)(?:_|$)", re.ASCII)
+_STREAM_K = re.compile(r"(?:^|_)SK(\d{1,6})(?:_|$)", re.ASCII)
 _GSU_ALGO = {"SB": "atomic adds into one buffer", "MB": "separate buffers summed by a second kernel",
              "MBSK": "separate buffers summed in the same kernel"}
 CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")

@@ -52,7 +52,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         if f:
             extra.append(f)
         extra.extend(fd.comm_findings(ledger, rows, context))
-    extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
+    extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows, device), total_us))
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
     findings = fd.find(rows, device, total_us, extra, context)
     busy = ledger["busy_us"] if ledger else total_us
