@@ -242,7 +242,11 @@ def run_context(trace: Trace, links: Links, rows: Sequence[dict] | None = None, 
     compiled = _compiled(r)
     par, par_ev = _parallelism(r, mode)
     world = (trace.distributed or {}).get("world_size")
+    total = float(trace.gpu.dur.sum())
+    replayed = replay[0]["gpu_us"] if replay and replay[0].get("gpu_us") is not None else 0.0
     return {"mode": mode, "graph_replay": bool(replay), "compiled": bool(compiled), "parallelism": par,
+            # the share of GPU time graph launches ran: advice about launch overhead follows it
+            "graph_replay_share": replayed / total if total > 0 else 0.0,
             "world_size": world if type(world) is int else None,
             "evidence": {"mode": mode_ev, "graph_replay": replay, "compiled": compiled,
                          **{k: v for k, v in par_ev.items() if v}}}

@@ -27,7 +27,7 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
-from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice
+from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, replays_graphs
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -302,7 +302,7 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
     t = sum(r["device_time_us"] for r in latency)
     above = sum(_above_roof(r) for r in latency)
     short = facts["short_us"] if facts else 0.0
-    replay = bool((context or {}).get("graph_replay"))
+    replay = replays_graphs(context)
     saving = above + short
     if total_us <= 0 or max(t, saving) < MIN_SHARE * total_us:
         return []
