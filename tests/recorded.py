@@ -359,9 +359,9 @@ def _launches(ops: list[dict]) -> list[tuple[dict, int, float]]:
 def _host_time(events: list[dict], speedup: float) -> None:
     """Scale the CPU side's clock (in place): a host `speedup` times faster than the one that recorded."""
     t0 = min((e["ts"] for e in events if e.get("ph") == "X"), default=0.0)
-    for e in events:
+    for e in events:  # the clock restarts at 1 s: sub-ns durations keep their precision (not at epoch scale)
         if e.get("ph") == "X":
-            e["ts"] = t0 + (e["ts"] - t0) / speedup
+            e["ts"] = 1e6 + (e["ts"] - t0) / speedup
             e["dur"] = e["dur"] / speedup
 
 

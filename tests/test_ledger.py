@@ -202,7 +202,8 @@ def test_kineto_resnet_waits_for_a_single_process_dataloader():
 
 def _logging_loop_trace(tmp_path, sync_waits: bool) -> str:
     """A real training loop — a tiny transformers BERT, SGD, 3 steps — that logs loss.item() every step,
-    recorded on CPU and re-shaped as a CUDA run (tests/recorded.py) on a host 50x faster than this one."""
+    recorded on CPU and re-shaped as a CUDA run (tests/recorded.py) on a host 1000x faster than this one, so the
+    GPU, not the host, sets the pace whatever the load on this machine while recording."""
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
     from tests import recorded
@@ -226,7 +227,7 @@ def _logging_loop_trace(tmp_path, sync_waits: bool) -> str:
             log.append(loss.item())  # the host reads the loss: a sync every step
 
     run()
-    doc = recorded.gpu_shaped(recorded.record(run), host_speedup=50.0, sync_waits=sync_waits)
+    doc = recorded.gpu_shaped(recorded.record(run), host_speedup=1000.0, sync_waits=sync_waits)
     return recorded.write(doc, tmp_path / f"loop_{sync_waits}.pt.trace.json.gz")
 
 
@@ -240,8 +241,13 @@ def test_recorded_loss_item_each_step_is_a_sync_stall(tmp_path):
     assert 1 <= stalls[0]["count"] <= 3  # the synchronize of up to three reads (the first may find the GPU idle)
     assert led["idle"]["by_cause"]["sync"] == pytest.approx(sum(s["idle_us"] for s in stalls))
     assert led["idle"]["by_cause"]["sync"] > 0
-    f = next(f for f in a["findings"] if f["kind"] == "sync_stall")
+    # the GPU sets the pace here, so each read costs only the drain-to-relaunch gap (~9 µs: the 5 µs wake-up
+    # + dispatch); its finding exists (over 0.5% of the span) though bigger levers may outrank it
+    from traceana.diagnose.stalls import stall_findings
+
+    (f,) = stall_findings(stalls, led["span_us"], led["steps"])
     assert "aten::item" in f["title"] and f["saving_us"] == pytest.approx(stalls[0]["idle_us"])
+    assert "on the GPU" in f["fix"]
     # the same loop with the host not waiting in its syncs: no stall
     b = analyze(_logging_loop_trace(tmp_path, sync_waits=False))
     assert b["ledger"]["idle"]["by_cause"]["sync"] == pytest.approx(0.0, abs=1e-6)
