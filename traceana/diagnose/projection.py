@@ -121,14 +121,41 @@ def _first_sentence(text: str) -> str:
     return text if cut < 0 else text[:cut + 1]
 
 
+# kinds whose findings share one fix: several of one group are one lever in the plan
+MERGE_KINDS = frozenset({"tensor_core_dtype", "fusion", "gemm_shape", "host_copy", "layout", "sync_stall"})
+_MANY = {"tensor_core_dtype": "{n} matmul / convolution signatures could run on faster tensor cores",
+         "fusion": "{n} op chains could each be fused into one kernel",
+         "gemm_shape": "{n} GEMM shapes waste work on tile and wave padding",
+         "host_copy": "{n} host copies could be pinned and overlapped",
+         "layout": "{n} layout conversions run around convolutions",
+         "sync_stall": "{n} blocking host calls stall the GPU"}
+
+
 def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float) -> list[dict]:
-    """"Do this first": the first PLAN_SIZE levers in rank order, each with the span left after it and
-    every lever above it (the projection's rule, so no µs is saved twice)."""
+    """"Do this first": the first PLAN_SIZE levers in rank order, findings of one group that share one fix
+    (MERGE_KINDS: every fp32 conv to bf16, every fusion chain by torch.compile) being one lever; each with
+    its saving (its findings together) and the span left after it and every lever above it (the
+    projection's rule, so no µs is saved twice)."""
+    entries: list[dict] = []
+    for i, f in enumerate(findings):
+        if not f.get("lever"):
+            continue
+        g = f.get("group") or f["kind"]
+        same = next((e for e in entries if e["group"] == g and f["kind"] in MERGE_KINDS), None)
+        if same is not None:
+            same["idx"].append(i)
+        elif len(entries) < PLAN_SIZE:
+            entries.append({"group": g, "idx": [i]})
     out = []
-    levers = [(i, f) for i, f in enumerate(findings) if f.get("lever")][:PLAN_SIZE]
-    for k, (i, f) in enumerate(levers, 1):
-        p = project([g for _, g in levers[:k]], rows, busy_us, idle_us)
-        out.append({"finding": i, "id": f.get("id"), "kind": f["kind"], "title": f["title"], "fix": f.get("fix"),
-                    "saving_us": f["saving_us"], "confidence": f["confidence"], "span_after_us": p["span_after_us"],
+    for k, e in enumerate(entries, 1):
+        f = findings[e["idx"][0]]
+        mine = project([findings[j] for j in e["idx"]], rows, busy_us, idle_us)
+        p = project([findings[j] for x in entries[:k] for j in x["idx"]], rows, busy_us, idle_us)
+        more = len(e["idx"]) - 1
+        out.append({"finding": e["idx"][0], "findings": list(e["idx"]), "id": f.get("id"), "kind": f["kind"],
+                    "title": (_MANY[f["kind"]].format(n=more + 1) + f"; the largest: {f['title']}" if more
+                              else f["title"]), "fix": f.get("fix"),
+                    "saving_us": f["saving_us"] if not more else mine["span_now_us"] - mine["span_after_us"],
+                    "confidence": f["confidence"], "span_after_us": p["span_after_us"],
                     "span_now_us": p["span_now_us"]})
     return out
