@@ -109,3 +109,12 @@ def memory_advice(row: dict, ridge: float | None = None) -> str:
         return ("Its FLOP count is irrelevant: any element-wise op over the same tensors (sin, log, a multiply) "
                 "would take about as long. " + MEMORY_FIX + (NARROW_FIX if wide else ""))
     return "Its bytes set its time. " + MEMORY_FIX + (NARROW_FIX if wide else "")
+
+def memory_fix(row: dict) -> str:
+    """memory_advice in one imperative sentence (a card's fix line)."""
+    if scattered(row):
+        return "Narrow the gathered rows (fp16 / int8 tables) and deduplicate the indices."
+    wide = row.get("dtype") in _WIDE
+    if row.get("family") in MATRIX:
+        return "Give each call more work (a larger batch or sequence) or fuse what reads its output."
+    return "Fuse it with its neighbours (torch.compile)" + (" or keep it in bf16/fp16." if wide else ".")

@@ -27,7 +27,7 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
-from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, replays_graphs
+from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, memory_fix, replays_graphs
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -207,6 +207,7 @@ def memory_finding(row: dict, device: dict) -> dict:
         why += f" In bf16/fp16 the floor would be {u.us(floor / 2)} per call."
     return {
         "kind": "memory_bound",
+        "fix": memory_fix(row),
         "title": f"{row['name']} is memory-bound at {u.pct(row['roof_pct'])} of the {bw:g} GB/s roof",
         "text": (f"{_what(row)}: {_calls(n)}, {u.us(row['device_time_us'])}. Each call moves {u.nbytes(row['bytes'])}; "
                  f"at {bw:g} GB/s that takes at least {u.us(floor)} ({row['bytes']:,.0f} B / {bw:g} GB/s), "
@@ -281,6 +282,7 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
                   f"its {dt} tensor cores offer {v:g} TFLOP/s")
     return {
         "kind": "tensor_core_dtype",
+        "fix": f"Use {k.replace('_tc', '')} tensor cores: {how}.",
         "title": f"{row['name']} runs fp32 on CUDA cores at {u.pct(row['roof_pct'])} of {used:g} TFLOP/s: "
                  f"{k.replace('_tc', '')} tensor cores offer {v / used:.1f}x",
         "text": (f"{_what(row)}: {_calls(row['count'])}, {u.count(row['flops'])} FLOPs each; kernels {names} show no "
