@@ -194,6 +194,10 @@ def link(trace: Trace) -> Links:
     gpu_op = np.full(len(gpu), -1, dtype=np.int64)
     has_launch = gpu_launch >= 0
     gpu_op[has_launch] = launch_op[gpu_launch[has_launch]]
+    # A graph launch replays kernels that other ops captured: wherever it sits (a compiled region, a
+    # record_function scope, any op), the op around it did not launch them, so they are a replay
+    # (cause graph_replay), to be met with their capture, never that op's kernels.
+    gpu_op[has_launch & graph_launches(trace)[gpu_launch]] = -1
     if reliable and len(ops):
         todo = np.flatnonzero((gpu_launch < 0) & (gpu.ext >= 0))
         if len(todo):
@@ -220,8 +224,7 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
     cause[no_launch] = CAUSE_KEYS.index("no_launch")
     outside = np.flatnonzero(no_op & (gpu_launch >= 0))
     if len(outside):
-        lname = trace.launches.name[gpu_launch[outside]]
-        is_graph = np.array(["GraphLaunch" in names[c] for c in range(len(names))], dtype=bool)[lname]
+        is_graph = graph_launches(trace)[gpu_launch[outside]]
         cause[outside] = np.where(is_graph, CAUSE_KEYS.index("graph_replay"), CAUSE_KEYS.index("outside_op"))
     has_op = np.flatnonzero(~no_op)
     if len(has_op):
@@ -324,6 +327,19 @@ def _warn(trace: Trace, la, ops, gpu, gpu_launch: np.ndarray, cause: np.ndarray,
         share = f" ({t / total * 100:.1f}% of device time)" if total > 0 else ""
         out.append(f"{int(bad.sum()):,} GPU events{share} belong to ops whose recorded input dims or dtypes "
                    "are malformed or impossible; they are reported as opaque (bad shapes), not costed")
+
+
+def is_graph_launch(name: str) -> bool:
+    """A runtime call that replays a captured CUDA/HIP graph (cudaGraphLaunch, hipGraphLaunch and
+    their _v10000 / _ptsz variants)."""
+    return "GraphLaunch" in name
+
+
+def graph_launches(trace: Trace) -> np.ndarray:
+    """Per launch event: whether it is a graph launch."""
+    names = trace.names
+    return np.fromiter(map(is_graph_launch, names), dtype=bool, count=len(names))[trace.launches.name] \
+        if len(trace.launches) else np.zeros(0, dtype=bool)
 
 
 def _is_compiled_region(name: str) -> bool:
