@@ -21,7 +21,6 @@ from traceana.cost.pair_tbe import pair as pair_tbe
 from traceana.copies import LINK, copy_split, dominant_host_copy
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
-from traceana.compiled_regions import explain as explain_region
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
@@ -31,10 +30,13 @@ from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
-from traceana.link import CAUSES, Links, link
+from traceana.link import CAUSES, Links, graph_launches, link
 from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
 from traceana.replay import attach as attach_capture
+from traceana.replay_account import account as opaque_account
+from traceana.replay_account import advice as account_advice
+from traceana.replay_account import line as account_line
 from traceana.roofline import judge, launch_floor
 from traceana.signatures import Group, calls_named, group_ops
 
@@ -112,12 +114,17 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    context = {"record_shapes": trace.record_shapes}
+    context = {"record_shapes": trace.record_shapes, "graph_replay": bool(graph_launches(trace).any())}
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
+    acc = opaque_account(trace, rows, device_dict, total)
+    if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
+        coverage["opaque_account"] = acc
+        coverage["opaque_advice"].update(account_advice(acc))
+        warnings.append(account_line(acc))
     warnings.extend(_coverage_warnings(trace, coverage, classes))
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "host_link",
                                                    "unknown", "unmodelled", "opaque")}
@@ -268,11 +275,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     row["roof_kind"] = "none"
     if g.cause is not None:
         row["bound"] = "opaque"
-        row["reason"] = CAUSES[g.cause]
-        if g.cause == "compiled":
-            what = explain_region(g.kernels)
-            if what:
-                row["reason"] += f"; {what}"
+        row["reason"] = CAUSES[g.cause]  # replays and compiled regions: replay_account adds what ran
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):

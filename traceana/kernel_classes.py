@@ -24,7 +24,8 @@ CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "norm
 
 _PATTERNS = (
     ("elementwise", r"reshape_and_cache|store_kv|multi_tensor_apply"),  # cache writes, optimizer steps
-    ("other", r"embedding|bounds_check|deep_ep::layout"),  # table lookups (gathers), DeepEP routing layout
+    # table lookups (gathers), DeepEP routing layout; a rotary (position) embedding is element-wise, no lookup
+    ("other", r"(?<!rotary_)embedding|bounds_check|deep_ep::layout"),
     # NCCL / RCCL / MSCCL(++), custom all-reduce (vllm / sglang / aiter cross_device_reduce, ROCm quick
     # reduce), torch symmetric memory (one/two-shot, multimem), NVSHMEM, DeepEP and pplx dispatch /
     # combine, TensorRT-LLM MoE all-to-all
