@@ -127,12 +127,40 @@ def test_triton_kernel_bytes_from_pointers_flops_unknown():
     assert any("benchmark_kernel=True" in n for n in c.notes)
 
 
-def test_kernel_num_gb_and_kernel_flop_are_used():
+def test_kernel_num_gb_and_kernel_flop_are_used_as_estimates_and_cross_checked():
     c = cost("triton_tem_fused_mm_0", [(64, 32), (32, 16), (64, 16)], [BF16] * 3,
              extra=[("kernel_flop", 65536.0), ("kernel_num_gb", 0.000008)])
-    assert c.flops == 65536 and c.bytes == pytest.approx(8000) and not c.estimated and c.matrix
+    # Inductor's estimates, used and marked estimated (they are Inductor's, not counts)
+    assert c.flops == 65536 and c.bytes == pytest.approx(8000) and c.estimated and c.matrix
+    # cross-checks: 2*M*N*K = 2*64*16*32 = 65,536 FLOPs (1x); pointers (64*32 + 32*16 + 64*16)*2 B = 7,168 B
+    assert any("2*B*M*N*K from the shapes = 65,536 (1x)" in n for n in c.notes), c.notes
+    assert any("pointer model gives 7,168 B" in n and "1.12x that" in n for n in c.notes), c.notes
     c = cost("triton_poi_fused_0", [(8,)], [F32], extra=[("kernel_num_gb", 1e-6)])
+    # 1e-6 GB = 1,000 B against the pointer model's 8*4 read + 8*4 written = 64 B: flagged
     assert c.bytes == pytest.approx(1000) and c.flops == 0 and c.estimated
+    assert any("15.6x that: they disagree by over 2x" in n for n in c.notes), c.notes
+    # a GEMM template with kernel_num_gb only: FLOPs from its shapes
+    g = cost("triton_tem_fused_mm_1", [(64, 32), (32, 16), (64, 16)], [BF16] * 3, extra=[("kernel_num_gb", 8e-6)])
+    assert g.flops == 2 * 64 * 16 * 32 and g.estimated
+
+
+def test_in_out_ptr_is_read_and_written():
+    # Inductor's epilogue on an extern addmm: triton_poi_fused_addmm_gelu_view(in_out_ptr0 [M, N], in_ptr0 bias [N],
+    # xnumel = M*N). The last argument (the bias, 2,048 elements) is smaller than the output (xnumel), so it is
+    # no out_ptr: the first argument is read and written
+    m, n = 4096, 2048
+    c = cost("triton_poi_fused_addmm_gelu_view_0", [(m, n), (n,), ()], [BF16, BF16, "Scalar"], ["", "", str(m * n)])
+    assert c.bytes == 2 * m * n * 2 + n * 2  # 33,554,432 + 4,096 = 33,558,528 B (was 16,781,312: half)
+    assert any("in_out_ptr, read and written" in x for x in c.notes)
+    # a reduction writing into its in_out_ptr (one value per row, xnumel = 512 rows of 1,024): the last argument,
+    # a weight of 256 elements, cannot be its output either
+    r = cost("triton_per_fused_mean_rsqrt_0", [(512, 1), (512, 1024), (256,), (), ()],
+             [F32, BF16, BF16, "Scalar", "Scalar"], ["", "", "", "512", "1024"])
+    assert r.bytes == 2 * 512 * 4 + 512 * 1024 * 2 + 256 * 2  # 4,096 + 1,048,576 + 512 = 1,053,184 B
+    # pointwise with its output last (in, in, out): each counted once, as before
+    p = cost("triton_poi_fused_add_0", [(64, 64), (64,), (64, 64), ()], [F32, F32, F32, "Scalar"],
+             ["", "", "", "4096"])
+    assert p.bytes == (4096 + 64 + 4096) * 4
 
 
 def test_gemm_template_flops_from_shapes():
