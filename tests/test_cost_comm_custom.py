@@ -251,3 +251,19 @@ def test_block_bucketize_with_my_size_from_the_world_size():
     assert c.flops == 689849 * 2 and c.estimated  # a divide and a remainder per index = 1,379,698
     r = op_cost(call("fbgemm::block_bucketize_sparse_features", dims, types))
     assert isinstance(r, Unmodelled) and "my_size" in r.reason
+
+
+def test_attention_output_written_at_its_own_dtype():
+    fp8 = "c10::Float8_e4m3fn"
+    # unified_attention_with_output(q, k, v, out): fp8 q/k/v [32, 4|2, 16] (1 B), a bf16 output [32, 4, 16] (2 B)
+    c = cost("vllm::unified_attention_with_output", [(32, 4, 16), (32, 2, 16), (32, 2, 16), (32, 4, 16)],
+             [fp8, fp8, fp8, BF16])
+    # read q 32*4*16*1 + k, v 32*2*16*1 each; write out 32*4*16*2 (not at the query's 1 B)
+    assert c.bytes == 2048 + 1024 + 1024 + 4096  # 8,192 B
+    # mha_batch_prefill(..., out_ at a later argument): fp8 q [384, 8, 64], a bf16 out_ of the query's shape
+    dims = [(384, 8, 64), (5000, 2, 64), (5000, 2, 64), (4,), (4,), (400,)] + [()] * 11 + [(384, 8, 64)]
+    types = [fp8, fp8, fp8, "int", "int", "int"] + ["Scalar"] * 11 + [BF16]
+    conc = [""] * 6 + ["128", "128"] + [""] * 4 + ["True"] + [""] * 5
+    p = cost("aiter::mha_batch_prefill", dims, types, conc)
+    # q 384*8*64*1 = 196,608; K/V rows used 3*128*2*64*1 each = 49,152; pages 400*4 = 1,600; out 384*8*64*2 = 393,216
+    assert p.bytes == 196_608 + 2 * 49_152 + 1_600 + 393_216

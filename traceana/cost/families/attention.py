@@ -12,7 +12,9 @@ right for its nested-tensor path; we use the real layout (equal to flop_counter'
 on the transposed shapes).
 
 Bytes: the fused-kernel minimum: every tensor argument read once (q, k, v, mask/bias, and in the
-backward grad_out, out, logsumexp), the output (+ fp32 logsumexp) or grad_q/k/v written once.
+backward grad_out, out, logsumexp), the output (+ fp32 logsumexp) or grad_q/k/v written once. These aten
+ops return their output in the query's dtype, so it is written at the query's size; library ops that take
+an output tensor (attention_paged.py) write it at that tensor's dtype (fp8 inputs, a bf16 output).
 K/V re-reads across query tiles and the Sq x Skv score matrix never reach DRAM in this model.
 """
 
