@@ -267,3 +267,54 @@ def test_attention_output_written_at_its_own_dtype():
     p = cost("aiter::mha_batch_prefill", dims, types, conc)
     # q 384*8*64*1 = 196,608; K/V rows used 3*128*2*64*1 each = 49,152; pages 400*4 = 1,600; out 384*8*64*2 = 393,216
     assert p.bytes == 196_608 + 2 * 49_152 + 1_600 + 393_216
+
+
+# ---------------------------------------------------------------- a missing input is not a missing formula
+
+
+def test_missing_inputs_are_opaque_with_their_cause():
+    # vllm::moe_forward(hidden_states [T, H], router_logits [T, E], layer_name): the layer holds the weights and
+    # nothing recorded a view of them: the formula exists, the input does not
+    m = op_cost(call("vllm::moe_forward", [(32, 2880), (32, 128), ()], [BF16, BF16, "str"]))
+    assert isinstance(m, Unmodelled) and m.cause == "input_not_recorded" and "32 tokens over 128 experts" in m.reason
+    # an all_reduce with its message but neither a group size nor distributedInfo: bytes per rank unknown
+    g = op_cost(call("c10d::allreduce_", [(1024,)], [F32], kernels=("ncclDevKernel_AllReduce_Sum_f32_RING_LL",)))
+    assert isinstance(g, Unmodelled) and g.cause == "group_not_recorded"
+    # upsample backward without its input_size scalar
+    u = op_cost(call("aten::upsample_nearest2d_backward", [(2, 3, 16, 16), (), ()], [F32, "", ""], ["", "", ""]))
+    assert isinstance(u, Unmodelled) and u.cause == "scalars_not_recorded"
+
+
+def test_records_that_do_not_fit_the_op_are_bad_shapes_and_unknown_dtypes_unmodelled():
+    # pow recorded with 5 arguments, two of them earlier ops' (old profilers appended those): cannot broadcast
+    p = op_cost(call("aten::pow", [(256, 6948), (256,), (2048, 3474), (2048, 3474), ()], [F32] * 4 + ["Scalar"]))
+    assert isinstance(p, Unmodelled) and p.cause == "bad_shapes"
+    # eq with no tensor at all where the op takes one
+    e = op_cost(call("aten::eq", [(), (), (), ()], ["Scalar", "Scalar", "int", "Scalar"]))
+    assert isinstance(e, Unmodelled) and e.cause == "bad_shapes"
+    # mm [4, 8] x [4, 8]: impossible for a matmul
+    mm = op_cost(call("aten::mm", [(4, 8), (4, 8)], [F32, F32]))
+    assert isinstance(mm, Unmodelled) and mm.cause == "bad_shapes"
+    # a dtype traceana cannot size is traceana's gap: unmodelled, with the reason
+    x = op_cost(call("aten::mul", [(4, 8), (4, 8)], ["c10::SomeNewType", "c10::SomeNewType"]))
+    assert isinstance(x, Unmodelled) and x.cause is None
+    # no formula at all: unmodelled
+    n = op_cost(call("aten::bucketize", [(8,), (4,)], [F32, F32]))
+    assert isinstance(n, Unmodelled) and n.cause is None and n.reason == "no formula for aten::bucketize"
+
+
+def test_report_keeps_unmodelled_for_missing_formulas_only(tmp_path):
+    from tests import synth
+    from traceana.analysis import analyze
+
+    ev = [synth.op("vllm::moe_forward", 100.0, 50.0, ext=1, dims=[[32, 2880], [32, 128], []],
+                   types=["c10::BFloat16", "c10::BFloat16", "str"]),
+          synth.launch(105.0, 1, ext=1), synth.kernel("fused_moe_kernel", 110.0, 30.0, 1, ext=1),
+          synth.op("aten::bucketize", 200.0, 20.0, ext=2, dims=[[8], [4]], types=["float", "float"]),
+          synth.launch(205.0, 2, ext=2), synth.kernel("bucketize_kernel", 210.0, 10.0, 2, ext=2)]
+    a = analyze(synth.write(tmp_path, synth.trace(ev)))
+    cov = a["coverage"]
+    assert cov["opaque_by_cause"] == {"input_not_recorded": 30.0}  # the MoE: its weights, not its formula
+    assert cov["unmodeled_by_op"] == {"aten::bucketize": 10.0}  # no formula: listed by name
+    (moe,) = [r for r in a["ops"] if r["name"] == "vllm::moe_forward"]
+    assert moe["bound"] == "opaque" and "the layer holds them" in moe["reason"]

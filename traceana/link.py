@@ -31,7 +31,8 @@ CAUSES = {
     "compiled": "torch.compile region: the Triton/compiled kernel's launch recorded no shapes",
     "no_shapes": "the enclosing op recorded no input shapes (record_shapes was off)",
     "bad_shapes": "the op's recorded input dims or dtypes are malformed or impossible (not lists of "
-                  "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
+                  "non-negative integers, a tensor beyond 2^63 elements, more arguments than the op takes, or "
+                  "shapes the op cannot take together): the trace is corrupt here",
     "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
                            "before torch 2.x, and some long TensorLists in newer ones)",
     "scalars_not_recorded": "an int argument the op's cost needs (a kernel size, output size, dim, k, start/end) "
@@ -41,6 +42,12 @@ CAUSES = {
                             "known but cannot be evaluated from this trace",
     "comm_unsized": "a collective recorded without its message size (record_param_comms before torch 2.1 "
                     "has no args), and no op that issued it recorded the tensor",
+    "group_not_recorded": "a collective whose bytes per rank depend on its group size, recorded without it (no "
+                          "'Group size' arg, a process group named but not sized) in a trace without distributedInfo",
+    "input_not_recorded": "an input the op's formula needs is neither among its recorded arguments nor recorded by "
+                          "another op of the trace (expert weights its layer holds, embedding tables' widths, the "
+                          "forward lookup a backward node belongs to): the formula is known, this trace lacks the "
+                          "input",
 }
 
 
@@ -197,7 +204,8 @@ def link(trace: Trace) -> Links:
     # A graph launch replays kernels that other ops captured: wherever it sits (a compiled region, a
     # record_function scope, any op), the op around it did not launch them, so they are a replay
     # (cause graph_replay), to be met with their capture, never that op's kernels.
-    gpu_op[has_launch & graph_launches(trace)[gpu_launch]] = -1
+    replayed = np.flatnonzero(has_launch)
+    gpu_op[replayed[graph_launches(trace)[gpu_launch[replayed]]]] = -1
     if reliable and len(ops):
         todo = np.flatnonzero((gpu_launch < 0) & (gpu.ext >= 0))
         if len(todo):

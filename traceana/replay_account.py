@@ -47,7 +47,8 @@ VLLM = ("vLLM: record the graph capture with the engine's profiler: --profiler-c
         "--profiler-config.torch_profiler_dir=DIR --profiler-config.torch_profiler_record_shapes=true "
         "--profiler-config.capture_torch_profiler=true (vLLM's ProfilerConfig; the capture traces go to "
         "DIR/capture_traces/), then traceana report TRACE --capture DIR/capture_traces/FILE (or list the files in "
-        "capture_traces/execution_details.json to have them found); or profile a step without graphs (--enforce-eager).")
+        "capture_traces/execution_details.json to have them found); or profile a step without graphs "
+        "(--enforce-eager).")
 SGLANG = ("SGLang: launch with --enable-profile-cuda-graph (profiles the graph capture with record_shapes) and pass "
           "that capture trace with traceana report TRACE --capture FILE (builds that only log the capture's top "
           "kernels write no trace); profile the serving steps with SGLANG_TORCH_PROFILER_DIR=DIR and "
@@ -58,10 +59,11 @@ COMPILE_GRAPHS = ("torch.compile with CUDA graphs (mode=\"reduce-overhead\"): re
                   "compiled function's first calls (warm-up, capture) and pass that trace with --capture; or profile a "
                   "step without CUDA graphs (mode=\"max-autotune-no-cudagraphs\", or "
                   "torch._inductor.config.triton.cudagraphs = False).")
-GRAPHS = ("CUDA/HIP graphs: profile the capture (torch.cuda.graph) with record_shapes=True and pass that trace with "
-          "--capture (traceana record -- python PROG.py keeps it beside the trace); or profile a step run eagerly.")
-COMPILED = ("torch.compile: profile with torch >= 2.1 and record_shapes=True so each Triton launch is recorded as an op "
-            "with its tensors (traceana record does), and set torch._inductor.config.benchmark_kernel = True "
+GRAPHS = ("CUDA/HIP graphs: profile the capture (torch.cuda.graph) with record_shapes=True and pass that trace "
+          "with --capture (traceana record -- python PROG.py keeps it beside the trace); or profile a step run "
+          "eagerly.")
+COMPILED = ("torch.compile: profile with torch >= 2.1 and record_shapes=True so each Triton launch is recorded as an "
+            "op with its tensors (traceana record does), and set torch._inductor.config.benchmark_kernel = True "
             "(TORCHINDUCTOR_BENCHMARK_KERNEL=1): each launch then carries Inductor's kernel_num_gb and kernel_flop; "
             "or profile the eager model once for per-op costs.")
 BENCHMARK = (" Set torch._inductor.config.benchmark_kernel = True (TORCHINDUCTOR_BENCHMARK_KERNEL=1) as well: each "

@@ -95,7 +95,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
             return Unmodelled(f"attention q/k/v {q.shape} {k.shape} {v.shape} are not 4-D ({layout[:4]})")
     (b, hq, sq, dq), (bk, hk, skv, dk), (bv, hv, sv, dv) = dims
     if not (b == bk == bv and hk == hv and dq == dk and skv == sv) or hk == 0 or hq % hk:
-        return Unmodelled(f"attention q/k/v shapes do not match: {q.shape} {k.shape} {v.shape}")
+        return Unmodelled(f"attention q/k/v shapes do not match: {q.shape} {k.shape} {v.shape}", cause="bad_shapes")
     if hk != hq:
         notes.append(f"grouped-query attention: {hq} query heads share {hk} key/value heads")
     base = 2 * b * hq * sq * skv

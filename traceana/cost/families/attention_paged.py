@@ -248,7 +248,8 @@ def flash_attn(call: OpCall) -> Cost | Unmodelled:
         b, sq, hq, dq = q.shape
         sum_qk, hk, dv, estimated = b * sq * k.shape[1], k.shape[2], v.shape[3], False
     if not hk or hq % hk or k.shape[-1] != dq:
-        return Unmodelled(f"{call.name}: q/k/v heads or head dims do not match: {q.shape} {k.shape} {v.shape}")
+        return Unmodelled(f"{call.name}: q/k/v heads or head dims do not match: {q.shape} {k.shape} {v.shape}",
+                          cause="bad_shapes")
     if parse_bool(call.scalar(cp)):
         notes.append(_CAUSAL)
     mult, what = ((3 * dq + 2 * dv), "2*Hq*sum(Sq*Sk)*(3*Dq+2*Dv)") if backward else ((dq + dv), "2*Hq*sum(Sq*Sk)*(Dq+Dv)")

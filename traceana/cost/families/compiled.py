@@ -86,21 +86,22 @@ def _gemm(tensors: list[TensorArg]) -> tuple[int, int, int, TensorArg, TensorArg
 def compiled(call: OpCall) -> Cost | Unmodelled:
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     tensors = call.tensors()
     kflop, kgb = _amount(call.get("kernel_flop")), _amount(call.get("kernel_num_gb"))
     dtype = _dtype(tensors)
     if kgb is not None:
         return _inductor_estimates(call, tensors, kgb, kflop, dtype)
     if not tensors:
-        return Unmodelled(f"{call.name}: no tensor argument recorded (and no kernel_num_gb)")
+        return Unmodelled(f"{call.name}: no tensor argument recorded (and no kernel_num_gb)", cause="compiled")
     tr, notes = _pointer_traffic(call, tensors)
     if call.name.startswith("triton_tem"):
         g = _gemm(tensors)
         if g is None or g == "ambiguous":
             why = "several" if g else "no"
             return Unmodelled(f"{call.name}: a GEMM template, but its tensors show {why} (A [M, K], B [K, N], "
-                              f"out [M, N]) assignment: FLOPs unknown")
+                              f"out [M, N]) assignment: FLOPs unknown (its pointers are unnamed; Inductor's "
+                              "kernel_flop would give them)", cause="compiled")
         m, n, k, a, b = g
         batch = _batch(a)
         flops = 2.0 * batch * m * n * k
