@@ -445,6 +445,18 @@
     };
   }
 
+  // "Do this first" links: open the finding card they point at, and the "show N more" fold around it
+  function bindPlan() {
+    document.addEventListener("click", function (ev) {
+      var a = ev.target && ev.target.closest ? ev.target.closest("a[href^='#f-']") : null;
+      var card = a ? document.getElementById(a.getAttribute("href").slice(1)) : null;
+      for (var d = card; d; d = d.parentElement) { if (d.tagName === "DETAILS") { d.open = true; } }
+      var own = card ? card.querySelector("details") : null;
+      if (own) { own.open = true; }
+    });
+  }
+
   bindChart(readData());
   initTable();
+  bindPlan();
 }());

@@ -26,3 +26,6 @@ def all_shared_traces() -> list[str]:
     if not TRACES.exists():
         return []
     return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz"))
+
+
+from tests.recorded import recorded_trace  # noqa: E402,F401  (the session fixture: real model code, recorded once)

@@ -706,3 +706,68 @@ def test_reports_read_without_javascript(browser, tmp_path, wide_report):
         assert "first 100 of 20,000 op signatures" in note
     finally:
         browser.page("Emulation.setScriptExecutionDisabled", value=False)
+
+
+# ----------------------------------------------------------------------------- the first screen
+
+FIRST = {"rank0": "hta/rank0.json.gz", "qwen": QWEN,
+         "vllm": "tracelens/vllm_decode_full/graph_execution.json.gz",
+         "resnet": "kineto/worker0.1623143089861.pt.trace.json.gz"}
+
+
+@pytest.mark.parametrize("key", list(FIRST))
+def test_first_screen_at_1280x900(browser, tmp_path, key):
+    """At 1280x900 the device line, the ledger's sentence and "Do this first" (at most 3 levers, each
+    with its saving and the span after it) are above the fold; the finding cards below are at most 8
+    before the "show N more" fold, ordered by saving, each at most 5 lines until opened."""
+    from tests.analyses import analysis
+    from traceana.render.html import render_html
+
+    if not (TRACES / FIRST[key]).exists():
+        pytest.skip(f"{TRACES / FIRST[key]} not present")
+    page = tmp_path / f"{key}.html"
+    page.write_text(render_html(analysis(FIRST[key])), encoding="utf-8")
+    b = browser
+    b.page("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
+    url = page.resolve().as_uri()
+    b.open(url)
+    m = b.js("""(() => {
+        const bottom = s => { const e = document.querySelector(s); return e ? e.getBoundingClientRect().bottom : null; };
+        const lines = el => { if (!el) { return 0; }
+            const lh = parseFloat(getComputedStyle(el).lineHeight);
+            return Math.round(el.getBoundingClientRect().height / lh); };
+        const first = Array.from(document.querySelectorAll('#findings > .fcards > .fcard'));
+        return {devline: bottom('.devline'), verdict: bottom('.verdict'), plan: bottom('#plan'),
+                levers: Array.from(document.querySelectorAll('#plan li')).map(li => [
+                    (li.querySelector('.saving') || {}).textContent || '',
+                    (li.querySelector('.p-after') || {}).textContent || '']),
+                cards: first.map(c => [parseFloat(c.dataset.saving),
+                    lines(c.querySelector('.f-title')) + lines(c.querySelector('.f-fix'))
+                    + lines(c.querySelector('summary'))]),
+                more: (document.querySelector('#findings > .more-cards > summary') || {}).textContent || '',
+                hidden: document.querySelectorAll('#findings > .more-cards .fcard').length};
+    })()""")
+    assert 0 < m["devline"] < m["verdict"] < m["plan"] <= 900, m
+    assert 1 <= len(m["levers"]) <= 3
+    for saving, after in m["levers"]:
+        assert saving.startswith("saves up to ") and after.startswith("span after it")
+    assert 1 <= len(m["cards"]) <= 8
+    savings = [s for s, _ in m["cards"]]
+    assert savings == sorted(savings, reverse=True)
+    assert all(n <= 5 for _, n in m["cards"]), m["cards"]
+    assert (m["more"] == f"show {m['hidden']} more") if m["hidden"] else not m["more"]
+    shoot(b, OUTPUT / f"first-{key}-1280x900.png")
+    # a lever's link opens the card it points at (in the "show more" fold too), arithmetic showing
+    for i in range(len(m["levers"])):
+        opened = b.js(f"""(() => {{ const a = document.querySelectorAll('#plan li a.p-title')[{i}];
+            if (!a) {{ return null; }}
+            a.click(); const card = document.getElementById(a.getAttribute('href').slice(1));
+            return card.querySelector('details').open && card.getBoundingClientRect().height > 0; }})()""")
+        assert opened in (True, None)
+    # opening a card shows its arithmetic
+    b.js("document.querySelectorAll('#findings details').forEach(d => { d.open = false; })")
+    b.js("document.querySelector('#findings .fcard summary').click()")
+    assert b.js("document.querySelector('#findings .fcard details').open") is True
+    assert b.js("document.querySelector('#findings .fcard .f-member').getBoundingClientRect().height") > 0
+    found = problems(b, url)
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found

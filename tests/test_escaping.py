@@ -18,6 +18,7 @@ import pytest
 from tests import synth as s
 from tests.conftest import REPO, SAMPLES
 from traceana.cli import main
+from traceana.ownership import MD_MARKER
 
 EVIL = [
     '<script>alert("op")</script>',
@@ -72,6 +73,9 @@ def reports(tmp_path_factory) -> dict[str, str]:
         target = d / f"report.{fmt}"
         assert main(["report", str(trace), "-o", str(target), "-q"]) == 0
         out[fmt] = target.read_text(encoding="utf-8")  # strict UTF-8: no surrogates written
+    target = d / "report-long.md"
+    assert main(["report", str(trace), "-o", str(target), "-q", "--long"]) == 0
+    out["md_long"] = target.read_text(encoding="utf-8")
     return out
 
 
@@ -214,8 +218,9 @@ def test_markdown_is_inert(reports):
     assert not ODD.search(md)
     lines = md_outside_fences(md)
     for line in lines:
-        # no raw HTML outside code blocks but the renderer's own <details> folds
-        bare = re.sub(r"^<details><summary>[^<>]*</summary>$|^</details>$", "", line)
+        # no raw HTML outside code blocks but the renderer's own <details> folds and its marker line
+        bare = re.sub(r"^<details><summary>[^<>]*</summary>$|^</details>$|^<sub>[^<>]*</sub>$", "", line)
+        bare = "" if bare == MD_MARKER else bare
         assert "<" not in bare, line
         assert not re.search(r"(?<!\\)\]\(", line), line  # no link or image syntax
         if line.startswith("#"):  # only the renderer's own headings; a name never starts a line
@@ -230,7 +235,8 @@ def test_markdown_is_inert(reports):
             assert n == table, line
         else:
             table = None
-    # the hostile names are still there, escaped
+    # the hostile names are still there, escaped (the long form has every op)
+    md = reports["md_long"]
     assert "&lt;script&gt;alert(\"op\")&lt;/script&gt;" in md
     assert "it's \\`code\\` \\| pipe new line CR" in md
 

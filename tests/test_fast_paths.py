@@ -17,9 +17,9 @@ import pytest
 from tests.conftest import shared_trace
 from traceana.analysis import analyze
 from traceana.arrays import distinct, median
-from traceana.diagnose import fusion
-from traceana.diagnose.dataflow import REDUCTIONS, breaks, dense, feeds, fills_out_buffer, in_place, output, reads, \
-    short
+from traceana.diagnose import attention, fusion
+from traceana.diagnose.dataflow import REDUCTIONS, Flow, breaks, dense, feeds, fills_out_buffer, in_place, output, \
+    reads, short
 from traceana.link import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
 from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe
@@ -204,37 +204,17 @@ def _ref_neighbour(rows, r, th, i, j):
     return why if why and feeds(rows[int(r[a])], rows[int(r[b])]) is not None else None
 
 
-def _ref_attention(rows, seq, r, th, oe, op_us):
-    st, first, last = oe["stream"][seq], oe["first"][seq], oe["last"][seq]
-    groups: dict = {}
-    for i in range(len(seq) - 2):
-        a, s_, b = (int(x) for x in r[i:i + 3])
-        if short(rows[s_]["name"]) not in fusion._SOFTMAX_OPS or short(rows[a]["name"]) not in fusion._BATCHED \
-                or short(rows[b]["name"]) not in fusion._BATCHED or not th[i] == th[i + 1] == th[i + 2] \
-                or not st[i] == st[i + 1] == st[i + 2] >= 0 or first[i + 1] != last[i] + 1 \
-                or first[i + 2] != last[i + 1] + 1:
-            continue
-        f1, f2 = feeds(rows[a], rows[s_]), feeds(rows[s_], rows[b])
-        if f1 is None or f2 is None or rows[s_].get("bytes") is None:
-            continue
-        g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
-                                           "links": [f1, f2], "attention": True})
-        g["count"] += 1
-        g["time_us"] += float(op_us[seq[i:i + 3]].sum())
-        g["softmax_us"] += float(op_us[seq[i + 1]])
-    return groups
-
-
 def _ref_chains(trace, links, ev_row, rows):
     ops = trace.ops
     oe = fusion._op_events(trace, links, ev_row)
     owned = np.flatnonzero(oe["row"] >= 0)
     seq = owned[np.lexsort((ops.ts[owned], ops.thread[owned]))]
-    ok = _ref_linked(trace, rows, seq, oe)
+    r, th = oe["row"][seq], ops.thread[seq]
+    # unfused attention claims its ops first (diagnose/attention.py: one implementation, tests/test_attention.py)
+    _, claimed = attention.find(trace, Flow(rows), seq, r, th, oe, links.op_device_us)
+    ok = _ref_linked(trace, rows, seq, oe) & ~claimed[:-1] & ~claimed[1:]
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    r, th = oe["row"][seq], ops.thread[seq]
-    attention = _ref_attention(rows, seq, r, th, oe, links.op_device_us)
     copies = [int(seq[k]) for i, j in zip(starts.tolist(), stops.tolist()) for k in range(i, j)
               if short(rows[int(r[k])]["name"]) == "copy_"]
     parent = _ref_parent_names(trace, copies)
@@ -258,7 +238,7 @@ def _ref_chains(trace, links, ev_row, rows):
         g["saved_bytes"] += float(sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(inter, fresh)))
         g["launch_saved_us"] += float(t.sum() - t.max())
         g["gap_us"] += float(np.clip(oe["start"][idx][1:] - oe["end"][idx][:-1], 0, None).sum())
-    return groups, attention
+    return groups
 
 
 @pytest.mark.parametrize("rel", ["tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
@@ -269,25 +249,21 @@ def test_chains_equal_the_plain_implementation(rel, monkeypatch):
     seen = {}
     real = fusion.chains
 
-    def spy(trace, links, ev_row, rows):
+    def spy(trace, links, ev_row, rows, *rest):
         seen["args"] = (trace, links, ev_row, rows)
-        seen["out"] = real(trace, links, ev_row, rows)
+        seen["out"] = real(trace, links, ev_row, rows, *rest)
         return seen["out"]
 
     monkeypatch.setattr(fusion, "chains", spy)
     analyze(path)
-    groups, attention = _ref_chains(*seen["args"])
+    groups = _ref_chains(*seen["args"])
     fast = {tuple(g["rows"]): g for g in seen["out"] if not g.get("attention")}
-    fast_att = {tuple(g["rows"]): g for g in seen["out"] if g.get("attention")}
-    assert fast.keys() == groups.keys() and fast_att.keys() == attention.keys()
+    assert fast.keys() == groups.keys()
     for key, g in groups.items():
         for k, v in g.items():
             assert fast[key][k] == v, (key, k)
             assert type(fast[key][k]) is type(v), (key, k)
-    for key, g in attention.items():
-        for k in ("count", "time_us", "softmax_us", "links"):
-            assert fast_att[key][k] == g[k], (key, k)
-    assert len(seen["out"]) == len(groups) + len(attention) > 0  # each of these traces has chains
+    assert len(groups) > 0  # each of these traces has chains
 
 
 # ----------------------------------------------------------------------------- opaque groups, the plain way

@@ -128,6 +128,7 @@ def test_launch_finding_adds_short_gaps_and_time_above_roofs():
     # a graph replay is told nothing about CUDA graphs
     (g,) = launch_findings(rows, 10_000.0, facts, {"graph_replay": True})
     assert "CUDA graph" not in g["title"] and "reduce-overhead" not in g["text"] and "fuse" in g["text"].lower()
+    assert "graph's scheduling" in g["text"] and "one at a time" not in g["fix"]
 
 
 def test_t4_ledger_sums_to_span():

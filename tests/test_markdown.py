@@ -1,5 +1,6 @@
-"""The markdown report as a PR comment: under 65,000 characters for every shared trace, tables
-that keep their columns whatever the op names, closed <details> and fences, the headline order."""
+"""The markdown report as a PR comment: at most 8,000 characters for every shared trace (the long
+form, --long, under 65,000), tables that keep their columns whatever the op names, closed
+<details> and fences, the headline order of both forms."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from tests.analyses import analysis
 from tests.conftest import all_shared_traces
 from tests.mdlint import pipes, problems
-from traceana.render.markdown import MAX_CHARS, render_markdown
+from traceana.render.markdown import MAX_CHARS, SHORT_CHARS, render_markdown
 
 HOSTILE = [
     "aten::evil|name",
@@ -58,14 +59,19 @@ def _prose(md: str) -> str:
 
 @pytest.mark.parametrize("rel", all_shared_traces())
 def test_every_shared_trace_fits_a_comment_and_lints_clean(rel):
-    md = render_markdown(analysis(rel))
-    assert len(md) < MAX_CHARS < 65_536
+    a = analysis(rel)
+    md = render_markdown(a)
+    assert len(md) <= SHORT_CHARS == 8_000
     assert "traceana" in md.splitlines()[0]
     assert problems(md) == []
+    long = render_markdown(a, long=True)
+    assert len(long) < MAX_CHARS < 65_536
+    assert problems(long) == []
 
 
-def test_hostile_names_cannot_break_the_markdown():
-    md = render_markdown(hostile_analysis())
+@pytest.mark.parametrize("long", [False, True])
+def test_hostile_names_cannot_break_the_markdown(long):
+    md = render_markdown(hostile_analysis(), long=long)
     assert problems(md) == []
     prose = _prose(md)
     assert "<script" not in prose and "&lt;script&gt;" in prose
@@ -76,7 +82,7 @@ def test_hostile_names_cannot_break_the_markdown():
     top_rows = [ln for ln in md.splitlines() if ln.startswith("| aten::evil")]
     full_rows = [ln for ln in md.splitlines() if re.match(r"\| \d+ \| aten::evil", ln)]
     assert top_rows and all(pipes(r) == 7 for r in top_rows)  # 6 columns
-    assert full_rows and all(pipes(r) == 14 for r in full_rows)  # 13 columns
+    assert (full_rows and all(pipes(r) == 14 for r in full_rows)) or not long  # 13 columns (the long form's table)
     assert "\\|" in md  # the pipe in "aten::evil|name" is escaped, not a cell border
     assert "\u2028" not in md and "\r" not in md
 
@@ -86,15 +92,17 @@ def test_huge_hostile_analysis_stays_under_the_limit_with_every_block_closed():
     for op in a["ops"]:
         op["name"] = (op["name"] + "|`<&") * 40
     a["warnings"] = ["<&|`" * 500] * 500
-    md = render_markdown(a)
+    md = render_markdown(a, long=True)
     assert len(md) < MAX_CHARS
     assert problems(md) == []
     assert "more op signatures do not fit" in md
+    short = render_markdown(a)
+    assert len(short) <= SHORT_CHARS and problems(short) == []
 
 
-def test_headline_order_and_content():
+def test_long_form_headline_order_and_content():
     a = hostile_analysis()
-    md = render_markdown(a)
+    md = render_markdown(a, long=True)
     lines = md.splitlines()
     assert lines[0].startswith("# traceana: ")
     assert lines[2].startswith("**Where the time went:** ")
@@ -109,15 +117,17 @@ def test_headline_order_and_content():
     assert "<details><summary>All 40 op signatures</summary>" in md
 
 
-def test_image_link_is_escaped():
-    md = render_markdown(hostile_analysis(3), image="charts/a b)(<x>.svg")
+@pytest.mark.parametrize("long", [False, True])
+def test_image_link_is_escaped(long):
+    md = render_markdown(hostile_analysis(3), image="charts/a b)(<x>.svg", long=long)
     assert "![roofline chart](<charts/a%20b%29%28%3Cx%3E.svg>)" in md
     assert problems(md) == []
 
 
 def test_empty_and_small_analyses():
-    assert render_markdown({}).startswith("# traceana: trace")
-    assert problems(render_markdown({})) == []
+    for long in (False, True):
+        assert render_markdown({}, long=long).startswith("# traceana: trace")
+        assert problems(render_markdown({}, long=long)) == []
     a = hostile_analysis(3)
-    md = render_markdown(a)
+    md = render_markdown(a, long=True)
     assert "All 3 op signatures" not in md  # the top table already shows every op

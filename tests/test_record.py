@@ -65,6 +65,7 @@ def test_record_cli_end_to_end(tmp_path):
                           capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "trained 8" in proc.stdout  # the program ran, with its arguments
+    assert "USDT:" not in proc.stderr + proc.stdout  # kineto's tracepoint log stays out of the terminal
     trace = _one_trace(out)
     m = TRACE_NAME.match(os.path.basename(trace))
     assert m and m["host"] == socket.gethostname() and int(m["pid"]) > 0
@@ -164,6 +165,26 @@ def test_failing_program_one_line_and_its_status(tmp_path, body, code, words):
     assert not [n for n in os.listdir(tmp_path / "o") if n.endswith(".report.html")]
 
 
+@pytest.mark.parametrize("body, line", [
+    # the program's own profiler around its work, while traceana records the whole run
+    ("from torch.profiler import profile\nwith profile() as p:\n    torch.mm(torch.ones(2, 2), torch.ones(2, 2))\n", 4),
+    # the old autograd profiler, started after two optimizer steps (traceana's schedule is waiting)
+    ("w = torch.ones(2, requires_grad=True)\nopt = torch.optim.SGD([w], lr=0.1)\nfor _ in range(2):\n"
+     "    w.sum().backward(); opt.step()\nwith torch.autograd.profiler.profile():\n    w * 2\n", 7),
+])
+def test_a_program_that_runs_torch_profiler_itself_is_refused(tmp_path, body, line):
+    """torch cannot run two profilers at once. Before: the run died of a segfault (exit 139), with
+    no message and no trace. Now: one line naming where the program starts its profiler, exit 2."""
+    script = _script(tmp_path, "import torch\ntorch.mm(torch.ones(2, 2), torch.ones(2, 2))\n" + body, "prog.py")
+    proc = subprocess.run([sys.executable, "-m", "traceana", "record", "-o", str(tmp_path / "o"), "--", "python",
+                           script], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("traceana:")]
+    assert len(ours) == 1 and "Traceback" not in proc.stderr and "USDT:" not in proc.stderr, proc.stderr
+    assert f"prog.py starts torch.profiler itself (prog.py:{line})" in ours[0], ours[0]
+    assert not [n for n in os.listdir(tmp_path / "o") if n.endswith(".report.html")]
+
+
 @pytest.mark.parametrize("argv, words", [
     ([], "no command after --"),
     (["python"], "no script after python"),
@@ -198,3 +219,19 @@ def test_trace_name_and_activities(monkeypatch):
     assert activities(cuda=True) == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert activities() == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+
+def test_profile_in_code_refuses_a_nested_profiler(tmp_path):
+    """In code, the block's own profiler start is a RuntimeError naming where, and the recording stops."""
+    import torch.autograd.profiler as ap
+
+    real = ap._enable_profiler
+    with pytest.raises(RuntimeError, match=r"starts torch.profiler itself \(test_record.py:\d+\)"):
+        with traceana.profile(tmp_path / "o", step_on="manual", report=False, quiet=True):
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+            with torch.profiler.profile():
+                torch.ones(2) * 2
+    assert ap._enable_profiler is real  # the guard is gone
+    with torch.profiler.profile() as p:  # and torch's profiler works again
+        torch.ones(2) * 2
+    assert any(e.name == "aten::mul" for e in p.events())

@@ -305,7 +305,7 @@ def test_markdown_table_cells_are_stable():
 
 
 def test_markdown_content():
-    md = render_markdown(make_analysis())
+    md = render_markdown(make_analysis(), long=True)
     assert md.startswith("# traceana: ")
     assert "**Where the time went:**" in md and "compute throughput" in md
     assert "Tesla T4" in md and "320 GB/s" in md and "fp32 8.10" in md

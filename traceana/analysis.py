@@ -153,7 +153,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "timeline": timeline,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
-        "explanations": explain_rows(rows, device_dict, total, options.explain_top),
+        "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),
         "findings": diag["findings"],
         "projection": diag["projection"],
         "plan": diag["plan"],

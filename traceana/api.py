@@ -201,11 +201,11 @@ class Analysis:
 
         return render_json(self.raw)
 
-    def to_markdown(self) -> str:
-        """The markdown report (the same text as `traceana report -o x.md`)."""
-        from traceana.render.markdown import render_markdown
+    def to_markdown(self, long: bool = False) -> str:
+        """The markdown report (the same text as `traceana report -o x.md`; `long`: as with --long)."""
+        from traceana.render import render
 
-        return render_markdown(self.raw)
+        return render(self.raw, "md", long=long)
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The HTML report; written to `path` too when given (returns the text either way)."""

@@ -4,6 +4,9 @@
 and returns a frozen Profile; anything wrong is one BadInput naming the file and the problem.
 The roofline stage takes its achievable roofs from it: `peaks()` (TFLOP/s keyed like the device
 table's peaks, from the gemm.* figures) and `dram_gbps()` (the better of DRAM copy and triad).
+A figure calibrate marked unusable (it stayed unstable, or contradicted the others: see
+calibrate/checks.py), or marked unstable by an older calibrate, is read but never used as a roof:
+the datasheet's (or the CPU default) stands in, and `as_dict()["unusable"]` says why.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Figure:
     spread_pct: float
     size: str
     repeats: int
+    unusable: str | None = None  # why calibrate judged it no roof (None: usable)
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,19 @@ class Profile:
         return next((f for k, f in self.figures if k == key), None)
 
     def value(self, key: str) -> float | None:
+        """The figure's value, or None when it is absent or unusable."""
         f = self.figure(key)
-        return f.value if f else None
+        return f.value if f and f.unusable is None else None
+
+    def usable(self) -> list[tuple[str, Figure]]:
+        return [(k, f) for k, f in self.figures if f.unusable is None]
+
+    def unusable(self) -> dict[str, str]:
+        return {k: f.unusable for k, f in self.figures if f.unusable is not None}
 
     def peaks(self) -> dict[str, float]:
-        """Measured GEMM TFLOP/s by the device table's peak keys (fp32, bf16_tc, ...)."""
-        return {k[5:]: f.value for k, f in self.figures if k.startswith("gemm.") and f.unit == "TFLOP/s"}
+        """Measured GEMM TFLOP/s by the device table's peak keys (fp32, bf16_tc, ...), usable ones only."""
+        return {k[5:]: f.value for k, f in self.usable() if k.startswith("gemm.") and f.unit == "TFLOP/s"}
 
     def dram_gbps(self) -> float | None:
         """The memory roof: the better of DRAM copy and triad (what the machine has shown it does)."""
@@ -70,7 +81,7 @@ class Profile:
                 "driver": self.driver, "threads": self.threads, "peak_tflops": self.peaks(),
                 "dram_gbps": self.dram_gbps(), "dispatch_us": self.value("dispatch.overhead"),
                 "launch_us": self.value("launch.latency"),
-                "spread_pct": {k: f.spread_pct for k, f in self.figures}}
+                "spread_pct": {k: f.spread_pct for k, f in self.usable()}, "unusable": self.unusable()}
 
 
 def _bad(path: str, why: str) -> BadInput:
@@ -109,11 +120,22 @@ def parse_profile(doc: Any, path: str = "<profile>") -> Profile:
             raise _bad(path, f"figure {key!r} has a bad spread_pct")
         if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
             raise _bad(path, f"figure {key!r} has a bad repeats count")
-        out[str(key)] = Figure(float(f["value"]), f["unit"], float(spread), str(f.get("size") or ""), reps)
+        out[str(key)] = Figure(float(f["value"]), f["unit"], float(spread), str(f.get("size") or ""), reps,
+                               _unusable(f, spread))
     threads = dev.get("threads")
     return Profile(path, dev["name"], dev["kind"], dev.get("driver") if isinstance(dev.get("driver"), str) else None,
                    str(dev.get("torch") or ""), threads if isinstance(threads, int) and threads > 0 else None,
                    str(doc.get("date") or ""), tuple(sorted(out.items())))
+
+
+def _unusable(f: dict, spread: float) -> str | None:
+    """Why a figure is no roof: calibrate's "unusable" reason; an older calibrate's "unstable" mark."""
+    why = f.get("unusable")
+    if why:
+        return str(why)[:300] if isinstance(why, str) else "marked unusable by calibrate"
+    if f.get("unstable") is True:
+        return f"unstable: repeats disagree by {spread:.0f}%"
+    return None
 
 
 def load_profile(path: str) -> Profile:

@@ -13,6 +13,13 @@ class BadInput(TraceanaError):
     exit_code = 2
 
 
+class Incomplete(TraceanaError):
+    """The run could not finish its work (a rank's worker process died twice); the report was
+    written with what could be done and names what is missing (exit code 3)."""
+
+    exit_code = 3
+
+
 class GateFailed(TraceanaError):
     """A --fail-on condition tripped (exit code 1)."""
 

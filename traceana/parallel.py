@@ -27,7 +27,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_complet
 from dataclasses import dataclass
 from typing import Any
 
-from traceana.errors import BadInput, TraceanaError
+from traceana.errors import BadInput, Incomplete, TraceanaError
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # covers *.pt.trace.json[.gz]
 MEM_FACTOR = 2.0  # peak RSS per worker <= MEM_FACTOR x uncompressed JSON ...
@@ -37,7 +37,8 @@ MEM_SHARE = 0.85  # of MemAvailable, leaving room for the parent and the page ca
 
 def _natural(name: str) -> list[Any]:
     """rank2 before rank10."""
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+    # odd places hold the ASCII digit runs ('²'.isdigit() is True, int('²') raises: never split on \d)
+    return [int(t) if i % 2 else t.lower() for i, t in enumerate(re.split(r"([0-9]+)", name))]
 
 
 def _file_key(path: str) -> Any:
@@ -268,9 +269,19 @@ def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "loc
                 on_done(r)
         return results, f"in this process (1 worker: limited by {plan.limited_by})"
     with ProcessPoolExecutor(max_workers=plan.workers, mp_context=_local_context()) as ex:
-        results = _run(ex, paths, options, on_done, drop, sizes)
+        results = _run(ex, paths, options, on_done, drop, sizes, hold_lost=True)
+    lost = [i for i, r in enumerate(results) if r.get("lost")]
+    again = ""
+    if lost:  # a worker died and took the pool with it: each rank it lost, once more, alone
+        order = sorted(lost, key=lambda i: -sizes[i])
+        for i, r in zip(order, _run_alone(paths, order, options, drop, plan.workers)):
+            results[i] = r
+            if on_done:
+                on_done(r)
+        again = (f"; a worker process died and {len(lost)} rank file{'s' if len(lost) != 1 else ''} "
+                 "were analysed again, each in a process of its own")
     return results, (f"in {plan.workers} worker processes ({plan.cores} cores; limited by {plan.limited_by}; "
-                     f"~{plan.est_peak / 1e9:.1f} GB peak for the largest rank)")
+                     f"~{plan.est_peak / 1e9:.1f} GB peak for the largest rank){again}")
 
 
 def largest_first(paths: Sequence[str], sizes: Sequence[int] | None = None) -> list[int]:
@@ -281,7 +292,11 @@ def largest_first(paths: Sequence[str], sizes: Sequence[int] | None = None) -> l
 
 
 def _run(ex: Executor, paths: Sequence[str], options: Any, on_done: Callable[[dict[str, Any]], None] | None,
-         drop: Sequence[str] = (), sizes: Sequence[int] | None = None) -> list[dict[str, Any]]:
+         drop: Sequence[str] = (), sizes: Sequence[int] | None = None, hold_lost: bool = False
+         ) -> list[dict[str, Any]]:
+    """analyze_rank over `paths` on `ex`. A rank whose worker was lost (killed by the OOM killer,
+    lost with its node; a local pool then fails every rank still queued too) is marked "lost";
+    with `hold_lost` on_done is not told about it (the caller analyses it again)."""
     futures: dict[Future, int] = {ex.submit(analyze_rank, paths[i], options, tuple(drop)): i
                                   for i in largest_first(paths, sizes)}
     results: list[dict[str, Any] | None] = [None] * len(paths)
@@ -289,13 +304,74 @@ def _run(ex: Executor, paths: Sequence[str], options: Any, on_done: Callable[[di
         i = futures[fut]
         try:
             r = fut.result()
-        except Exception as exc:  # the worker died (killed by the OOM killer, lost with its node)
-            r = {"path": paths[i], "file": os.path.basename(paths[i]),
+        except Exception as exc:
+            r = {"path": paths[i], "file": os.path.basename(paths[i]), "lost": f"its worker failed: {type(exc).__name__}",
                  "error": f"{paths[i]}: the worker analysing it failed ({type(exc).__name__}: {str(exc)[:200]})"}
         results[i] = r
-        if on_done:
+        if on_done and not (hold_lost and r.get("lost")):
             on_done(r)
     return [r for r in results if r is not None]
+
+
+def _run_alone(paths: Sequence[str], order: Sequence[int], options: Any, drop: Sequence[str],
+               workers: int) -> list[dict[str, Any]]:
+    """analyze_rank for paths[i], i in `order`, each in a new process of its own (at most `workers`
+    at a time), so a worker that dies again takes only its own rank with it and says how it died.
+    Results in `order`'s order; a rank whose process died is marked "lost"."""
+    from multiprocessing.connection import wait
+
+    ctx = _local_context()
+    todo, running, out = list(order), {}, {}
+    while todo or running:
+        while todo and len(running) < workers:
+            i = todo.pop(0)
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_analyze_into, args=(send, paths[i], options, tuple(drop)), daemon=True)
+            proc.start()
+            send.close()  # the child holds the only writer: its death is the reader's EOF
+            running[recv] = (i, proc)
+        for conn in wait(list(running)):
+            i, proc = running.pop(conn)
+            try:
+                out[i] = conn.recv()
+            except (EOFError, OSError):
+                proc.join()
+                why = f"its worker process died twice, {_death(proc.exitcode)}"
+                out[i] = {"path": paths[i], "file": os.path.basename(paths[i]), "lost": why,
+                          "error": f"{paths[i]}: not analysed: {why}"}
+            conn.close()
+            proc.join()
+    return [out[i] for i in order]
+
+
+def _analyze_into(conn: Any, path: str, options: Any, drop: tuple[str, ...]) -> None:
+    conn.send(analyze_rank(path, options, drop))
+    conn.close()
+
+
+def _death(exitcode: int | None) -> str:
+    """How a worker process ended, in words."""
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"killed by {name}" + (": out of memory?" if name == "SIGKILL" else "")
+    return f"exit status {exitcode}"
+
+
+def check_lost(results: Sequence[dict[str, Any]]) -> None:
+    """Incomplete (exit 3) naming the rank files whose worker was lost (locally: died twice), so a
+    comparison that lacks them is never taken for the whole run."""
+    lost = [r for r in results if r.get("lost")]
+    if not lost:
+        return
+    names = ", ".join(r["file"] for r in lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
+    n = len(lost)
+    raise Incomplete(f"{n} rank file{'s' if n != 1 else ''} not analysed ({lost[0]['lost']}): {names}; "
+                     f"the report compares the other {len(results) - n}")
 
 
 def split(results: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -47,7 +47,9 @@ class Progress:
         if self._bar is None:
             return
         if label:
-            self._bar.set_postfix_str(label[:40], refresh=False)
+            from traceana.render.terminal import term_text
+
+            self._bar.set_postfix_str(term_text(label, 40), refresh=False)
         self._bar.update(1)
 
     def close(self) -> None:
@@ -81,7 +83,9 @@ def progress(total: int, desc: str, *, quiet: bool, unit: str = "stage", delay: 
         import tqdm
 
         tqdm.tqdm.monitor_interval = 0  # no monitor thread: worker processes may be forked
-        bar = tqdm.tqdm(total=total, desc=desc, unit=unit, delay=delay, leave=False, file=sys.stderr,
+        from traceana.render.terminal import term_text
+
+        bar = tqdm.tqdm(total=total, desc=term_text(desc, 60), unit=unit, delay=delay, leave=False, file=sys.stderr,
                         dynamic_ncols=True, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} {unit}s [{elapsed}]{postfix}")
     except Exception:  # tqdm missing or broken: no bar, never a failure
         return Progress()

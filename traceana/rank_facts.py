@@ -39,7 +39,7 @@ _KINDS = (("AllReduce", r"all_?reduce"), ("ReduceScatter", r"reduce_?scatter"), 
           ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"), ("SendRecv", r"send_?recv"),
           ("Send", r"send"), ("Recv", r"recv"), ("Reduce", r"reduce"))
 _KIND_RE = [(k, re.compile(p, re.IGNORECASE)) for k, p in _KINDS]
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # ASCII, and int64 holds it (a longer run is no step)
 _MARK = re.compile(r"^##\s*(forward|backward|optimizer)\s*##$", re.IGNORECASE)
 _FORWARD = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel)\.forward$")
 _OPT_STEP = re.compile(r"^Optimizer\.step#")

@@ -34,7 +34,7 @@ from traceana.straggler import CLASSES, NEAR_TIE_PCT, median, straggler
 __all__ = ["CLASSES", "NEAR_TIE_PCT", "SCHEMA", "check_inputs", "collective_kind", "cross_rank", "rank_facts"]
 
 SCHEMA = "traceana.ranks/1"
-_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"rank[-_.]?([0-9]{1,9})", re.IGNORECASE)  # ASCII digits: '²' and '٣' are no rank
 TOP_OPS = 5
 
 

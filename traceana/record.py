@@ -37,6 +37,8 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from traceana.errors import BadInput, TraceanaError
@@ -44,6 +46,16 @@ from traceana.errors import BadInput, TraceanaError
 TRACE_SUFFIX = ".pt.trace.json.gz"
 #: <host>_<pid>.<ms>.pt.trace.json.gz
 TRACE_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.(?P<ms>\d{13,})\.pt\.trace\.json\.gz$")
+
+
+class ProfilerConflict(BaseException):
+    """The recorded program started a torch profiler of its own. torch cannot run two at once (the
+    process dies of a segfault when the second stops), so the program's attempt is stopped here.
+    A BaseException, so the program's own `except Exception` does not swallow it."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
 
 
 class ProgramFailed(TraceanaError):
@@ -62,13 +74,20 @@ def trace_name(worker: str | None = None, ms: int | None = None) -> str:
 
 def export_trace(prof: Any, out_dir: str) -> str:
     """The profiler's chrome trace, gzipped into out_dir under a new trace_name(); its path."""
+    from traceana.safe_write import replace_file
+
     path = os.path.join(out_dir, trace_name())
     fd, tmp = tempfile.mkstemp(suffix=".json", prefix=".traceana-", dir=out_dir)
     os.close(fd)
+
+    def gzipped(out_fd: int) -> None:
+        with open(tmp, "rb") as src, open(out_fd, "wb", closefd=False) as raw, \
+                gzip.GzipFile(fileobj=raw, mode="wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
     try:
         prof.export_chrome_trace(tmp)
-        with open(tmp, "rb") as src, gzip.open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        replace_file(path, gzipped)  # a file or link planted at the new name is replaced, never written through
     finally:
         os.unlink(tmp)
     return path
@@ -134,6 +153,8 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         self._sched: Any = None  # the scheduled profiler, from the first step
         self._hook: Any = None
         self._optimizer: int | None = None
+        self._ours = 0  # > 0 while this recorder itself calls into torch's profiler
+        self._guarded: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -143,6 +164,45 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.stop(failed=exc_type is not None)
+        if isinstance(exc, ProfilerConflict):
+            raise RuntimeError(f"traceana.profile: the code in the block starts torch.profiler itself ({exc.where}); "
+                               "torch cannot run two profilers at once") from None
+
+    @contextmanager
+    def _own(self) -> Iterator[None]:
+        """Our own profiler calls: the guard lets them through."""
+        self._ours += 1
+        try:
+            yield
+        finally:
+            self._ours -= 1
+
+    def _guard(self) -> None:
+        """Wrap torch's two profiler entry points (every torch.profiler / autograd profiler start goes
+        through them) so that a start not made by this recorder raises ProfilerConflict."""
+        import torch.autograd.profiler as ap
+
+        def guarded(real: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if not self._ours:
+                    raise ProfilerConflict(_caller())
+                return real(*args, **kwargs)
+
+            call.__wrapped__ = real
+            return call
+
+        self._guarded = {name: getattr(ap, name) for name in ("_prepare_profiler", "_enable_profiler")
+                         if hasattr(ap, name)}
+        for name, real in self._guarded.items():
+            setattr(ap, name, guarded(real))
+
+    def _unguard(self) -> None:
+        import torch.autograd.profiler as ap
+
+        for name, real in self._guarded.items():
+            if getattr(getattr(ap, name, None), "__wrapped__", None) is real:
+                setattr(ap, name, real)
+        self._guarded = {}
 
     def _profiler(self, **kw: Any) -> Any:
         import torch.profiler
@@ -157,8 +217,17 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
             raise BadInput(f"{self.out_dir}: cannot create the output folder: {exc.strerror or exc}") from None
         if not os.access(self.out_dir, os.W_OK):
             raise BadInput(f"{self.out_dir}: the output folder is not writable")
-        self._whole = self._profiler()
-        self._whole.start()
+        quiet_kineto = "KINETO_LOG_LEVEL" not in os.environ
+        if quiet_kineto:  # kineto prints `USDT: ... profiler_start` lines at a level no lower setting hides;
+            os.environ["KINETO_LOG_LEVEL"] = "6"  # it reads this once, when the first profiler starts
+        try:
+            self._whole = self._profiler()
+            with self._own():
+                self._whole.start()
+        finally:
+            if quiet_kineto:
+                os.environ.pop("KINETO_LOG_LEVEL", None)
+        self._guard()
         if self.step_on == "optimizer":
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -179,7 +248,8 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
     def _advance(self) -> None:
         self.steps_seen += 1
         if self._sched is not None:
-            self._sched.step()
+            with self._own():
+                self._sched.step()
             return
         import torch.profiler
 
@@ -187,7 +257,8 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         self._sched = self._profiler(
             schedule=torch.profiler.schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1),
             on_trace_ready=self._ready)
-        self._sched.start()
+        with self._own():
+            self._sched.start()
 
     def _ready(self, prof: Any) -> None:
         self.trace = export_trace(prof, self.out_dir)
@@ -197,6 +268,7 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        self._unguard()
         full = self.wait + self.warmup + self.steps
         if self._sched is None:
             if self._whole is not None:
@@ -262,6 +334,18 @@ def parse_command(cmd: list[str]) -> tuple[str, str, list[str]]:
     return "path", rest[0], rest[1:]
 
 
+def _caller() -> str:
+    """file:line of the innermost frame outside torch and traceana: where the program called."""
+    import traceback
+
+    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules.get("torch"), sys.modules["traceana"])
+                 if m is not None and getattr(m, "__file__", None))
+    for frame in reversed(traceback.extract_stack()):
+        if not frame.filename.startswith(skip) and not frame.filename.startswith("<frozen"):
+            return f"{os.path.basename(frame.filename)}:{frame.lineno}"
+    return "its code"
+
+
 def _where(tb: Any, script: str) -> str:
     """file:line of the innermost frame of the traceback (the program's own code)."""
     last = None
@@ -300,6 +384,10 @@ def run_program(kind: str, target: str, args: list[str], recorder: profile) -> N
                                     else f"{name} exited: {code}", status)
     except KeyboardInterrupt:
         failure = ProgramFailed(f"{name} was interrupted", 130)
+    except ProfilerConflict as exc:
+        failure = ProgramFailed(f"record: {name} starts torch.profiler itself ({exc.where}), and torch cannot run "
+                                "two profilers at once: remove the program's profiler (traceana record profiles it), "
+                                "or run the program on its own and `traceana report` the trace it writes", 2)
     except BaseException as exc:  # the program's own error: one line, its exit status 1 as python gives
         msg = " ".join(str(exc).split())[:300]
         failure = ProgramFailed(f"{name} raised {type(exc).__name__}{': ' + msg if msg else ''} "

@@ -312,66 +312,18 @@ def peak_name(key: Any) -> str:
 
 # ---------------------------------------------------------------- kernel names
 
-_ANON = re.compile(r"\(anonymous namespace\)::")
-#: Kernel templates that only wrap the real kernel, named by their first template argument.
-_WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel", "KernelFunc", "launch_kernel",
-                       "kernel_entry", "global_kernel", "generic_kernel"})
-
-
-def _split_template(s: str) -> tuple[str, str]:
-    """'a::b<x, y<z>>(...)' -> ('a::b', 'x, y<z>'): the name before its first '<' and what
-    the matching '>' closes ('' when there is no template list)."""
-    i = s.find("<")
-    if i <= 0:
-        return s, ""
-    depth = 0
-    for j in range(i, len(s)):
-        if s[j] == "<":
-            depth += 1
-        elif s[j] == ">":
-            depth -= 1
-            if depth == 0:
-                return s[:i], s[i + 1:j]
-    return s[:i], s[i + 1:]
-
-
-def _first_arg(args: str) -> str:
-    depth = 0
-    for j, c in enumerate(args):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == "," and depth == 0:
-            return args[:j].strip()
-    return args.strip()
-
-
 def kernel_name(name: Any, limit: int = 80) -> str:
-    """The readable core of a C++ kernel name: no 'void ', no parameter list, no template
-    arguments, no namespaces ('void at::native::vectorized_elementwise_kernel<4, …>(int, …)' ->
-    'vectorized_elementwise_kernel'). A wrapper template names what it wraps
-    ('cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>' -> that argument).
-    Names that are not C++ signatures (aten::mm, ampere_sgemm_128x64_nn, Memcpy HtoD (…),
-    nccl:all_reduce) are kept as they are."""
-    s = " ".join(text(name).split())
-    cpp = s.startswith("void ") or "<" in s or ("::" in s and s.endswith(")"))
-    if not cpp or s.startswith("aten::"):
-        return text(s, limit)
-    s = _ANON.sub("", s)
-    if s.startswith("void "):
-        s = s[5:]
-    for _ in range(4):
-        base, args = _split_template(s)
-        if base.endswith(")") and "(" in base:  # no template list: drop the parameter list
-            base = base[: base.find("(")]
-        base = base.rsplit("::", 1)[-1].strip()
-        first = _first_arg(args)
-        if base in _WRAPPERS and first and (first[0].isalpha() or first[0] == "_"):
-            s = first
-            continue
-        return text(base or s, limit)
-    return text(s, limit)
+    """The readable core of a C++ kernel name (cxx_names.kernel_name)."""
+    from traceana.cxx_names import kernel_name as readable
+
+    return readable(name, limit)
+
+
+def kernel_names(names: list[Any], limit: int = 80) -> list[str]:
+    """kernel_name of each name, names that would read the same told apart (cxx_names.kernel_names)."""
+    from traceana.cxx_names import kernel_names as told_apart
+
+    return told_apart(names, limit)
 
 
 def op_label(name: Any, input_dims: Any = None, dtype_: Any = None) -> str:

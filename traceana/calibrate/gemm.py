@@ -1,8 +1,9 @@
 """GEMM throughput per dtype: the compute roofs.
 
 FLOPs of one M x K by K x N product: 2 x M x N x K (a multiply and an add per term). Square
-sizes from a ladder are probed and the fastest is measured in full, so the figure is taken at
-a size large enough to saturate the device (and names that size). On a CPU this is the BLAS
+sizes from a ladder are probed (PROBES times each, judged by the fastest probe: a noisy core only
+slows a probe down) and the fastest size is measured in full, so the figure is taken at a size
+large enough to saturate the device (and names that size). On a CPU this is the BLAS
 (oneDNN / MKL / OpenBLAS) torch uses, with the thread count recorded; on a GPU the keys follow
 the device table's peaks: fp64, fp32 (CUDA cores: TF32 off), tf32_tc, bf16_tc, fp16_tc and
 fp8_tc (torch._scaled_mm, e4m3 inputs, bf16 output; sm_89+ or ROCm).
@@ -23,6 +24,20 @@ DTYPE = {"fp64": "float64", "fp32": "float32", "tf32_tc": "float32", "bf16": "bf
 CPU_SIZES = {"quick": (256, 512, 1024), "full": (256, 512, 1024, 2048)}
 GPU_SIZES = {"quick": (2048, 4096), "full": (4096, 8192)}
 GPU_FP64_SIZES = {"quick": (1024, 2048), "full": (2048, 4096)}
+
+
+PROBES = 3  # timed probes per ladder size: a size is judged by its fastest
+NEAR = 0.05  # a larger size within this fraction of the fastest is preferred
+
+
+def pick_size(probe: Callable[[int], list[float]], ladder: tuple[int, ...]) -> int:
+    """The size of the ladder to measure at: the one with the highest rate, each size judged by
+    the best of its probes (a busy core only ever slows a probe down, so the best probe is the one
+    least disturbed); a larger size within NEAR of that rate is preferred (nearer saturation, and
+    its longer calls are less disturbed by timer and scheduler noise)."""
+    best = {n: max(probe(n), default=0.0) for n in ladder}
+    top = max(best.values(), default=0.0)
+    return max((n for n in ladder if best[n] >= (1 - NEAR) * top), default=ladder[-1])
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:
@@ -79,15 +94,12 @@ def measure(torch: Any, clock: Clock, key: str, *, kind: str, device: str, mode:
     try:
         if tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32 = key == "tf32_tc"
-        best_n, best = 0, -1.0
-        for n in sizes(kind, key, mode):
+        def probe(n: int) -> list[float]:
             fn = _operands(torch, key, n, device, kind == "rocm")
-            t = repeat(clock, fn, 1, min_s / 4)
-            r = rates(t.seconds, gemm_flops(n, n, n), t.iters, 1e12)[0]
-            if r > best:
-                best_n, best = n, r
-            del fn
-        n = best_n
+            t = repeat(clock, fn, PROBES, min_s / (4 * PROBES))
+            return rates(t.seconds, gemm_flops(n, n, n), t.iters, 1e12)
+
+        n = pick_size(probe, sizes(kind, key, mode))
         fn = _operands(torch, key, n, device, kind == "rocm")
         t = repeat(clock, fn, repeats, min_s)
     finally:

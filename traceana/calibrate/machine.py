@@ -14,6 +14,7 @@ from typing import Any
 
 from traceana.devices import match_device
 from traceana.devices.links import links_for
+from traceana.numbers import ascii_int
 from traceana.parallel import mem_available
 
 CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
@@ -41,7 +42,8 @@ def parse_size(text: str) -> int | None:
     t = text.strip().upper()
     mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(t[-1:], 1)
     digits = t[:-1] if t[-1:] in "KMG" else t
-    return int(digits) * mult if digits.isdigit() else None
+    n = ascii_int(digits)
+    return n * mult if n is not None else None
 
 
 def cpu_caches(root: str = CPU_CACHE_DIR) -> dict[int, int]:

@@ -28,7 +28,7 @@ def lines(profile: dict) -> list[str]:
     order = list(LABEL)
     for key, f in sorted(figs.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])):
         sheet = f.get("datasheet")
-        spread = f"{f['spread_pct']:.1f}%" + (" unstable" if f.get("unstable") else "")
+        spread = f"{f['spread_pct']:.1f}%" + (" unusable" if f.get("unusable") else " unstable" if f.get("unstable") else "")
         rows.append((LABEL.get(key, key), _num(f["value"]), f["unit"], spread,
                      _num(sheet) if sheet else ("unknown (CPU)" if cpu else "unknown"),
                      f"{f['pct_of_datasheet']:.0f}%" if f.get("pct_of_datasheet") is not None else "-",
@@ -37,7 +37,10 @@ def lines(profile: dict) -> list[str]:
     body = ["  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:6], widths[1:6])), r[6]]).rstrip()
             for r in rows]
     tail = [f"skipped {k}: {why}" for k, why in (profile.get("skipped") or {}).items()]
+    tail += [f"unusable {k} (report --profile will not use it): {f['unusable']}" for k, f in figs.items()
+             if f.get("unusable")]
     tail += list(profile.get("notes") or [])
     tail.append("spread = (max - min) / median of the repeats; value = the median; a figure whose spread is over "
-                "25% is measured again (twice at most) and marked unstable if it stays over")
+                "25%, or that contradicts another (fp32 GEMM under half fp64, a GEMM below what DRAM alone feeds, "
+                "copy and triad 2x apart), is measured again (twice at most) and marked unusable if it stays so")
     return head + [""] + body + [""] + tail

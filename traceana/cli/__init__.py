@@ -10,14 +10,12 @@ import click
 from traceana import __version__
 from traceana.errors import TraceanaError
 
-# Control characters (C0, DEL, C1) and Unicode line/paragraph separators: a path or a trace
-# string inside an error message must not break the one-line promise or drive the terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
-
-
 def _one_line(message: str) -> str:
-    return message.translate(_CONTROL)
+    """A path or a trace string inside an error message must not break the one-line promise or
+    drive the terminal: the terminal's one escaping function (render/terminal.py)."""
+    from traceana.render.terminal import term_text
+
+    return term_text(message)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

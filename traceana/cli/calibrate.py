@@ -29,10 +29,11 @@ def calibrate(output: str | None, quick: bool, repeats: int | None, device: str 
     """Measure GEMM throughput per dtype, memory and cache bandwidth and per-op overhead with
     torch, print them against the datasheet and write a device profile for `report --profile`."""
     from traceana.cli.common import check_output, write_text
+    from traceana.numbers import ascii_int
 
     out = output or default_output()
     if device is not None and device != "cpu" and not (device == "cuda" or (
-            device.startswith("cuda:") and device[5:].isdigit())):
+            device.startswith("cuda:") and ascii_int(device[5:]) is not None)):
         raise BadInput(f"--device: {device!r} is not cpu, cuda or cuda:N")
     check_output(out, [], force)
     if out != "-":

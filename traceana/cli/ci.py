@@ -29,8 +29,13 @@ def fail_on_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--fail-on", "fail_on", multiple=True, metavar="SPEC", help=FAIL_ON_HELP)(f)
 
 
+LONG_HELP = ("Markdown output: the long form (up to 65,000 characters: every finding, explanation and op "
+             "signature that fits) instead of the PR comment of at most 8,000.")
+
+
 def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--fail-on, --svg, --png, --md-image."""
+    """--fail-on, --svg, --png, --md-image, --long."""
+    f = click.option("--long", "long_md", is_flag=True, help=LONG_HELP)(f)
     f = click.option("--md-image", default=None, metavar="URL",
                      help="Markdown output: show this image (e.g. the --svg chart's URL) under the device line.")(f)
     f = click.option("--png", default=None, metavar="PATH",
@@ -45,6 +50,7 @@ class Extras:
     svg: str | None = None
     png: str | None = None
     md_image: str | None = None
+    long_md: bool = False
 
     def render(self, analysis: Mapping[str, Any], fmt: str) -> str:
         """The report text. html and md are rendered from the analysis as saved (through
@@ -56,13 +62,9 @@ class Extras:
 
         if fmt != "json":
             analysis = json.loads(render_json(analysis))
-        if fmt == "md":
-            from traceana.render.markdown import render_markdown
-
-            return render_markdown(analysis, image=self.md_image)
         from traceana.render import render
 
-        return render(analysis, fmt)
+        return render(analysis, fmt, image=self.md_image, long=self.long_md)
 
     def finish(self, analysis: Mapping[str, Any], quiet: bool) -> None:
         """Write the images, then raise GateFailed if a gate trips."""
@@ -92,15 +94,17 @@ def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
     failures = evaluate(doc, gates)
     if not failures:
         return
+    from traceana.render.terminal import term_text
+
     for f in failures[:-1]:
-        click.echo(f"traceana: --fail-on {f}", err=True)
+        click.echo(term_text(f"traceana: --fail-on {f}"), err=True)
     raise GateFailed(f"--fail-on {failures[-1]}")
 
 
 def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = ()) -> Extras:
     """Parse the gates and check the image paths before any work is done."""
     ex = Extras(gates=parse_all(opts.get("fail_on") or (), diff=False), svg=opts.get("svg"),
-                png=opts.get("png"), md_image=opts.get("md_image"))
+                png=opts.get("png"), md_image=opts.get("md_image"), long_md=bool(opts.get("long_md")))
     for flag, path in (("--svg", ex.svg), ("--png", ex.png)):
         if path is None:
             continue

@@ -6,6 +6,8 @@ import os
 import re
 
 from traceana.devices import DTYPES as PEAK_KEYS
+from traceana.ownership import written_by_traceana
+from traceana.safe_write import replace_file
 from traceana.errors import BadInput
 
 
@@ -36,11 +38,11 @@ def parse_peaks(text: str | None) -> dict[str, float] | None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_OUR_MARKERS = (b"traceana", b"# traceana")
 
 
 def check_output(out: str, inputs: list[str], force: bool) -> None:
-    """Refuse to overwrite an input, or a file traceana did not write, unless --force."""
+    """Refuse to overwrite an input, or a file traceana did not write (traceana/ownership.py), unless
+    --force. A symlink is judged by the file it names: that file is what gets written."""
     if out == "-":
         return
     real_out = os.path.realpath(out)
@@ -53,29 +55,14 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
         raise BadInput(f"{out}: is not a regular file (a FIFO, device or socket); use -o - to write to stdout")
     if os.path.exists(out) and not force:
         try:
-            with open(out, "rb") as fh:
-                head = fh.read(4096)
-                ours = not head.strip() or any(m in head for m in _OUR_MARKERS) or _json_report(fh, head)
+            ours = written_by_traceana(out)
         except OSError as exc:
             raise BadInput(f"{out}: cannot read existing file: {exc.strerror}") from None
         if not ours:
             raise BadInput(f"{out}: exists and was not written by traceana; pass --force to overwrite it")
-    parent = os.path.dirname(os.path.abspath(out))
+    parent = os.path.dirname(real_out)
     if not os.path.isdir(parent):
         raise BadInput(f"{out}: directory {parent} does not exist")
-
-
-def _json_report(fh, head: bytes) -> bool:
-    """A JSON report has sorted keys: its `"schema": "traceana.analysis/..."` comes after the ops."""
-    if not head.lstrip().startswith(b"{"):
-        return False
-    marker = b'"schema": "traceana.'
-    tail = head
-    while chunk := fh.read(1 << 20):
-        tail = tail[-len(marker):] + chunk
-        if marker in tail:
-            return True
-    return False
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -99,15 +86,12 @@ def write_text(out: str, text: str) -> None:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Write through a temporary file renamed into place: a failed write never leaves half a file."""
-    tmp = path + ".tmp-traceana"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
+    """Write `data` to `path` through a temporary file renamed into place (traceana/safe_write.py):
+    a failed or interrupted write never leaves half a file, and no link is followed but `path` itself."""
+    replace_file(path, lambda fd: _write_all(fd, data))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[: 1 << 30]):]

@@ -85,10 +85,13 @@ def _props(name: str, sms: int | None, mem_gb: float | None, cc: str | None) -> 
     if mem_gb is not None:
         props["totalGlobalMem"] = int(mem_gb * 2**30)
     if cc is not None:
+        from traceana.numbers import ascii_int
+
         major, _, minor = cc.partition(".")
-        if not major.isdigit() or not (minor or "0").isdigit():
+        major_n, minor_n = ascii_int(major), ascii_int(minor or "0")
+        if major_n is None or minor_n is None:
             raise click.BadParameter(f"{cc!r} is not MAJOR.MINOR", param_hint="--cc")
-        props["computeMajor"], props["computeMinor"] = int(major), int(minor or 0)
+        props["computeMajor"], props["computeMinor"] = major_n, minor_n
     return props
 
 

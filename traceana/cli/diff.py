@@ -13,14 +13,14 @@ from typing import Any
 
 import click
 
-from traceana.cli.ci import enforce_gates, fail_on_option
+from traceana.cli.ci import LONG_HELP, enforce_gates, fail_on_option
 from traceana.cli.common import check_output, write_text
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-def render_diff(doc: Mapping[str, Any], fmt: str) -> str:
-    """A diff document as html, md or json."""
+def render_diff(doc: Mapping[str, Any], fmt: str, long: bool = False) -> str:
+    """A diff document as html, md (the PR comment, or with `long` the long form) or json."""
     if fmt == "html":
         from traceana.render.diff_html import render_diff_html
 
@@ -28,7 +28,7 @@ def render_diff(doc: Mapping[str, Any], fmt: str) -> str:
     if fmt == "md":
         from traceana.render.diff_markdown import render_diff_markdown
 
-        return render_diff_markdown(doc)
+        return render_diff_markdown(doc, long=long)
     from traceana.render import render
 
     return render(doc, fmt)  # json (and the BadInput for an unknown format)
@@ -116,8 +116,9 @@ def load_side(path: str) -> tuple[dict[str, Any], str]:
 @fail_on_option
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--long", "long_md", is_flag=True, help=LONG_HELP)
 def diff(base: str, head: str, output: str | None, fmt: str | None, roof_threshold: float,
-         fail_on: tuple[str, ...], force: bool, quiet: bool) -> None:
+         fail_on: tuple[str, ...], force: bool, quiet: bool, long_md: bool = False) -> None:
     """Compare HEAD against BASE (traces, saved analyses, or directories of them)."""
     from traceana.compare import diff_analyses
     from traceana.gates import parse_all, results
@@ -134,7 +135,7 @@ def diff(base: str, head: str, output: str | None, fmt: str | None, roof_thresho
     doc = diff_analyses(b, h, base_label=b_label, head_label=h_label, roof_threshold=roof_threshold)
     if gates:
         doc["gates"] = results(doc, gates)  # shown at the top of the diff
-    write_text(out, render_diff(doc, fmt))
+    write_text(out, render_diff(doc, fmt, long_md))
     if not quiet and out != "-":
         click.echo(summary(doc, out))
     enforce_gates(doc, gates)
@@ -150,4 +151,6 @@ def summary(d: Mapping[str, Any], out: str) -> str:
         lines.append(f"  warning: {d['device_note']}")
     lines.append(f"  {n['counts']}")
     lines.append(f"diff written to {out}")
-    return "\n".join(lines)
+    from traceana.render.terminal import term_lines
+
+    return term_lines(lines)

@@ -15,6 +15,7 @@ import click
 
 from traceana.cli.common import check_output, write_text
 from traceana.errors import BadInput, GateFailed
+from traceana.render.terminal import term_text
 
 
 def default_output(inputs: Sequence[str]) -> str:
@@ -33,13 +34,13 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     the error (exit 2, nothing written)."""
     strict = strict or bool(ci.get("strict"))
     from traceana.gates import parse_all
-    from traceana.parallel import find_rank_files, map_ranks, split
+    from traceana.parallel import check_lost, find_rank_files, map_ranks, split
     from traceana.progress import progress
     from traceana.ranks import cross_rank
     from traceana.render import format_for_path
     from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
 
-    for flag in ("svg", "png", "md_image"):
+    for flag in ("svg", "png", "md_image"):  # (--long is for one trace's or a diff's markdown; here a no-op)
         if ci.get(flag):
             raise BadInput(f"--{flag.replace('_', '-')}: not available for a cross-rank report (give one trace)")
     gates = parse_all(ci.get("fail_on") or (), diff=False)
@@ -50,15 +51,16 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     files, skipped = find_rank_files(inputs, repeats)
     check_output(out, files, force)
     for kept, dropped in repeats:
-        click.echo(f"traceana: {dropped} is the same file as {kept}: analysed once", err=True)
+        click.echo(term_text(f"traceana: {dropped} is the same file as {kept}: analysed once"), err=True)
     if hta:
         from traceana.diagnose.hta_views import available
 
         if not available():
             raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
     if skipped and not quiet:
-        click.echo(f"traceana: skipped {len(skipped)} non-trace entr{'y' if len(skipped) == 1 else 'ies'} "
-                   f"(e.g. {os.path.basename(skipped[0])}): only *.json and *.json.gz are rank files", err=True)
+        click.echo(term_text(f"traceana: skipped {len(skipped)} non-trace entr{'y' if len(skipped) == 1 else 'ies'} "
+                             f"(e.g. {os.path.basename(skipped[0])}): only *.json and *.json.gz are rank files"),
+                   err=True)
     with progress(len(files), "ranks", quiet=quiet, unit="file") as bar:
         results, where = map_ranks(files, options, executor=executor, jobs=jobs,
                                    on_done=lambda r: bar.advance(r.get("file", "")),
@@ -76,12 +78,13 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     doc = ranks_document(cross, analyses, where)
     write_text(out, render_ranks(doc, fmt))
     if warning:  # even with -q: the comparison the user asked for was not made
-        click.echo(f"traceana: warning: {warning}", err=True)
+        click.echo(term_text(f"traceana: warning: {warning}"), err=True)
     if not quiet:
         for f in failed:
-            click.echo(f"traceana: rank file not analysed: {f['error']}", err=True)
+            click.echo(term_text(f"traceana: rank file not analysed: {f['error']}"), err=True)
         if out != "-":
             click.echo(summary(doc, out))
+    check_lost(results)  # after the report: it lists them too
     enforce_rank_gates(analyses, gates)
 
 
@@ -95,7 +98,7 @@ def enforce_rank_gates(analyses: Sequence[Mapping[str, Any]], gates: Sequence[An
         failures += [f"{label}: {f}" for f in evaluate(a, gates)]
     if failures:
         for f in failures[:-1]:
-            click.echo(f"traceana: --fail-on {f}", err=True)
+            click.echo(term_text(f"traceana: --fail-on {f}"), err=True)
         raise GateFailed(f"--fail-on {failures[-1]}")
 
 
@@ -113,4 +116,6 @@ def summary(doc: Mapping[str, Any], out: str) -> str:
     if s.get("failed"):
         lines.append(f"  {s['failed']} rank file(s) could not be analysed")
     lines.append(f"report written to {out}")
-    return "\n".join(lines)
+    from traceana.render.terminal import term_lines
+
+    return term_lines(lines)

@@ -47,7 +47,9 @@ def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, p
     if rec.trace is None:
         click.echo("traceana: no trace was recorded", err=True)
         return
-    click.echo(f"trace written to {rec.trace} ({rec.window})")
+    from traceana.render.terminal import term_text
+
+    click.echo(term_text(f"trace written to {rec.trace} ({rec.window})"))
     if rec.analysis is not None:
         from traceana.cli.report import summary
 

@@ -32,7 +32,7 @@ def _render_ranks(doc: dict, saved: str, out: str, fmt: str, quiet: bool, ci: di
     from traceana.cli.ranks import enforce_rank_gates
     from traceana.gates import parse_all
 
-    used = [f"--{k.replace('_', '-')}" for k, v in ci.items() if v and k != "fail_on"]
+    used = [f"--{k.replace('_', '-')}" for k, v in ci.items() if v and k not in ("fail_on", "long_md")]
     if used:
         raise BadInput(f"{saved}: is a saved cross-rank report; {', '.join(sorted(used))} need a single "
                        f"analysis (render one of its ranks' traces instead)")
@@ -77,7 +77,7 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
         gates = parse_all(ci.get("fail_on") or (), diff=True)  # type: ignore[arg-type]
         if gates:
             doc["gates"] = results(doc, gates)
-        write_text(out, render_diff(doc, fmt))
+        write_text(out, render_diff(doc, fmt, bool(ci.get("long_md"))))
         if not quiet and out != "-":
             click.echo(f"diff written to {out}")
         enforce_gates(doc, gates)

@@ -149,53 +149,7 @@ def _bar_delay(trace: str) -> float:
 
 
 def summary(a: dict, out: str) -> str:
-    """A few lines for the terminal: device, where the time went, the top ops."""
-    from traceana import units as u
+    """The terminal lines after a report (render/terminal.py: every string made inert)."""
+    from traceana.render.terminal import report_summary
 
-    dev = a["device"]
-    cov = a["coverage"]
-    total = cov["device_time_us"]
-    from traceana.render import shown_warnings, verdict
-
-    if a.get("cpu") and not total:  # a CPU-only trace: the verdict says so, once
-        lines = [f"{a['trace']['file']}: {verdict(a)}"]
-    else:
-        lines = [f"{a['trace']['file']}: {dev['name'] or 'unknown device'}"
-                 f" ({dev['key'] or 'not in the device table'}), {u.us(total)} of GPU time"]
-    prof = dev.get("profile")
-    if prof:
-        lines.append(f"  roofs: {profile_line(prof)}")
-    led = a.get("ledger") or {}
-    if led.get("sentence"):
-        lines.append(f"  {led['sentence']}")
-    elif a.get("cpu"):
-        from traceana.render import cpu_roof_lines, cpu_verdict_rows
-
-        lines += [f"  {x}" for x in cpu_roof_lines(a)]
-        for r in cpu_verdict_rows(a)[:5]:
-            lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {r['name'][:50]} [{r['dims'][:40]}]")
-    levers = [f for f in a.get("findings") or [] if f.get("lever")][:3]
-    for f in levers:
-        tags = [t for t in (f.get("confidence") != "high" and f"{f.get('confidence')} confidence",
-                            f.get("estimated") and "estimated") if t]
-        lines.append(f"  lever: {f['title'][:110]} (saves up to {u.us(f['saving_us'])}"
-                     + (", " + ", ".join(tags) if tags else "") + ")")
-    if total > 0:
-        lines.append(f"  modelled {cov['modeled_time_us'] / total * 100:.1f}%, unmodelled "
-                     f"{cov['unmodeled_time_us'] / total * 100:.1f}%, opaque {cov['opaque_time_us'] / total * 100:.1f}%")
-    for r in a["ops"][:5]:
-        mark = " (over roof)" if r.get("over_roof") else " (estimated)" if r.get("estimated") else ""
-        ach = f" {u.pct(r['achievable_pct']):>7} ach." if r.get("achievable_pct") is not None else ""
-        lines.append(f"  {u.us(r['device_time_us']):>11}  {r['bound']:<13} {u.pct(r['roof_pct']):>7}{ach}  "
-                     f"{r['name'][:70]}{mark}")
-    for w in shown_warnings(a)[:5]:
-        lines.append(f"  warning: {w}")
-    lines.append(f"report written to {out}")
-    return "\n".join(lines)
-
-
-def profile_line(prof: dict) -> str:
-    """Which device profile the report used, and how (the device line of every format)."""
-    from traceana.render import profile_sentence
-
-    return profile_sentence(prof)
+    return report_summary(a, out)

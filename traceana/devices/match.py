@@ -33,6 +33,7 @@ from traceana.devices.table import (
     rows_by_key,
 )
 from traceana.errors import BadInput
+from traceana.numbers import ascii_int
 
 GENERIC_NAMES = frozenset({"", "amd radeon graphics"})
 # Reported memory (GiB) over the row's nominal GB: drivers reserve a few percent (T4: 0.92).
@@ -166,8 +167,8 @@ def _as_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        return ascii_int(value.strip())
     return None
 
 

@@ -59,6 +59,15 @@ LATENCY_FIX = ("Kernels this short are dominated by launch latency and fixed per
                "larger kernels help — CUDA graphs (torch.compile mode=\"reduce-overhead\"), fusion, "
                "or a larger batch per launch.")
 
+LATENCY_REPLAY_FIX = ("Kernels this short are dominated by fixed per-kernel costs; this run already replays them "
+                      "from a CUDA/HIP graph, so launch overhead is gone and only fewer kernels help: fuse "
+                      "neighbouring ops (torch.compile, fused kernels) or give each kernel more work (a larger batch).")
+
+
+def latency_fix(context: dict | None) -> str:
+    """LATENCY_FIX, unless the run already replays CUDA/HIP graphs (then graphs are no advice)."""
+    return LATENCY_REPLAY_FIX if (context or {}).get("graph_replay") else LATENCY_FIX
+
 
 def scattered(row: dict) -> bool:
     """A gather / scatter (family index) running far below the bandwidth roof."""

@@ -16,7 +16,8 @@ concrete_inputs) and follows the op's schema, never the shapes at hand:
             dtype). Inputs it reads: an element-wise op's operands (not its out= tensor), a norm's
             input (and a norm backward's gradient), `copy_`'s source; ops that overwrite their
             self (`fill_`, `normal_`, `copy_`) do not read it. TensorList elements record no
-            dtype: they match on shape alone.
+            dtype: they match on shape alone. Factories that take a tensor for its dtype / shape
+            only (`new_ones`, `zeros_like`) read none.
   breaks    library kernels (cuBLAS/cuDNN/MIOpen/NCCL/FBGEMM/CUTLASS/Tensile...), GEMMs,
             convolutions, attention, collectives, copies run as memcpy/memset, compiled (already
             fused) kernels and any op outside the aten namespace end a chain: torch.compile does
@@ -49,6 +50,9 @@ _NORM = _NORM_FWD | {"native_layer_norm_backward", "native_group_norm_backward",
 # in-place ops that overwrite their self without reading it
 _OVERWRITE = frozenset({"fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
                         "geometric_", "log_normal_", "cauchy_", "copy_", "resize_", "set_"})
+# factories that take a tensor only for its dtype / device / shape (`x.new_ones(...)`, `torch.zeros_like(x)`)
+_LIKE = frozenset({"new_ones", "new_zeros", "new_full", "new_empty", "new_empty_strided", "ones_like", "zeros_like",
+                   "full_like", "empty_like", "rand_like", "randn_like", "randint_like"})
 _SOFTMAX = frozenset({"_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"})
 # reductions: the index of their `dim` argument
 _REDUCE_DIM = {"sum": 1, "mean": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1,
@@ -231,7 +235,7 @@ def reads(row: dict, t: Tensor) -> list[tuple[int, tuple[int, ...], float | None
     which = _read_args(row)
     out: list[tuple[int, tuple[int, ...], float | None]] = []
     for i, (s, d), isz in tensor_args(row):
-        if (i == 0 and name in _OVERWRITE) or (which is not None and i not in which):
+        if (i == 0 and (name in _OVERWRITE or name in _LIKE)) or (which is not None and i not in which):
             continue  # fill_, normal_, copy_ overwrite their self; weights, statistics and out= are not the data
         if same_tensor(s, shape) and (dt is None or d == dt):
             out.append((i, s, isz))

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from traceana import units as u
-from traceana.diagnose.advice import GATHER_FIX, LATENCY_FIX, OPAQUE_ADVICE, memory_advice, scattered
+from traceana.diagnose.advice import GATHER_FIX, OPAQUE_ADVICE, latency_fix, memory_advice, scattered
 from traceana.roofline import PEAK_LABEL
 
 TOP_N = 8
 
 
-def explain_rows(rows: list[dict], device: dict, total_us: float, top_n: int = TOP_N) -> list[dict]:
-    """Explanations for the top_n rows by device time (rows are already sorted)."""
+def explain_rows(rows: list[dict], device: dict, total_us: float, top_n: int = TOP_N,
+                 context: dict | None = None) -> list[dict]:
+    """Explanations for the top_n rows by device time (rows are already sorted); `context` keeps advice
+    that contradicts the run out."""
     out = []
     for row in rows[:top_n]:
-        lines = _explain(row, device, total_us)
+        lines = _explain(row, device, total_us, context)
         if lines:
             out.append({"op": row["id"], "title": _title(row), "lines": lines})
     return out
@@ -46,7 +48,7 @@ def _shape(row: dict) -> str:
     return (row.get("cause") or "no shapes").replace("_", " ")
 
 
-def _explain(row: dict, device: dict, total_us: float) -> list[str]:
+def _explain(row: dict, device: dict, total_us: float, context: dict | None = None) -> list[str]:
     share = row["device_time_us"] / total_us * 100 if total_us > 0 else 0.0
     calls = row["count"]
     lines = [f"{u.plural(calls, 'call')}, {u.us(row['device_time_us'])} of GPU time "
@@ -115,7 +117,7 @@ def _explain(row: dict, device: dict, total_us: float) -> list[str]:
                      f"{u.us(per_kernel)} each) against a {u.us(row['roofline_time_us'])} roofline floor "
                      f"({u.pct(pct)} of its roof) and {u.us(row.get('launch_floor_us'))} of launch floor: the fixed "
                      f"cost of its kernels outweighs its work; the model explains {u.pct(row.get('model_pct'))}.")
-        lines.append("Verdict: latency-bound. " + LATENCY_FIX)
+        lines.append("Verdict: latency-bound. " + latency_fix(context))
     elif bound == "underutilised":
         lines.append(f"Measured {u.us(row['mean_time_us'])} per call against {u.us(row.get('model_time_us'))} of "
                      f"launch floor + roofline time: the model explains only {u.pct(row.get('model_pct'))}, so "

@@ -26,7 +26,7 @@ import re
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
-from traceana.diagnose.advice import LATENCY_FIX, OPAQUE_ADVICE, memory_advice
+from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -361,12 +361,7 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
         if facts["lat_launches"]:
             parts.append(f"The latency-bound kernels alone took {u.plural(facts['lat_launches'], 'launch', 'launches')}, "
                          f"{u.us(facts['lat_launch_us'])} of CPU time.")
-    if replay:
-        parts.append("These kernels already run from a CUDA/HIP graph, so launch overhead is gone: the short gaps are "
-                     "the graph's own scheduling between dependent kernels. Only fewer kernels help: fuse "
-                     "neighbouring ops (torch.compile, fused kernels) or do more work per kernel (a larger batch).")
-    else:
-        parts.append(LATENCY_FIX)
+    parts.append(latency_fix(context))
     parts.append("Saving shown: " + " + ".join(x for x in (f"the short gaps ({u.us(short)})" if short else "",
                                                            f"time above the roofs ({u.us(above)})" if above else "") if x)
                  + ", an upper bound: graphs and fusion shrink but do not remove per-kernel costs.")

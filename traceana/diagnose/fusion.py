@@ -15,7 +15,9 @@ A link a -> b joins two op instances when all of these hold (dataflow.py has the
   fresh     when a writes a new tensor, b's matching input is laid out densely (a strided slice of
             that shape is some other tensor);
   scalar    a one-element intermediate links only out of a reduction (any scalar matches any other).
-Chains are the maximal runs of links; identical chains (same signatures) are grouped.
+Chains are the maximal runs of links; identical chains (same signatures) are grouped. Unfused
+attention (GEMM -> element-wise steps -> softmax -> GEMM) is attention.py's: its ops are claimed
+first and no chain here runs through them, so no saving is counted twice.
 
 Savings. Each link's intermediate makes a DRAM round trip that a fused kernel keeps on chip:
 its write and its read back (only the read when the producer works in place on a tensor that
@@ -35,14 +37,13 @@ import numpy as np
 
 from traceana import units as u
 from traceana.arrays import distinct
+from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link import Links
 from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")
 REPEAT_WINDOW = 8  # ops back in which a repeated signature marks a parallel branch
-_SOFTMAX_OPS = frozenset({"_softmax", "softmax", "_safe_softmax"})
-_BATCHED = frozenset({"bmm", "baddbmm", "matmul"})
 _OPTIMIZER_STEPS = frozenset({"mul_", "add_", "addcdiv_", "addcmul_", "lerp_", "sqrt_", "div_", "sub_"})
 _FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::copy",
                                  "aten::type_as", "aten::reshape", "aten::flatten", "aten::_reshape_alias"})
@@ -51,9 +52,6 @@ _FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous
 def fix_for(names: list[str]) -> str:
     """What fuses this chain, from the op names in it (and the library ops around it)."""
     n = {short(x) for x in names}
-    if n & {"_softmax", "softmax", "_safe_softmax"} and n & {"bmm", "baddbmm", "matmul"}:
-        return ("use fused attention: torch.nn.functional.scaled_dot_product_attention (Flash / "
-                "memory-efficient kernels) never writes the attention-score matrix to DRAM")
     if "rsqrt" in n and ("mean" in n or "pow" in n):
         return ("use a fused RMSNorm: torch.nn.functional.rms_norm / nn.RMSNorm under torch.compile, or a "
                 "fused kernel (apex FusedRMSNorm, Liger, Transformer Engine)")
@@ -249,8 +247,11 @@ def _neighbour(flow: Flow, r: np.ndarray, th: np.ndarray, i: int, j: int) -> str
     return None
 
 
-def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> list[dict]:
-    """Groups of identical fusable chains, most time saved first."""
+def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
+           device: dict | None = None) -> list[dict]:
+    """Groups of identical fusable chains, most time saved first: unfused attention (attention.py) first
+    claims its ops, the element-wise chains are then sought among the rest (no op saved twice).
+    device: the resolved device (its DRAM bandwidth prices the fused attention kernel)."""
     ops = trace.ops
     if not rows or len(ops) == 0 or len(trace.gpu) == 0:
         return []
@@ -260,12 +261,12 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         return []
     seq = owned[np.lexsort((ops.ts[owned], ops.thread[owned]))]
     flow = Flow(rows)
-    ok = _linked(trace, flow, seq, oe)
-    edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     r, th = oe["row"][seq], ops.thread[seq]
     op_us = links.op_device_us
-    attention = _attention(flow, seq, r, th, oe, op_us)
+    att, claimed = attention.find(trace, flow, seq, r, th, oe, op_us)
+    ok = _linked(trace, flow, seq, oe) & ~claimed[:-1] & ~claimed[1:]
+    edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     # fresh[k]: seq[k]'s output is a new tensor (not in place, or a copy_ filling a fresh one)
     fresh_pos = np.array([not in_place(x["name"]) for x in rows], dtype=bool)[r]
     is_copy = np.array([short(x["name"]) == "copy_" for x in rows], dtype=bool)
@@ -296,7 +297,7 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict]) -> 
         g["saved_bytes"] += float(saved)
         g["launch_saved_us"] += t_sum[c] - t_max[c]
         g["gap_us"] += gap[c]
-    out = [_cost(g, rows) for g in groups.values()] + attention
+    out = [_cost(g, rows) for g in groups.values()] + attention.cost(att, rows, device)
     return sorted(out, key=lambda g: -g["saving_us"])
 
 
@@ -325,49 +326,6 @@ def _chain_sums(t: np.ndarray, start: np.ndarray, end: np.ndarray, starts: np.nd
     longest = np.maximum.reduceat(t, bounds[:-1] if bounds[-1] == len(t) else bounds)[::2]
     gaps = np.clip(start[1:] - end[:-1], 0, None)  # gaps[k]: between positions k and k + 1
     return total.tolist(), longest.tolist(), _seq_sum(gaps, starts, n - 1).tolist()
-
-
-def _attention(flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
-               op_us: np.ndarray) -> list[dict]:
-    """Unfused attention: a batched GEMM writes scores S, softmax reads S and writes P, the next batched
-    GEMM reads P, back to back on one stream. Element-wise fusion stops at the GEMMs; a fused attention
-    kernel (Flash) keeps S and P on chip: 4 x |S| bytes less traffic per repetition (S and P, each
-    written and read back). Time saved (estimate): the softmax's measured time, plus the GEMMs' write
-    of S and read of P (the same 2 x |S| bytes) at the softmax's bandwidth, never more than
-    the three ops' time above the GEMMs' compute floor."""
-    rows = flow.rows
-    if len(seq) < 3:
-        return []
-    st, first, last = oe["stream"][seq], oe["first"][seq], oe["last"][seq]
-    soft = np.array([short(x["name"]) in _SOFTMAX_OPS for x in rows], dtype=bool)
-    bat = np.array([short(x["name"]) in _BATCHED for x in rows], dtype=bool)
-    hit = (soft[r[1:-1]] & bat[r[:-2]] & bat[r[2:]] & (th[:-2] == th[1:-1]) & (th[1:-1] == th[2:])
-           & (st[:-2] == st[1:-1]) & (st[1:-1] == st[2:]) & (st[2:] >= 0)
-           & (first[1:-1] == last[:-2] + 1) & (first[2:] == last[1:-1] + 1))
-    groups: dict[tuple, dict] = {}
-    at = np.flatnonzero(hit)
-    t0, t1, t2 = op_us[seq[at]], op_us[seq[at + 1]], op_us[seq[at + 2]]
-    for a, s_, b, t3, ts_ in zip(r[at].tolist(), r[at + 1].tolist(), r[at + 2].tolist(), ((t0 + t1) + t2).tolist(),
-                                 t1.tolist()):  # (t0 + t1) + t2: numpy's own sum of three, in order
-        f1, f2 = flow.feeds(a, s_), flow.feeds(s_, b)
-        if f1 is None or f2 is None or rows[s_].get("bytes") is None:
-            continue
-        g = groups.setdefault((a, s_, b), {"rows": (a, s_, b), "count": 0, "time_us": 0.0, "softmax_us": 0.0,
-                                           "links": [f1, f2], "attention": True})
-        g["count"] += 1
-        g["time_us"] += t3
-        g["softmax_us"] += ts_
-    out = []
-    for g in groups.values():
-        key, n = g["rows"], g["count"]
-        per = 2 * sum(prod(s) * isz for s, isz in g["links"])  # S and P, each written and read back
-        floor = sum(rows[k].get("compute_time_us") or 0.0 for k in key) * n  # the GEMMs' FLOPs stay
-        g.update({"saved_per_rep": per, "saved_bytes": per * n,
-                  "saving_us": max(min(2 * g["softmax_us"], g["time_us"] - floor), 0.0),
-                  "names": [rows[k]["name"] for k in key], "ids": [rows[k]["id"] for k in key],
-                  "fix": fix_for([rows[k]["name"] for k in key])})
-        out.append(g)
-    return out
 
 
 def _cost(g: dict, rows: list[dict]) -> dict:
@@ -408,22 +366,6 @@ def _stops(g: dict) -> str:
             "(e.g. a GEMM epilogue).")
 
 
-def _attention_finding(g: dict, chain: str) -> dict:
-    (s, isz), _ = g["links"]
-    text = (f"{chain} runs {g['count']:,} time(s) back to back on one stream: the first GEMM writes the attention "
-            f"scores [{', '.join(map(str, s))}] ({u.nbytes(prod(s) * isz)}), the softmax reads them and writes the "
-            f"probabilities, the second GEMM reads those. Element-wise fusion stops at the GEMMs, but a fused "
-            f"attention kernel keeps both on chip: {u.nbytes(g['saved_per_rep'])} less traffic per repetition "
-            f"(scores and probabilities, each written and read back), {u.nbytes(g['saved_bytes'])} in all. Estimated "
-            f"saving {u.us(g['saving_us'])}: the softmax's measured {u.us(g['softmax_us'])} goes, and the GEMMs' "
-            f"write of the scores and read of the probabilities (the same bytes) at the softmax's bandwidth "
-            f"(at most the {u.us(g['time_us'])} the three take, less the GEMMs' compute floor). "
-            f"Fix: {g['fix']}.")
-    return {"kind": "fusion", "title": f"Fuse {chain} into one attention kernel: {u.nbytes(g['saved_bytes'])} less "
-                                       f"DRAM traffic", "text": text, "ops": list(dict.fromkeys(g["ids"])),
-            "saving_us": g["saving_us"]}
-
-
 def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list[dict]:
     out = []
     for g in groups[:limit]:
@@ -431,7 +373,7 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
             continue
         chain = " → ".join(short(n) for n in g["names"])
         if g.get("attention"):
-            out.append(_attention_finding(g, chain))
+            out.append(attention.finding(g))
             continue
         inter = _intermediates(g)
         inter_s = "; ".join(inter[:4]) + (f"; and {len(inter) - 4} more" if len(inter) > 4 else "")

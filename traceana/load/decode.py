@@ -12,6 +12,7 @@ import msgspec
 
 from traceana.errors import BadInput
 from traceana.load.schema import DOC_DECODER, EVENT_DECODER, LIST_DECODER, Event, TraceDoc
+from traceana.numbers import finite
 
 _READ_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
@@ -224,11 +225,4 @@ def _as_int(v: Any) -> int:
     return i if -2**63 <= i < 2**63 else -1  # ids beyond int64 cannot be real; never overflow numpy
 
 
-def _finite(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return f if math.isfinite(f) else None
+_finite = finite  # a value no float holds is unknown

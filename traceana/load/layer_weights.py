@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from traceana.load.model import Trace
+from traceana.numbers import ascii_int
 
 LAYER_OPS = ("vllm::moe_forward", "vllm::moe_forward_shared")
 MAX_WEIGHTS = 6  # w1, w2 and their block scales, at most; more would be a guess
@@ -58,8 +59,9 @@ def _concrete_ints(concrete: bytes) -> list[int]:
         return []
     out = []
     for v in c if isinstance(c, list) else []:
-        if isinstance(v, str) and v.isdigit():
-            out.append(int(v))
+        n = ascii_int(v)
+        if n is not None:
+            out.append(n)
     return out
 
 

@@ -88,8 +88,8 @@ def _trace(path: str, doc, result: dict) -> Trace:
         name = _FIXUP_COLUMNS[col]
         value = msgspec.json.decode(raw)
         if name == "gp_blocks":
-            blocks = _blocks(value)
-            cols[name][row] = np.nan if blocks is None else float(blocks)
+            blocks = _finite(_blocks(value))  # a grid no float holds (400 digits) is unknown, as on the Python path
+            cols[name][row] = np.nan if blocks is None else blocks
         elif name in ("gp_bytes", "op_kflop", "op_kgb"):
             f = _finite(value)
             cols[name][row] = np.nan if f is None else f

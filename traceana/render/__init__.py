@@ -47,16 +47,19 @@ BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "hos
                            "communication", "unmodelled", "opaque")
 
 
-def render(analysis: Mapping[str, Any], fmt: str) -> str:
-    """Render the analysis dict as `fmt` ("html", "md" or "json")."""
+def render(analysis: Mapping[str, Any], fmt: str, image: str | None = None, long: bool = False) -> str:
+    """Render the analysis dict as `fmt` ("html", "md" or "json"); `image`: markdown's chart URL; `long`:
+    markdown's long form (--long) instead of the PR comment.
+    Markdown ends with traceana's marker line (traceana/ownership.py: what a later run may replace)."""
     if fmt == "html":
         from traceana.render.html import render_html
 
         return render_html(analysis)
     if fmt == "md":
+        from traceana.ownership import stamp_markdown
         from traceana.render.markdown import render_markdown
 
-        return render_markdown(analysis)
+        return stamp_markdown(render_markdown(analysis, image=image, long=long))
     if fmt == "json":
         from traceana.render.json_out import render_json
 
@@ -174,29 +177,13 @@ def by_bound(analysis: Mapping[str, Any]) -> tuple[dict[str, float], float | Non
     return parts, total
 
 
-def lead_rows(analysis: Mapping[str, Any]) -> list[tuple[str, float, float | None]]:
-    """(label, µs, share of the span) rows: the ledger's terms (they sum to the span), then the
-    overlapped communication beside them (not part of the sum)."""
-    led = mapping(analysis.get("ledger"))
-    span = num(led.get("span_us"))
-    if not span:
-        return []
-    rows: list[tuple[str, float, float | None]] = []
-    for t in seq(led.get("terms")):
-        t = mapping(t)
-        if (x := num(t.get("us"))) and x > 0:
-            rows.append((text(t.get("label"), 80), x, share(x, span)))
-    over = num(mapping(led.get("communication")).get("overlapped_us")) or 0.0
-    if over > 0:
-        rows.append(("communication overlapped with compute (not in the span sum)", over, None))
-    return rows
-
-
 def verdict(analysis: Mapping[str, Any]) -> str:
-    """One plain-text sentence: where the time goes (the ledger) and which op matters most."""
-    led = mapping(analysis.get("ledger"))
-    if text(led.get("sentence")):
-        out = text(led.get("sentence"), 800)
+    """One plain-text sentence: where the time goes (the ledger's sentence) and which op matters
+    most."""
+    from traceana.render.first import sentence
+
+    if sentence(analysis):
+        out = sentence(analysis)
         ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
         if ops:
             top = ops[0]
@@ -325,6 +312,9 @@ def profile_sentence(prof: Mapping[str, Any]) -> str:
         if text(p.get("kind")) == "cpu":
             return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
         return f"{name}: not applied (a GPU profile; a CPU-only trace is judged against the default CPU roofs)"
+    unusable = sorted(text(k, 40) for k in mapping(p.get("unusable")))
+    if unusable:  # figures calibrate found unstable or contradictory: the datasheet / CPU default stands in
+        name += f" (not used: {', '.join(unusable)}, unstable or contradictory when measured)"
     if text(p.get("kind")) == "cpu":
         return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
     peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())

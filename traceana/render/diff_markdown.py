@@ -1,10 +1,11 @@
 """The diff (`traceana.diff/1`, from traceana/compare.py) as GitHub-flavoured markdown for a PR.
 
-Same rules as the markdown report (render/markdown.py): under MAX_CHARS characters, the
-headline first (device warning, total, by bound, the biggest changes, % of roof changes),
-long lists folded into `<details>` blocks that take whole rows while the budget lasts,
-every untrusted string through `md_text`. The small formatters here are shared with the
-HTML diff so both show the same numbers the same way.
+Same rules as the markdown report (render/markdown.py): at most SHORT_CHARS characters by
+default (MAX_CHARS with `long`), the headline first (device warning, total, by bound, the
+biggest changes, % of roof changes), long lists folded into `<details>` blocks that take
+whole rows while the budget lasts, every untrusted string through `md_text` (render/md.py),
+names that shorten alike told apart (units.kernel_names). The small formatters here are
+shared with the HTML diff so both show the same numbers the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from traceana import units
+from traceana.units import kernel_names
 from traceana.render import (
     BOUNDS,
     fmt_signed_pct,
@@ -29,7 +31,8 @@ from traceana.render import (
     short_name,
     text,
 )
-from traceana.render.markdown import MAX_CHARS, fold, md_text, table_row
+from traceana.render.markdown import MAX_CHARS, SHORT_CHARS
+from traceana.render.md import fold, md_text, table_row
 
 TOP_CHANGES = 15
 TOP_NAMES = 10
@@ -156,17 +159,23 @@ def bound_rows(d: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 # ---------------------------------------------------------------- markdown
 
 
-def _op_cells(r: Mapping[str, Any]) -> list[str]:
+def _op_cells(r: Mapping[str, Any], name: str | None = None) -> list[str]:
     dims = fmt_dims(r.get("input_dims"))
     if r.get("match") not in (None, "exact") and "head_input_dims" in r:
         dims += " → " + fmt_dims(r.get("head_input_dims"))
-    return [md_text(short_name(r.get("name")), 80) or "(unnamed)", md_text(dims, 80) or "—",
-            md_text(fmt_types(r.get("input_types")), 40) or "—"]
+    return [md_text(name if name is not None else short_name(r.get("name")), None) or "(unnamed)",
+            md_text(dims, 80) or "—", md_text(fmt_types(r.get("input_types")), 40) or "—"]
 
 
-def _change_row(r: Mapping[str, Any]) -> str:
+def _rows(rows: list[Mapping[str, Any]], row: Any, *args: Any) -> list[str]:
+    """Table rows, the names that shorten alike told apart among these rows."""
+    names = kernel_names([r.get("name") for r in rows])
+    return [row(r, *args, name=n) for r, n in zip(rows, names)]
+
+
+def _change_row(r: Mapping[str, Any], name: str | None = None) -> str:
     b, h = mapping(r.get("base")), mapping(r.get("head"))
-    return table_row([*_op_cells(r), fmt_time_us(b.get("time_us")), fmt_time_us(h.get("time_us")),
+    return table_row([*_op_cells(r, name), fmt_time_us(b.get("time_us")), fmt_time_us(h.get("time_us")),
                  fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r), fmt_roof_change(r),
                  md_text(match_words(r), 40)])
 
@@ -175,9 +184,9 @@ _CHANGE_HEAD = (table_row(["op", "shape", "dtype", "base", "head", "Δ", "change
                 + "\n|---|---|---|--:|--:|--:|--:|--:|---|")
 
 
-def _lone_row(r: Mapping[str, Any], side: str) -> str:
+def _lone_row(r: Mapping[str, Any], side: str, name: str | None = None) -> str:
     s = mapping(r.get(side))
-    return table_row([*_op_cells(r), fmt_time_us(s.get("time_us")), fmt_pct(s.get("share_pct")),
+    return table_row([*_op_cells(r, name), fmt_time_us(s.get("time_us")), fmt_pct(s.get("share_pct")),
                  fmt_pct(s.get("roof_pct")), md_text(s.get("bound"), 20) or "—"])
 
 
@@ -210,26 +219,26 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
     ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
     if ops and top > 0:
         sections.append([f"## Biggest changes: {min(top, len(ops))} of {plural(len(ops), 'matched op signature')}", "",
-                         _CHANGE_HEAD, *(_change_row(r) for r in ops[:top])])
+                         _CHANGE_HEAD, *_rows(ops[:top], _change_row)])
     names = [r for r in seq(d.get("by_name")) if isinstance(r, Mapping)]
     if names and top > 0:
         k = min(TOP_NAMES, top, len(names))
         lines = [f"## Biggest changes by op name (all signatures summed, {k} of {len(names):,})", "",
                  table_row(["op", "base", "head", "Δ", "change"]), "|---|--:|--:|--:|--:|"]
-        lines += [table_row([md_text(short_name(r.get("name")), 100) or "(unnamed)", fmt_time_us(r.get("base_us")),
-                        fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
-                  for r in names[:k]]
+        lines += [table_row([md_text(n, None) or "(unnamed)", fmt_time_us(r.get("base_us")),
+                             fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
+                  for r, n in zip(names[:k], kernel_names([r.get("name") for r in names[:k]]))]
         sections.append(lines)
     roof = roof_rows(d)
     if roof and top > 0:
         thr = num(d.get("roof_threshold_pp")) or 0
         lines = [f"## % of roof changed by more than {thr:g} points ({min(top, len(roof))} of {len(roof):,})", "",
-                 _CHANGE_HEAD, *(_change_row(r) for r in roof[:top])]
+                 _CHANGE_HEAD, *_rows(roof[:top], _change_row)]
         sections.append(lines)
     return sections
 
 
-def _folded(d: Mapping[str, Any], budget: int) -> str:
+def _folded(d: Mapping[str, Any], budget: int, top: int) -> str:
     """Warnings, new, vanished and all matched ops, folded; each list gets a fair share of
     the budget (sized in priority order: matched, new, vanished), shown in a fixed order."""
     budget -= 20
@@ -241,15 +250,15 @@ def _folded(d: Mapping[str, Any], budget: int) -> str:
                  + "\n|---|---|---|--:|--:|--:|---|")
     builders = []
     ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
-    if len(ops) > TOP_CHANGES:
+    if len(ops) > top:
         builders.append(("matched", lambda cap: fold(
-            f"All {plural(len(ops), 'matched op signature')}", [_change_row(r) for r in ops], cap,
+            f"All {plural(len(ops), 'matched op signature')}", _rows(ops, _change_row), cap,
             head=_CHANGE_HEAD, more=more)))
     for key, side, what in (("new", "head", "new in head"), ("vanished", "base", "gone from base")):
         rows = [r for r in seq(d.get(key)) if isinstance(r, Mapping)]
         rows.sort(key=lambda r, s=side: -(num(mapping(r.get(s)).get("time_us")) or 0.0))
         builders.append((key, lambda cap, rows=rows, side=side, what=what: fold(
-            f"{plural(len(rows), 'op signature')} {what}", [_lone_row(r, side) for r in rows], cap,
+            f"{plural(len(rows), 'op signature')} {what}", _rows(rows, _lone_row, side), cap,
             head=lone_head, more=more)))
     blocks: dict[str, str] = {}
     for i, (key, build) in enumerate(builders):
@@ -259,16 +268,24 @@ def _folded(d: Mapping[str, Any], budget: int) -> str:
     return "\n\n".join(["## Details", *parts]) if parts else ""
 
 
-def render_diff_markdown(diff: Mapping[str, Any]) -> str:
-    """The diff as markdown, under MAX_CHARS characters."""
+def render_diff_markdown(diff: Mapping[str, Any], long: bool = False) -> str:
+    """The diff as markdown: at most SHORT_CHARS characters, or with `long` under MAX_CHARS, ending with
+    traceana's marker line."""
+    from traceana.ownership import MD_MARKER, stamp_markdown
+
     d = mapping(diff)
-    for top in (TOP_CHANGES, 10, 5, 3, 0):
+    limit = (MAX_CHARS if long else SHORT_CHARS) - len(MD_MARKER) - 2
+    tops = (TOP_CHANGES, 10, 5, 3, 0) if long else (10, 5, 3, 0)
+    for top in tops:
         core = "\n\n".join("\n".join(s) for s in _headline(d, top) if s)
-        if len(core) <= MAX_CHARS - 2000:
+        if len(core) <= limit - (2000 if long else 600):
             break
-    detail = _folded(d, MAX_CHARS - len(core) - 10)
-    out = core + (f"\n\n{detail}" if detail else "") + "\n"
-    if len(out) > MAX_CHARS:  # cannot happen with the caps above; a last guarantee
-        cut = out.rfind("\n\n", 0, MAX_CHARS - 40)
+    detail = _folded(d, limit - len(core) - 10 - (0 if long else 160), top)
+    out = core + (f"\n\n{detail}" if detail else "")
+    if not long:
+        out += ("\n\n<sub>The long form (`--long`), the HTML and the JSON diffs have every change.</sub>")
+    out += "\n"
+    if len(out) > limit:  # cannot happen with the caps above; a last guarantee
+        cut = out.rfind("\n\n", 0, limit - 40)
         out = out[: max(cut, 0)] + "\n\n*(diff truncated)*\n"
-    return out
+    return stamp_markdown(out)

@@ -22,9 +22,6 @@ from traceana.render import (
     cpu_rows,
     cpu_verdict_rows,
     profile_sentence,
-    lead_rows,
-    finding_kind,
-    finding_tags,
     over_roof_mark,
     plural,
     projection_line,
@@ -32,7 +29,6 @@ from traceana.render import (
     fmt_bytes,
     fmt_dims,
     fmt_int,
-    fmt_ms,
     fmt_pct,
     fmt_si,
     fmt_sig,
@@ -49,8 +45,10 @@ from traceana.render import (
     verdict,
 )
 from traceana import units
+from traceana.render.first import CARDS_BEFORE_FOLD, cards, device_line, plan, sentence, terms
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import add_story
+from traceana.render.utilisation import utilisation_view
 
 #: The table holds at most this many op signatures (the JSON output has them all).
 MAX_TABLE_ROWS = 100_000
@@ -263,83 +261,6 @@ def _breakdown(analysis: Mapping[str, Any]) -> dict[str, Any]:
     return {"total": fmt_time_us(total), "segments": segments, "what": what}
 
 
-#: Colours of the timeline categories the bound palette in report.css does not have.
-TIMELINE_COLOURS = {"compute": "var(--b-compute)", "memory": "var(--b-memory)", "latency": "var(--b-latency)",
-                    "underutilised": "var(--b-underutilised)", "host_link": "var(--b-host_link)",
-                    "peer_link": "var(--b-peer_link)",
-                    "unmodelled": "var(--b-unmodelled)", "opaque": "var(--b-opaque)", "unknown": "#c9ccd1",
-                    "communication": "#2a9d8f", "memcpy": "#c9a227", "memset": "#8d6e1f", "idle": "#eef0f3"}
-
-
-def _timeline(analysis: Mapping[str, Any]) -> dict[str, Any]:
-    """Per-device wall-clock breakdown (sums to the span), utilisation, idle causes, HTA views."""
-    bd = mapping(analysis.get("breakdown"))
-    devices = []
-    for d in seq(bd.get("devices"))[:16]:
-        d = mapping(d)
-        span = num(d.get("span_us"))
-        cats = mapping(d.get("by_category"))
-        segs = []
-        for c in [text(x, 30) for x in seq(bd.get("categories"))] or list(TIMELINE_COLOURS):
-            us = num(cats.get(c))
-            if us is None:
-                continue
-            width = 100.0 * us / span if span else 0.0
-            segs.append({"cat": c, "time": fmt_time_us(us), "pct": fmt_pct(share(us, span)),
-                         "width": f"{width:.3f}", "shown": width > 0, "colour": TIMELINE_COLOURS.get(c, "#999")})
-        devices.append({"device": text(d.get("device"), 20), "span": fmt_time_us(span),
-                        "streams": fmt_int(d.get("streams")), "segments": segs})
-    idle = mapping(bd.get("idle"))
-    causes = [(k.replace("_", "-"), fmt_time_us(v), fmt_pct(share(v, idle.get("idle_us"))))
-              for k, v in mapping(idle.get("by_cause")).items()]
-    gaps = [{"length": fmt_time_us(mapping(g).get("length_us")), "at": fmt_time_us(mapping(g).get("start_us")),
-             "cause": text(mapping(g).get("cause"), 30).replace("_", "-"),
-             "next": short_name(mapping(g).get("next")), "next_full": text(mapping(g).get("next"), 2000),
-             "cpu": text(mapping(g).get("cpu_call"), 80)}
-            for g in seq(idle.get("largest"))[:10]]
-    util = mapping(analysis.get("utilisation"))
-    headline = []
-    for dt, v in list(mapping(util.get("by_dtype")).items())[:6]:
-        v = mapping(v)
-        if num(v.get("achieved_tflops")) is not None:
-            peak = num(v.get("peak_tflops"))
-            headline.append((f"{text(dt, 20)} FLOP/s", f"{fmt_sig(v.get('achieved_tflops'))} TFLOP/s"
-                             + (f" of {fmt_sig(peak)} ({fmt_pct(v.get('pct_of_peak'))})" if peak else "")))
-    if num(util.get("achieved_gbps")) is not None:
-        bw = num(util.get("dram_gbps"))
-        headline.append(("DRAM bandwidth", f"{fmt_sig(util.get('achieved_gbps'))} GB/s"
-                         + (f" of {fmt_sig(bw)} ({fmt_pct(util.get('bandwidth_pct'))})" if bw else "")))
-    return {"devices": devices, "note": text(bd.get("note"), 500), "causes": causes, "gaps": gaps,
-            "idle": fmt_time_us(idle.get("idle_us")), "utilisation": headline,
-            "util_note": text(util.get("note"), 300), "hta": _hta(analysis.get("hta"))}
-
-
-def _hta(h: Any) -> dict[str, Any] | None:
-    """Holistic Trace Analysis' views, when the analysis has them (`report --hta`)."""
-    if not isinstance(h, Mapping):
-        return None
-    if h.get("error"):
-        return {"error": text(h.get("error"), 500)}
-
-    def err(v: Any) -> str:
-        return text(v.get("error"), 300) if isinstance(v, Mapping) else ""
-
-    tmp = mapping(h.get("temporal"))
-    temporal = [(label, fmt_time_us(tmp.get(k)), fmt_pct(tmp.get(p)))
-                for label, k, p in (("idle", "idle_us", "idle_pct"), ("compute", "compute_us", "compute_pct"),
-                                    ("non-compute", "non_compute_us", "non_compute_pct"))] if tmp and not err(tmp) else []
-    idle = [(text(mapping(r).get("stream"), 20), text(mapping(r).get("category"), 30),
-             fmt_time_us(mapping(r).get("idle_us")), fmt_pct((num(mapping(r).get("ratio")) or 0) * 100))
-            for r in seq(h.get("idle"))[:60]]
-    types = [(text(mapping(r).get("type"), 40), fmt_time_us(mapping(r).get("us")), fmt_pct(mapping(r).get("pct")))
-             for r in seq(h.get("kernel_types"))[:10]]
-    overlap = h.get("comm_overlap_pct")
-    return {"version": text(h.get("version"), 20), "rank": text(h.get("rank"), 12), "temporal": temporal,
-            "temporal_error": err(h.get("temporal")), "idle": idle, "idle_error": err(h.get("idle")),
-            "types": types, "types_error": err(h.get("kernel_types")),
-            "overlap": fmt_pct(overlap) if num(overlap) is not None else (err(overlap) or "no collectives")}
-
-
 def _coverage(cov: Mapping[str, Any], classes: Any = None) -> dict[str, Any]:
     device = num(cov.get("device_time_us"))
     rows = []
@@ -370,13 +291,13 @@ def _coverage(cov: Mapping[str, Any], classes: Any = None) -> dict[str, Any]:
             "meta": text(mapping(cov.get("meta")).get("note"), 500)}
 
 
-def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _trace_facts(trace: Mapping[str, Any], has_ledger: bool = False) -> list[tuple[str, str]]:
     facts = [("format", text(trace.get("format"), 40))]
     if num(trace.get("events")) is not None:
         facts.append(("events", fmt_int(trace.get("events"))))
     if num(trace.get("gpu_events")) is not None:
         facts.append(("GPU events", fmt_int(trace.get("gpu_events"))))
-    if num(trace.get("span_us")) is not None:
+    if num(trace.get("span_us")) is not None and not has_ledger:  # else the device line gives the GPU's span
         facts.append(("span", fmt_time_us(trace.get("span_us"))))
     if isinstance(trace.get("record_shapes"), bool):
         facts.append(("shapes recorded", "yes" if trace["record_shapes"] else "no"))
@@ -388,6 +309,30 @@ def _trace_facts(trace: Mapping[str, Any]) -> list[tuple[str, str]]:
         facts.append(("distributed", f"rank {text(dist.get('rank'), 12)} of "
                       f"{text(dist.get('world_size'), 12)} ({text(dist.get('backend'), 40)})"))
     return [(k, v) for k, v in facts if v]
+
+
+def _cards(a: Mapping[str, Any], link: Any) -> list[dict[str, Any]]:
+    """The finding cards (render/first.py) with an anchor each and their ops as links."""
+    out = []
+    for i, c in enumerate(cards(a)):
+        ids = [m["id"] for m in c["members"] if m["id"]]
+        anchor = "f-" + (_ANCHOR_BAD.sub("_", ids[0])[:40] if ids else str(i))
+        members = [{**m, "ops": [link(o) for o in m["ops"]]} for m in c["members"]]
+        tags = [f"{c['confidence']} confidence"] if c["confidence"] else []
+        if c["estimated"]:
+            tags.append("estimated")
+        out.append({**c, "anchor": anchor, "members": members, "tags": tags,
+                    "indices": {m["index"] for m in c["members"]}})
+    return out
+
+
+def _plan(a: Mapping[str, Any], card_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """"Do this first", each lever linked to the card that holds its finding."""
+    out = []
+    for p in plan(a):
+        card = next((c for c in card_list if p["finding"] in c["indices"]), None)
+        out.append({**p, "href": f"#{card['anchor']}" if card else ""})
+    return out
 
 
 def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
@@ -405,16 +350,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         label = names.get(anchor) or text(op_id, 80) or "(op)"
         return {"href": f"#op-{anchor}" if anchor in in_table else "", "label": label}
 
-    findings = []
-    for f in seq(a.get("findings")):
-        if isinstance(f, Mapping):
-            findings.append({
-                "kind": finding_kind(f.get("kind")), "title": text(f.get("title"), 300),
-                "text": text(f.get("text"), 3000), "tags": finding_tags(f),
-                "saving": fmt_ms(f.get("saving_us")) if num(f.get("saving_us")) and f.get("lever") is not False
-                else "",
-                "ops": [link(o) for o in seq(f.get("ops"))[:20]],
-            })
+    card_list = _cards(a, link)
     explanations = []
     for e in seq(a.get("explanations"))[:50]:
         if isinstance(e, Mapping):
@@ -431,20 +367,24 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     version = text(tool.get("version"), 40)
     view = {
         "file": text(trace.get("file"), 300) or "trace",
-        "trace_facts": _trace_facts(trace),
+        "trace_facts": _trace_facts(trace, bool(terms(a))),
         "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", version) if x),
         "schema": text(a.get("schema"), 80),
-        "verdict": verdict(a),
-        "lead": [(text(lbl, 100), fmt_time_us(us), fmt_pct(p) if p is not None else "—")
-                 for lbl, us, p in lead_rows(a)],
+        "verdict": sentence(a) or verdict(a),
+        "devline": device_line(a) if not (a.get("cpu") and not num(mapping(a.get("coverage")).get("device_time_us")))
+        else "",
+        "plan": _plan(a, card_list),
+        "terms": terms(a),
         "cpu": cpu_rows(a),
         "cpu_verdicts": cpu_verdict_rows(a),
         "cpu_roofs": cpu_roof_lines(a),
         "warnings": [text(w, 2000) for w in shown_warnings(a)],
         "device": _device(dev),
-        "breakdown": _breakdown(a),
-        "timeline": _timeline(a),
-        "findings": findings,
+        "breakdown": _breakdown(a) if not terms(a) else None,  # the ledger's terms say it when there are some
+        "timeline": utilisation_view(a),
+        "cards": card_list[:CARDS_BEFORE_FOLD],
+        "more_cards": card_list[CARDS_BEFORE_FOLD:],
+        "findings": bool(card_list),
         "projection": projection_line(a),
         "explanations": explanations,
         "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),

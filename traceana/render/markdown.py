@@ -1,395 +1,182 @@
-"""A GitHub-flavoured markdown report for a PR comment: always under MAX_CHARS characters.
+"""The markdown report for a pull request: at most SHORT_CHARS characters by default.
 
-Layout: the headline a reviewer reads without clicking (verdict, device and peaks, time by
-bound, findings with their savings, the top op signatures, coverage, the first warnings),
-then the long detail folded into `<details>` blocks (explanations, every op signature that
-fits, the remaining warnings, coverage by cause / by op). The headline is sized first;
-the folded blocks then get what is left of the budget, whole rows at a time, and say how
-many rows did not fit. A block is never cut in the middle, so tables, fences and
-`<details>` tags always stay balanced.
+What a reviewer reads without clicking: the device line, the ledger's sentence of where the
+time went, "Do this first" (the plan's levers, each with its saving and the span after it),
+and the ten op signatures with the most device time. Everything else goes into `<details>`
+blocks, in this order, while the budget lasts: every term of the span, the findings grouped
+as in the HTML report (title, fix, saving, confidence), warnings, coverage, the top ops'
+explanations. A block holds whole items only, so tables, fences and `<details>` tags stay
+balanced; a block that does not fit is left out and the closing line says where the rest is.
 
-Every string from the analysis goes through `md_text` (inline text and table cells) or
-into a code fence longer than any backtick run it contains, so an op name cannot open a
-link, an HTML tag, a new table cell or a new line. `<summary>` lines hold only our own
-words and numbers (GitHub does not apply markdown escapes inside HTML).
+`long=True` (`--long`) gives the long form instead (render/markdown_long.py, up to 65,000
+characters). Every string from the analysis goes through md_text (render/md.py).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
-from traceana.render import (
-    BOUNDS,
-    bound_of,
-    cpu_roof_lines,
-    cpu_rows,
-    cpu_verdict_rows,
-    lead_rows,
-    finding_tags,
-    over_roof_mark,
-    plural,
-    profile_sentence,
-    projection_line,
-    by_bound,
-    fmt_bytes,
-    fmt_dims,
-    fmt_int,
-    fmt_pct,
-    fmt_si,
-    fmt_sig,
-    fmt_time_us,
-    fmt_types,
-    mapping,
-    num,
-    seq,
-    share,
-    short_name,
-    shown_warnings,
-    text,
-    verdict,
-)
+from traceana.render import bound_of, fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, plural, seq
+from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_sentence, shown_warnings, text
+from traceana.render import verdict
+from traceana.render.first import cards, device_line, plan, sentence, terms
+from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
+from traceana.render.md import fit, fold, md_text, table_row
+from traceana.units import kernel_names
 
-#: GitHub rejects comments longer than 65,536 characters; stay clear of it.
-MAX_CHARS = 65_000
-TOP_OPS = 15
-MAX_FINDINGS = 10
-MAX_EXPLANATIONS = 8
-MAX_LINES = 20
-#: A finding's text and an explanation line are cut here: long enough to keep the advice, which
-#: comes last (10 findings x 1,200 characters stay far inside MAX_CHARS).
-FINDING_CHARS = 1200
-LINE_CHARS = 800
-#: Warnings shown before the fold; the rest go into a <details> block.
-SHOWN_WARNINGS = 3
-MAX_WARNINGS = 200
-MAX_PEAKS = 16
-MAX_COVERAGE_ROWS = 50
+__all__ = ["MAX_CHARS", "SHORT_CHARS", "md_text", "render_markdown"]
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_BLOCK_START = re.compile(r"^([#+\-=>]|\d+(?=[.)]))")
-_BACKTICKS = re.compile(r"`+")
+#: The default report's limit: a PR comment a reviewer reads, not an archive.
+SHORT_CHARS = 8_000
+TOP_OPS = 10
+#: Room kept for the closing line.
+_CLOSING = 200
 
 
-def md_text(value: Any, limit: int | None = 200, line_start: bool = False) -> str:
-    """Untrusted text as inert inline markdown: one line, specials escaped, `<` as &lt;.
-
-    `line_start`: the text opens a block (a list item's body), so a leading `#`, `-`,
-    `+`, `=`, `>` or `1.` would start a heading, list or quote; escape it.
-    """
-    s = " ".join(text(value, limit).split())  # newlines, tabs and CR become single spaces
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    if line_start:
-        m = _BLOCK_START.match(s)
-        if m and m.group(1)[0].isdigit():
-            s = m.group(1) + "\\" + s[m.end():]
-        elif m:
-            s = "\\" + s
-    return s
-
-
-def code_block(lines: list[str]) -> str:
-    """A fenced block whose fence is longer than any backtick run inside it."""
-    body = "\n".join(lines)
-    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{body}\n{fence}"
-
-
-def table_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: str = "\n",
-             more: Callable[[int], str] | None = None) -> str:
-    """A <details> block holding as many whole `items` as fit in `budget` characters.
-
-    `head` (e.g. a table header) opens the body; `more(n)` says that n items did not fit.
-    Returns "" when not even one item fits.
-    """
-    if not items:
-        return ""
-    opening = f"<details><summary>{summary}</summary>\n\n" + (head + "\n" if head else "")
-    closing = "\n\n</details>"
-    reserve = 120 if more else 0  # room for the "n more" line
-    used = len(opening) + len(closing) + reserve
-    body: list[str] = []
-    for it in items:
-        cost = len(it) + (len(sep) if body else 0)
-        if used + cost > budget:
+def render_markdown(analysis: Mapping[str, Any], image: str | None = None, long: bool = False) -> str:
+    """The markdown report: the PR comment (<= SHORT_CHARS characters), or with `long` the long
+    form (< MAX_CHARS). `image`: a URL or path of the roofline chart to show under the device line."""
+    a = mapping(analysis)
+    if long:
+        return render_long(a, image)
+    for top, fix_chars in ((TOP_OPS, 300), (5, 200), (3, 120), (0, 80)):
+        core = "\n\n".join(b for b in _headline(a, image, top, fix_chars) if b)
+        if len(core) <= SHORT_CHARS - _CLOSING - 400:
             break
-        body.append(it)
-        used += cost
-    if not body:
-        return ""
-    tail = ""
-    if more and len(body) < len(items):
-        tail = "\n\n" + more(len(items) - len(body))
-    return opening + sep.join(body) + tail + closing
+    closing = ("<sub>The long form (`--long`), the HTML and the JSON reports have every finding, "
+               "op signature and explanation.</sub>")
+    budget = SHORT_CHARS - len(core) - len(closing) - 8
+    out = core
+    if budget > 0:
+        folded = fit(_folded(a, budget), budget)
+        if folded:
+            out += "\n\n" + folded
+    out += "\n\n" + closing + "\n"
+    if len(out) > SHORT_CHARS:  # only a pathological headline gets here: cut at a block boundary
+        cut = out.rfind("\n\n", 0, SHORT_CHARS - 40)
+        out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
+    return out
 
 
 # ---------------------------------------------------------------- headline
 
 
-def _device(dev: Mapping[str, Any], image: str | None) -> list[str]:
-    name = md_text(dev.get("name"), 120) or "unknown device"
-    key = md_text(dev.get("key"), 80)
-    peaks = [
-        f"{md_text(k, 20)} {fmt_sig(v)}"
-        for k, v in sorted(mapping(dev.get("peak_tflops")).items(), key=lambda kv: text(kv[0]))
-        if num(v) is not None
-    ]
-    if len(peaks) > MAX_PEAKS:
-        peaks = peaks[:MAX_PEAKS] + [f"… {len(peaks) - MAX_PEAKS} more"]
-    dram = num(dev.get("dram_gbps"))
-    out = [
-        f"**Device:** {name} (table row: {key or 'unknown'})",
-        f"**Peaks:** {', '.join(peaks) + ' TFLOP/s' if peaks else 'unknown'} · "
-        f"**DRAM:** {fmt_sig(dram) + ' GB/s' if dram is not None else 'unknown'}"
-        + (f" · source: {md_text(dev.get('source'), 80)}" if text(dev.get("source")) else ""),
-    ]
-    if mapping(dev.get("profile")):
-        out.append(f"**Profile:** {md_text(profile_sentence(mapping(dev.get('profile'))), 600)}")
-    lines = [" \\\n".join(out)]
-    if image:
-        lines += ["", f"![roofline chart](<{quote(image, safe=':/?#@!$&*+,;=%~._-')}>)"]
-    return lines
+def _headline(a: Mapping[str, Any], image: str | None, top: int, fix_chars: int) -> list[str]:
+    file = md_text(mapping(a.get("trace")).get("file"), 120) or "trace"
+    cpu_only = bool(a.get("cpu")) and not num(mapping(a.get("coverage")).get("device_time_us"))
+    head = [f"# traceana: {file}", ""]
+    if not cpu_only:
+        prof = mapping(mapping(a.get("device")).get("profile"))
+        head.append(f"**Device:** {md_text(device_line(a), 400)}" + (" \\" if image or prof else ""))
+        if prof:
+            head.append(f"**Profile:** {md_text(profile_sentence(prof), 600)}" + (" \\" if image else ""))
+        if image:
+            head.append(_image(image))
+        head.append("")
+    head.append(f"**Where the time went:** {md_text(sentence(a) or verdict(a), 1200)}")
+    return ["\n".join(head), _plan(a, fix_chars), _cpu(a, top) if cpu_only else _ops(a, top)]
 
 
-def _breakdown(analysis: Mapping[str, Any]) -> list[str]:
-    parts, total = by_bound(analysis)
-    if not parts or not total:  # a CPU-only trace: no device time, no roofline talk
-        return []
-    lines = ["## Time by bound", "", table_row(["bound", "time", "%"]), "|---|--:|--:|"]
-    for b in BOUNDS:
-        if b in parts:
-            lines.append(table_row([b, fmt_time_us(parts[b]), fmt_pct(share(parts[b], total))]))
-    lines.append(table_row(["**total**", f"**{fmt_time_us(total)}**", ""]))
-    return lines
+def _cpu(a: Mapping[str, Any], n: int) -> str:
+    """A CPU-only trace: its ops by self time and their verdicts against the CPU's roofs."""
+    lines = []
+    rows = cpu_rows(a)[:n]
+    if rows:
+        lines += ["### CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|",
+                  *(table_row([md_text(name, 80), c, st, tt]) for name, c, st, tt in rows)]
+    verdicts = cpu_verdict_rows(a)[:n]
+    if verdicts:
+        lines += ["", "## CPU roofline verdicts", "", *(md_text(x, 400) + "  " for x in cpu_roof_lines(a)[:2]), "",
+                  table_row(["op", "shape", "calls", "self / call", "% of roof", "bound"]), "|---|---|--:|--:|--:|---|",
+                  *(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—", r["calls"], r["per_call"],
+                               r["pct"], md_text(r["bound"], 20)]) for r in verdicts)]
+    return "\n".join(lines).strip()
 
 
-def _lead_table(a: Mapping[str, Any]) -> list[str]:
-    rows = lead_rows(a)
-    if not rows:
-        cpu = cpu_rows(a)
-        if not cpu:
-            return []
-        lines = ["## CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|"]
-        return lines + [table_row([md_text(n, 80), c, st, tt]) for n, c, st, tt in cpu] + _cpu_verdicts(a)
-    lines = ["## Where the time went (primary device's span)", "", table_row(["part", "time", "% of span"]),
-             "|---|--:|--:|"]
-    for label, us, pct in rows:
-        lines.append(table_row([md_text(label, 80), fmt_time_us(us), fmt_pct(pct) if pct is not None else "—"]))
-    return lines
+def _plan(a: Mapping[str, Any], fix_chars: int) -> str:
+    levers = plan(a)
+    if not levers:
+        return ""
+    lines = ["### Do this first", ""]
+    for i, p in enumerate(levers, 1):
+        bits = [f"saves up to {p['saving']}"] if p["saving"] else []
+        if p["after"]:
+            bits.append(f"span after it{'' if i == 1 else ' and the ones above'}: {p['after']}"
+                        + (f" ({p['after_pct']} shorter)" if p["after_pct"] else "")
+                        + (f", median step {p['step']} → ≈ {p['step_after']}" if p["step_after"] else ""))
+        if p["confidence"]:
+            bits.append(f"{md_text(p['confidence'], 12)} confidence")
+        lines.append(f"{i}. **{md_text(p['title'], 200)}**" + (f" — {'; '.join(bits)}" if bits else "")
+                     + (" \\" if p["fix"] else ""))
+        if p["fix"]:
+            lines.append(f"   {md_text(p['fix'], fix_chars)}")
+    return "\n".join(lines)
 
 
-def _cpu_verdicts(a: Mapping[str, Any], n: int = 12) -> list[str]:
-    """A CPU-only trace's op signatures against the CPU roofs: the roofs, a table, the verdicts."""
-    rows = cpu_verdict_rows(a)
-    if not rows:
-        return []
-    lines = ["", "## CPU roofline verdicts", ""] + [md_text(x, 700) + "  " for x in cpu_roof_lines(a)]
-    lines += ["", table_row(["op", "shape", "dtype", "calls", "self / call", "GFLOP/s", "GB/s", "% of roof", "bound"]),
-              "|---|---|---|--:|--:|--:|--:|--:|---|"]
-    for r in rows[:n]:
-        lines.append(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—",
-                                md_text(r["types"], 40) or "—",
-                                r["calls"], r["per_call"], r["gflops"], r["gbps"], r["pct"], r["bound"]]))
-    lines += [""] + [f"- **{md_text(r['name'], 80)}** [{md_text(r['dims'], 60)}]: {md_text(r['text'], 600)}"
-                     for r in rows[:min(n, 8)]]
-    return lines
-
-
-def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
+def _ops(a: Mapping[str, Any], n: int) -> str:
+    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     if not ops or n <= 0:
-        return []
+        return ""
     shown = ops[:n]
     ach = any("achievable_pct" in op for op in shown)  # a device profile was given
-    lines = [
-        f"## Top {len(shown)} of {plural(len(ops), 'op signature')} by device time",
-        "",
-        table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
-        "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|",
-    ]
-    for op in shown:
-        lines.append(table_row([
-            md_text(short_name(op.get("name")), 80) or "(unnamed)",
-            md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
-            md_text(fmt_types(op.get("input_types")), 40) or "—",
-            fmt_time_us(op.get("device_time_us")),
-            _pct_cell(op),
-            *([fmt_pct(op.get("achievable_pct"))] if ach else []),
-            bound_of(op),
-        ]))
-    return lines
+    lines = [f"### Top {len(shown)} of {plural(len(ops), 'op signature')} by device time", "",
+             table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
+             "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|"]
+    for op, name in zip(shown, kernel_names([o.get("name") for o in shown])):
+        lines.append(table_row([md_text(name, None) or "(unnamed)",
+                                md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
+                                md_text(fmt_types(op.get("input_types")), 30) or "—",
+                                fmt_time_us(op.get("device_time_us")), _pct_cell(op),
+                                *([fmt_pct(op.get("achievable_pct"))] if ach else []), bound_of(op)]))
+    return "\n".join(lines)
 
 
-def _pct_cell(op: Mapping[str, Any]) -> str:
-    """% of roof, with what makes it less than a measurement: an estimate, or over the roof."""
-    marks = [m for m in (over_roof_mark(op), "estimated" if op.get("estimated") is True else "") if m]
-    pct = fmt_pct(op.get("roof_pct"))
-    return f"{pct} ({', '.join(dict.fromkeys(marks))})" if marks and op.get("roof_pct") is not None else pct
+# ---------------------------------------------------------------- folded
 
 
-def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
-    items = [f for f in seq(analysis.get("findings")) if isinstance(f, Mapping)]
-    if not items or n <= 0:
-        return []
-    lines = ["## Findings", ""]
-    proj = projection_line(analysis)
-    if proj:
-        lines += [md_text(proj, 600), ""]
-    for f in items[:n]:
-        saving = num(f.get("saving_us"))
-        tags = finding_tags(f)
-        bits = ([f"saves up to {saving / 1000:,.3f} ms"] if saving and f.get("lever") is not False else []) + tags
-        tail = f" ({', '.join(bits)})" if bits else ""
-        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}")
-    if len(items) > n:
-        lines.append(f"- … and {len(items) - n:,} more findings (see the HTML or JSON report)")
-    return lines
+def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
+    """The <details> blocks in priority order, each as large as what is left allows."""
+    blocks: list[str] = []
+    left = budget
 
+    def add(block: str) -> None:
+        nonlocal left
+        if block and len(block) + 2 <= left:
+            blocks.append(block)
+            left -= len(block) + 2
 
-def _coverage(analysis: Mapping[str, Any]) -> list[str]:
-    cov = mapping(analysis.get("coverage"))
-    device = cov.get("device_time_us")
-    if num(device) is None or (not num(device) and analysis.get("cpu")):
-        return []
-    bits = [f"device {fmt_time_us(device)}"]
-    for label, key in (("attributed", "attributed_time_us"), ("modelled", "modeled_time_us"),
-                       ("opaque", "opaque_time_us"), ("unmodelled", "unmodeled_time_us")):
-        if num(cov.get(key)) is not None:
-            pct = fmt_pct(share(cov.get(key), device))
-            bits.append(f"{label} {fmt_time_us(cov.get(key))} ({pct})")
-    out = ["## Coverage", "", " · ".join(bits)]
-    capture = mapping(mapping(analysis.get("trace")).get("capture"))
-    if text(capture.get("note")):
-        out += ["", f"Graph capture: {md_text(capture.get('note'), 400)}"]
-    return out
-
-
-def _warning_items(analysis: Mapping[str, Any]) -> list[str]:
-    dev_notes = [n for n in seq(mapping(analysis.get("device")).get("notes")) if text(n)]
-    items = shown_warnings(analysis)
-    items += [n for n in dev_notes if n not in items]
-    return [f"- {md_text(w, 300, line_start=True)}" for w in items[:MAX_WARNINGS]]
-
-
-def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) -> list[list[str]]:
-    trace = mapping(a.get("trace"))
-    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
-    head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
-            f"**Where the time went:** {md_text(verdict(a), 900)}", ""]
-    warnings = _warning_items(a)
-    warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
-    return [
-        head + ([] if a.get("cpu") else _device(mapping(a.get("device")), image)),
-        _lead_table(a),
-        _breakdown(a),
-        _findings(a, findings),
-        _ops_table(ops, top),
-        _coverage(a),
-        warn,
-    ]
-
-
-# ---------------------------------------------------------------- folded detail
-
-
-def _explanation_items(a: Mapping[str, Any]) -> list[str]:
-    out = []
-    for e in [e for e in seq(a.get("explanations")) if isinstance(e, Mapping)][:MAX_EXPLANATIONS]:
-        body = [text(x, LINE_CHARS).replace("\r", " ") for x in seq(e.get("lines"))[:MAX_LINES]]
-        body = [ln for x in body for ln in x.split("\n")][:MAX_LINES]
-        item = f"**{md_text(e.get('title'), 160) or md_text(e.get('op'), 60) or 'op'}**"
-        if body:
-            item += "\n\n" + code_block(body)
-        out.append(item)
-    return out
-
-
-def _full_table(ops: list[Mapping[str, Any]], budget: int) -> str:
-    header = table_row(["#", "op", "shape", "dtype", "calls", "total", "mean", "FLOPs/call", "bytes/call",
-                   "TFLOP/s", "GB/s", "% of roof", "bound"])
-    align = "|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"
-    rows = []
-    for i, op in enumerate(ops, 1):
-        mean = num(op.get("mean_time_us"))
-        if mean is None and num(op.get("count")):
-            mean = (num(op.get("device_time_us")) or 0.0) / num(op.get("count"))  # type: ignore[operator]
-        rows.append(table_row([
-            str(i), md_text(short_name(op.get("name")), 100) or "(unnamed)",
-            md_text(fmt_dims(op.get("input_dims"), None, True), 80) or "—",
-            md_text(fmt_types(op.get("input_types")), 40) or "—",
-            fmt_int(op.get("count")), fmt_time_us(op.get("device_time_us")), fmt_time_us(mean),
-            fmt_si(op.get("flops")), fmt_bytes(op.get("bytes")), fmt_sig(op.get("achieved_tflops")),
-            fmt_sig(op.get("achieved_gbps")), fmt_pct(op.get("roof_pct")), bound_of(op),
-        ]))
-    return fold(f"All {plural(len(ops), 'op signature')}", rows, budget, head=header + "\n" + align,
-                    more=lambda n: f"*… {plural(n, 'more op signature')} do not fit in a comment; "
-                                   "the HTML and JSON reports have all of them.*")
-
-
-def _coverage_detail(a: Mapping[str, Any], budget: int) -> str:
-    cov = mapping(a.get("coverage"))
-    device = cov.get("device_time_us")
-    rows = []
-    for kind, key in (("opaque", "opaque_by_cause"), ("unmodelled", "unmodeled_by_op")):
-        items = sorted(((text(k), num(v)) for k, v in mapping(cov.get(key)).items()),
-                       key=lambda kv: (-(kv[1] or 0.0), kv[0]))
-        for k, v in items[:MAX_COVERAGE_ROWS]:
-            rows.append(table_row([kind, md_text(k.replace("_", " ") if kind == "opaque" else k, 100) or "—",
-                              fmt_time_us(v), fmt_pct(share(v, device))]))
-    head = table_row(["kind", "cause or op", "time", "% of device"]) + "\n|---|---|--:|--:|"
-    return fold("Opaque time by cause, unmodelled time by op", rows, budget, head=head,
-                    more=lambda n: f"*… and {n:,} more in the HTML report.*")
-
-
-def _folded(a: Mapping[str, Any], budget: int) -> tuple[str, str]:
-    """(more warnings block, detail section). Shares of the budget: explanations up to 40%,
-    coverage detail up to 10%, the warnings what they need up to 15%, the op table the rest;
-    the warnings then take whatever the table left."""
-    ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
-    rest = _warning_items(a)[SHOWN_WARNINGS:]
+    rows = terms(a)
+    add(fold("Where the time went: every µs of the primary device's span, once",
+             [table_row([md_text(t["label"], 80), t["time"], t["pct"]]) for t in rows], left,
+             head=table_row(["part", "time", "% of span"]) + "\n|---|--:|--:|"))
+    cs = cards(a)
+    add(fold(f"Findings: {plural(len(cs), 'group')}, largest saving first", [_card(c) for c in cs], left,
+             more=lambda n: f"*… {plural(n, 'more group')} in the long form.*"))
+    warns = [f"- {md_text(w, 300, line_start=True)}" for w in _warnings(a)]
+    add(fold(f"{plural(len(warns), 'warning')}", warns, left, more=lambda n: f"*… {n:,} more in the JSON report.*"))
+    cov = _coverage(a)
+    if cov:
+        add(fold("Coverage", ["\n".join(cov[2:])], left))
     expl = _explanation_items(a)
-    budget -= 20  # the "## Details" heading
-    total = budget
-
-    def warnings_block(cap: int) -> str:
-        return fold(f"{len(rest):,} more warnings", rest, cap,
-                    more=lambda n: f"*… {n:,} more in the JSON report.*")
-
-    why = fold(f"Why: the {plural(len(expl), 'op signature')} with the most device time, explained",
-               expl, int(total * 0.4), sep="\n\n")
-    budget -= len(why) + 2
-    cov = _coverage_detail(a, int(total * 0.1))
-    budget -= len(cov) + 2
-    table = ""
-    if len(ops) > TOP_OPS:
-        reserve = min(len(warnings_block(total)), int(total * 0.15)) + 2
-        table = _full_table(ops, budget - reserve)
-        budget -= len(table) + 2
-    warn_block = warnings_block(budget)
-    parts = [p for p in (why, table, cov) if p]
-    detail = "\n\n".join(["## Details", *parts]) if parts else ""
-    return warn_block, detail
+    add(fold(f"Why: the {plural(len(expl), 'op signature')} with the most device time, explained", expl, left,
+             sep="\n\n"))
+    return blocks
 
 
-def render_markdown(analysis: Mapping[str, Any], image: str | None = None) -> str:
-    """The markdown report (< MAX_CHARS characters). `image`: a URL or path of the roofline
-    chart (e.g. the file `traceana report --svg` wrote) to show under the device line."""
-    a = mapping(analysis)
-    for top, nfind in ((TOP_OPS, MAX_FINDINGS), (10, 5), (5, 3), (3, 1), (1, 0)):
-        sections = _headline(a, top, nfind, image)
-        core = "\n\n".join("\n".join(s) for s in sections if s)
-        if len(core) <= MAX_CHARS - 2000:
-            break
-    warn_block, detail = _folded(a, MAX_CHARS - len(core) - 10)
-    out = core + (f"\n\n{warn_block}" if warn_block else "") + (f"\n\n{detail}" if detail else "") + "\n"
-    if len(out) > MAX_CHARS:  # cannot happen with the caps above; a last guarantee
-        cut = out.rfind("\n\n", 0, MAX_CHARS - 40)
-        out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
-    return out
+def _card(c: Mapping[str, Any]) -> str:
+    bits = [f"saves up to {c['saving']}"] if c["saving"] else ["note"]
+    if c["confidence"]:
+        bits.append(f"{md_text(c['confidence'], 12)} confidence")
+    if c["estimated"]:
+        bits.append("estimated")
+    if c["count"] > 1:
+        bits.append(f"{c['count']} findings")
+    line = f"- **{md_text(c['title'], 200)}** ({', '.join(bits)})"
+    return line + (f": {md_text(c['fix'], 300)}" if c["fix"] else "")
+
+
+def _warnings(a: Mapping[str, Any]) -> list[Any]:
+    items = shown_warnings(a)
+    return items + [n for n in seq(mapping(a.get("device")).get("notes")) if text(n) and n not in items]
+

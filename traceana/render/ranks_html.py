@@ -28,6 +28,7 @@ from traceana.render import (
     text,
 )
 from traceana.render.json_out import render_json
+from traceana.render.md import md_text
 from traceana.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
@@ -127,8 +128,8 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
         straggler = {
             "label": label, "near_tie": bool(strag.get("near_tie")) and bool(ties),
             "title": (f"Straggler: {label}" if clear else "No rank stands out" if extra is not None and extra <= 0
-                      else f"No single straggler: {label} and {len(ties)} other rank{'s' if len(ties) > 1 else ''} "
-                      f"within {fmt_pct(strag.get('near_tie_pct')).replace('.0%', '%')}"),
+                      else f"No single straggler: the slowest ranks are {_named([label, *ties])}, "
+                      f"within {fmt_pct(strag.get('near_tie_pct')).replace('.0%', '%')} of each other"),
             "text": [text(t, 800) for t in seq(strag.get("text"))],
             "phases": [{"phase": text(p.get("phase"), 20), "source": text(p.get("source"), 200),
                         "label": text(p.get("label"), 60), "work": fmt_time_us(p.get("work_us")),
@@ -174,6 +175,14 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
             "unmatched": fmt_int(unmatched) if (unmatched := num(summary.get("collectives_unmatched"))) else ""}
 
 
+def _named(labels: list[str], most: int = 8) -> str:
+    """'rank 3, rank 5 and rank 7' (at most `most` names, then how many more)."""
+    shown = labels[:most]
+    if len(labels) > most:
+        return ", ".join(shown) + f" and {len(labels) - most} more"
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def _pct100(v: Any) -> float | None:
     """A share that cannot exceed 100% (GPU busy of a window), held to it for a hand-edited file."""
     n = num(v)
@@ -190,9 +199,8 @@ def render_ranks_html(doc: Mapping[str, Any]) -> str:
 
 
 def _md(s: str) -> str:
-    """Table-cell-safe markdown text: no pipes, no newlines, no HTML."""
-    return (s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("\n", " ").replace("`", "'"))
+    """Untrusted text as inert markdown (render/md.py's md_text, uncut: build_view cut it)."""
+    return md_text(s, None)
 
 
 def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
@@ -205,7 +213,7 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
     if v["straggler"]:
         out += [f"## {_md(v['straggler']['title'])}", ""]
         for t in v["straggler"]["text"]:
-            out.append(f"> {_md(t)}")
+            out.append(f"> {md_text(t, None, line_start=True)}")
         out.append("")
     out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
             "| of which waiting |",
@@ -221,27 +229,27 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
                 "| phase | most work | its work | median rank | extra | its wait | within the tie margin |",
                 "|---|---|---:|---:|---:|---:|---|"]
         for p in s["phases"]:
-            out.append(f"| {p['phase']} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
+            out.append(f"| {_md(p['phase'])} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
                        f"| {p['wait']} | {_md(p['ties']) or '—'} |")
         out.append("")
     if s and s["ops"]:
         out += [f"## Where {_md(s['label'])}'s extra time goes", "",
                 "| op signature | class | this rank | median rank | extra |", "|---|---|---:|---:|---:|"]
         for o in s["ops"][:8]:
-            out.append(f"| {_md(o['sig'])} | {o['cls']} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |")
+            out.append(f"| {_md(o['sig'])} | {_md(o['cls'])} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |")
         out.append("")
     if s and s["differ"]:
         out += [f"## Ops whose shapes differ between ranks (not compared; {s['differ_count']})", "",
                 "| op | class | signatures | this rank | range over ranks |", "|---|---|---:|---:|---|"]
         for d in s["differ"][:8]:
-            out.append(f"| {_md(d['name'])} | {d['cls']} | {d['sigs']} | {d['rank']} | {d['range']} |")
+            out.append(f"| {_md(d['name'])} | {_md(d['cls'])} | {_md(d['sigs'])} | {d['rank']} | {d['range']} |")
         out.append("")
     out += ["## Each rank", ""]
     for sec in v["sections"]:
         out.append(f"### {_md(sec['label'])} — {_md(sec['file'])}")
         out.append("")
         if sec["verdict"]:
-            out.append(_md(sec["verdict"]))
+            out.append(md_text(sec["verdict"], None, line_start=True))
             out.append("")
         if sec["ops"]:
             out += ["| op | input dims | bound | device time | % of roof |", "|---|---|---|---:|---:|"]
@@ -250,7 +258,9 @@ def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
             out.append("")
     if v["failed"]:
         out += ["## Rank files that could not be analysed", ""]
-        out += [f"- {_md(f['file'])}: {_md(f['error'])}" for f in v["failed"]]
+        out += [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
         out.append("")
     out.append(f"<sub>{_md(v['tool'])}</sub>")
-    return "\n".join(out) + "\n"
+    from traceana.ownership import stamp_markdown
+
+    return stamp_markdown("\n".join(out))

@@ -107,42 +107,48 @@ def _segment(key: str, us: float, span: float) -> dict[str, str]:
 
 
 def anatomy_bars(a: Mapping[str, Any]) -> dict[str, Any]:
-    """Per device: its span split into work by bound, exposed communication and copies, idle by cause.
-    The primary device from the ledger's terms; the others from the breakdown and the timeline's idle causes."""
+    """Per device: its span as one stacked bar. The primary device's bar is the ledger's terms,
+    each once, the same numbers as the sentence and the terms table; the other devices' from
+    the breakdown (work by bound, exposed communication and copies) and the timeline's idle
+    causes."""
+    from traceana.render.first import ledger, terms
+
     bd = mapping(a.get("breakdown"))
-    led = mapping(a.get("ledger"))
+    led = ledger(a)
+    rows = terms(a)
     idle_of = {text(mapping(d).get("device")): mapping(mapping(d).get("idle_by_cause"))
                for d in seq(mapping(a.get("timeline")).get("idle_by_device"))}
     devices = []
     for d in [mapping(x) for x in seq(bd.get("devices"))][:16]:
         dev, span = text(d.get("device"), 20), num(d.get("span_us"))
-        if span is None or span <= 0:
-            continue
-        primary = led and text(led.get("device")) == dev and num(led.get("span_us"))
-        parts: list[tuple[str, float]] = []
+        primary = bool(rows) and text(led.get("device")) == dev and bool(num(led.get("span_us")))
         if primary:
-            span = num(led.get("span_us")) or span
-            parts += [(text(mapping(t).get("key"), 30), num(mapping(t).get("us")) or 0.0) for t in seq(led.get("terms"))]
+            span = num(led.get("span_us"))
+            segs = [{"key": t["key"], "label": t["label"], "colour": t["colour"], "time": t["time"], "pct": t["pct"],
+                     "width": f"{100.0 * t['us'] / span:.3f}",
+                     "title": f"{t['label']}: {t['time']} ({t['pct']} of the span)"
+                              + (f"; {t['meaning']}" if t["meaning"] else "")} for t in rows]
+            overlapped = num(mapping(led.get("communication")).get("overlapped_us"))
         else:
+            if span is None or span <= 0:
+                continue
             cats = mapping(d.get("by_category"))
-            parts += [(k, num(cats.get(k)) or 0.0) for k in (*WORK, "communication", "memcpy", "memset")]
+            parts = [(k, num(cats.get(k)) or 0.0) for k in (*WORK, "communication", "memcpy", "memset")]
             causes = mapping(d.get("idle_by_cause")) or idle_of.get(dev) or {}
             if not causes:
                 parts.append(("idle", num(cats.get("idle")) or 0.0))
             parts += [(k, num(causes.get(k)) or 0.0) for k in IDLE_CAUSES]
-        segs = [_segment(k, us, span) for k, us in parts if us > 0]
-        overlapped = num(mapping(led.get("communication")).get("overlapped_us")) if primary else None
-        devices.append({"device": dev, "primary": bool(primary), "span": fmt_time_us(span),
+            segs = [_segment(k, us, span) for k, us in parts if us > 0]
+            overlapped = None
+        devices.append({"device": dev, "primary": primary, "span": fmt_time_us(span),
                         "streams": fmt_int(d.get("streams")), "segments": segs,
                         "overlapped": fmt_time_us(overlapped) if overlapped else ""})
-    seen: dict[str, dict[str, str]] = {}
+    legend: dict[str, dict[str, str]] = {}
     for d in devices:
         for s in d["segments"]:
-            seen.setdefault(s["key"], {"label": s["label"], "colour": s["colour"], "title": TIPS.get(s["key"], "")})
-    order = [*WORK, "communication", "comm_transfer", "comm_wait", "comm_unsized", "copies", "memcpy", "memset", "idle",
-             *IDLE_CAUSES]
-    legend = [seen[k] for k in order if k in seen]
-    return {"devices": devices, "legend": legend}
+            legend.setdefault(s["label"], {"label": s["label"], "colour": s["colour"],
+                                           "title": TIPS.get(s["key"], "")})
+    return {"devices": devices, "legend": list(legend.values())}
 
 
 # ----------------------------------------------------------------------------- the timeline

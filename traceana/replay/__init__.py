@@ -158,7 +158,7 @@ def _fits(toks: tuple[int, ...], cap_tokens: list[tuple[int, ...]]) -> list[tupl
     return out
 
 
-_BATCH = re.compile(r"(?:\bbs\s*=\s*|\bbatch(?:_size)?\s*[=:_ ]\s*|^execute_)(\d+)")
+_BATCH = re.compile(r"(?:\bbs\s*=\s*|\bbatch(?:_size)?\s*[=:_ ]\s*|^execute_)([0-9]{1,9})(?![0-9])")
 
 
 def _by_batch_size(trace: Trace, la: int, best: list, graphs: list[Captured]) -> list:

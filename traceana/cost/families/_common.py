@@ -129,7 +129,7 @@ def acc_dtype(dtype: str) -> str:
     return "fp32" if dtype in ("fp16", "bf16", "fp8") else dtype
 
 
-_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_OPAQUE = re.compile(r"OpaqueType<([0-9]{1,4})u?>")  # bytes per element; a longer run is no size
 _KERNEL_DTYPES = (("c10::BFloat16", "bf16"), ("c10::Half", "fp16"), ("__nv_bfloat16", "bf16"),
                   ("<float", "fp32"), ("<double", "fp64"), ("<long", "int64"), ("<int", "int32"))
 _BY_SIZE = {1: "uint8", 2: "fp16", 4: "fp32", 8: "fp64"}

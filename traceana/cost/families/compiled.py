@@ -34,6 +34,7 @@ from __future__ import annotations
 from traceana.cost.families._common import shape_problem
 from traceana.cost.shapes import Traffic, fmt_flops, fmt_int
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
+from traceana.numbers import ascii_int
 
 NO_FLOPS = "FLOPs not in the trace (set torch._inductor.config.benchmark_kernel=True)"
 POINTERS = ("each tensor argument counted once (read or written): a lower bound, since an in_out_ptr "
@@ -159,9 +160,9 @@ def _numels(call: OpCall, after: int) -> list[int]:
     """The int scalars recorded after the last tensor argument (xnumel, rnumel, ...)."""
     out = []
     for i in range(after + 1, len(call.dims)):
-        v = call.scalar(i)
-        if v is not None and v.isdigit() and int(v) > 0:
-            out.append(int(v))
+        v = ascii_int(call.scalar(i))
+        if v is not None and v > 0:
+            out.append(v)
     return out
 
 

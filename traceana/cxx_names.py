@@ -1,0 +1,188 @@
+"""C++ kernel names made readable: the part of 'void at::native::vectorized_elementwise_kernel<4,
+at::native::FillFunctor<float>, …>(int, …)' a person reads, and, in a table of several, names
+that would read the same told apart by the template arguments in which they differ.
+
+Formatting only (units.py hands both functions on: every renderer formats through it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from traceana.units import text
+
+
+_ANON = re.compile(r"\(anonymous namespace\)::")
+#: Kernel templates that only wrap the real kernel, named by their first template argument.
+_WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel", "KernelFunc", "launch_kernel",
+                       "kernel_entry", "global_kernel", "generic_kernel"})
+
+
+def _split_template(s: str) -> tuple[str, str]:
+    """'a::b<x, y<z>>(...)' -> ('a::b', 'x, y<z>'): the name before its first '<' and what
+    the matching '>' closes ('' when there is no template list)."""
+    i = s.find("<")
+    if i <= 0:
+        return s, ""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == "<":
+            depth += 1
+        elif s[j] == ">":
+            depth -= 1
+            if depth == 0:
+                return s[:i], s[i + 1:j]
+    return s[:i], s[i + 1:]
+
+
+def _first_arg(args: str) -> str:
+    return (_args(args) or [""])[0]
+
+
+def _core(name: Any) -> tuple[str, str, bool]:
+    """(readable base, its template arguments, is a C++ signature) of a kernel name, wrappers
+    unwrapped: what kernel_name shows and what kernel_names tells apart."""
+    s = " ".join(text(name).split())
+    cpp = s.startswith("void ") or "<" in s or ("::" in s and s.endswith(")"))
+    if not cpp or s.startswith("aten::"):
+        return s, "", False
+    s = _ANON.sub("", s)
+    if s.startswith("void "):
+        s = s[5:]
+    for _ in range(4):
+        base, args = _split_template(s)
+        if base.endswith(")") and "(" in base:  # no template list: drop the parameter list
+            base = base[: base.find("(")]
+        base = base.rsplit("::", 1)[-1].strip()
+        first = _first_arg(args)
+        if base in _WRAPPERS and first and (first[0].isalpha() or first[0] == "_"):
+            s = first
+            continue
+        return base or s, args, True
+    return s, "", True
+
+
+def kernel_name(name: Any, limit: int = 80) -> str:
+    """The readable core of a C++ kernel name: no 'void ', no parameter list, no template
+    arguments, no namespaces ('void at::native::vectorized_elementwise_kernel<4, …>(int, …)' ->
+    'vectorized_elementwise_kernel'). A wrapper template names what it wraps
+    ('cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>' -> that argument).
+    Names that are not C++ signatures (aten::mm, ampere_sgemm_128x64_nn, Memcpy HtoD (…),
+    nccl:all_reduce) are kept as they are."""
+    return text(_core(name)[0], limit)
+
+
+def _args(args: str) -> list[str]:
+    """A template argument list split at its top-level commas."""
+    out, depth, start = [], 0, 0
+    for j, c in enumerate(args):
+        if c in "<({[":
+            depth += 1
+        elif c in ">)}]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(args[start:j].strip())
+            start = j + 1
+    tail = args[start:].strip()
+    return out + [tail] if tail or out else out
+
+
+_QUALIFIER = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")
+_SCOPE_PARAMS = re.compile(r"(?<=[\w>])\((?:[^()]|\([^()]*\))*\)(?=::)")  # f(args):: -> f::
+_CALL_OP = re.compile(r"::operator\(\)\(\)(?: const)?")
+_LAMBDA_CHAIN = re.compile(r"(?:\{lambda\([^()]*\)#\d+\}::)+(?=\{lambda)")  # keep the innermost lambda
+_LAMBDA = re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
+_INNERMOST = re.compile(r"<[^<>]*>")
+
+
+def _clean(arg: str) -> str:
+    """A C++ name without namespaces, without the parameter lists of the functions a lambda
+    lives in, a chain of nested lambdas as its innermost one ('lambda(float)'), '> >' as '>>'."""
+    s = _LAMBDA_CHAIN.sub("", _CALL_OP.sub("", _ANON.sub("", arg)))
+    s = _QUALIFIER.sub("", _SCOPE_PARAMS.sub("", s)).replace("> >", ">>").strip()
+    return _LAMBDA.sub(r"lambda(\1)", s)
+
+
+def _compact(arg: str, limit: int = 60) -> str:
+    """A cleaned name (see _clean) made short but whole: over `limit`, nested argument lists
+    become '<…>' from the innermost out, so brackets always pair (never cut inside a template)."""
+    s = arg
+    while len(s) > limit:
+        hidden = s.replace("<…>", "\0")
+        m = _INNERMOST.search(hidden)
+        if not m:
+            break
+        s = (hidden[: m.start()] + "\0" + hidden[m.end():]).replace("\0", "<…>")
+    return s if len(s) <= limit or "<" in s else text(s, limit)
+
+
+def _template(s: str) -> tuple[str, list[str], str] | None:
+    """'head<a, b<c>>tail' -> ('head', ['a', 'b<c>'], 'tail'); None without a template list."""
+    head, args = _split_template(s)
+    if not args and "<" not in s:
+        return None
+    tail = s[len(head) + len(args) + 2:]
+    return head, _args(args), tail
+
+
+def _tell_apart(values: list[str], depth: int = 0) -> dict[str, str]:
+    """A short label per distinct (cleaned) value, distinct where the values allow: values
+    sharing a template's head and tail are told apart by the fewest arguments that do it (the
+    most varied first), each told apart the same way in turn; other values are compacted."""
+    distinct = list(dict.fromkeys(values))
+    whole = {v: _compact(v) for v in distinct}
+    if depth and len(set(whole.values())) == len(distinct) and max(map(len, whole.values())) <= 32:
+        return whole  # short enough to read whole ('GemmShape<128, 128, 8>')
+    parsed = [_template(v) for v in distinct]
+    if depth < 4 and len(distinct) > 1 and all(parsed) and len({(p[0], p[2]) for p in parsed}) == 1:
+        head, tail = parsed[0][0], parsed[0][2]
+        width = max(len(p[1]) for p in parsed)
+        cols = [[p[1][k] if k < len(p[1]) else "" for p in parsed] for k in range(width)]
+        chosen: list[int] = []
+        for k in sorted(range(width), key=lambda k: (-len(set(cols[k])), k)):
+            if len({tuple(cols[j][i] for j in chosen) for i in range(len(distinct))}) == len(distinct):
+                break
+            if len(set(cols[k])) > 1:
+                chosen.append(k)
+        labels = {k: _tell_apart(cols[k], depth + 1) for k in chosen}
+        out = {}
+        for i, v in enumerate(distinct):
+            parts: list[str] = []
+            for k in range(width):
+                if k in labels:
+                    parts.append(labels[k][cols[k][i]] or "—")
+                elif not parts or parts[-1] != "…":
+                    parts.append("…")
+            out[v] = f"{_compact(head, 60)}<{', '.join(parts)}>{_compact(tail, 30)}"
+        return out
+    return whole
+
+
+def kernel_names(names: list[Any], limit: int = 80) -> list[str]:
+    """kernel_name of each of `names`, with the names that would read the same told apart by
+    the template arguments in which they differ ('vectorized_elementwise_kernel<…,
+    MulFunctor<float>, …>'), each argument whole (see _compact); names that still read the same
+    (they differ only in what _compact leaves out) are numbered ('GemmKernel<…> (2)'). Names
+    equal in full stay equal (a table's shape column tells them apart)."""
+    cores = [_core(n) for n in names]
+    out = [text(c[0], limit) for c in cores]
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(out):
+        groups.setdefault(label, []).append(i)
+    for label, idx in groups.items():
+        if len({text(names[i]) for i in idx}) < 2:
+            continue
+        clean = {i: _clean(f"{label}<{cores[i][1]}>") if cores[i][1] else label for i in idx}
+        labels = _tell_apart(list(clean.values()))
+        for i in idx:
+            out[i] = labels[clean[i]]
+        seen: dict[str, list[int]] = {}
+        for i in idx:
+            seen.setdefault(out[i], []).append(i)
+        for same in seen.values():
+            fulls = list(dict.fromkeys(text(names[i]) for i in same))
+            if len(fulls) > 1:
+                for i in same:
+                    out[i] = f"{out[i]} ({fulls.index(text(names[i])) + 1})"
+    return out

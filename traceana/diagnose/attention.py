@@ -1,0 +1,428 @@
+"""Unfused attention, however the model writes it: GEMM -> element-wise steps -> softmax -> GEMM.
+
+Attention computed op by op writes the score matrix S = Q K^T and the probabilities P = softmax(S)
+to DRAM (and every element-wise step between, each a full Sq x Sk tensor per head); a fused
+attention kernel (torch.nn.functional.scaled_dot_product_attention: Flash / memory-efficient /
+cuDNN) keeps them on chip and reads Q, K, V and writes O once.
+
+Found by data flow on each CPU thread's sequence of ops that launched GPU work, around every
+softmax (`_softmax`, `softmax`, `_safe_softmax`, `_log_softmax`) and every softmax backward
+(`_softmax_backward_data`, `_log_softmax_backward_data`):
+  back      from the softmax's input, step to the nearest earlier op (at most WINDOW ops back) that
+            writes that tensor: an element-wise step (STEPS: scale mul / div, mask add / sub,
+            masked_fill, where, clamp, tanh soft-capping, casts as copy_, dropout) continues the walk
+            from the step's own data input (an operand as large as its output; with two, such as
+            scores + a relative-position bias, the shortest path from any earlier writer in the
+            window that reaches a GEMM through steps only);
+            a batched GEMM (bmm / baddbmm / matmul / mm / einsum) ends it; anything else writing it
+            (a gather building the bias) ends that path;
+  forward   from the softmax's output, the nearest later op that reads it: a STEPS op (dropout,
+            casts, the backward's scale) continues, a GEMM ends the chain, anything else ends the
+            search (the probabilities are used elsewhere);
+  layout    views, transposes and reshapes launch nothing and are seen through: a GEMM's operand
+            matches a tensor of the same element count and dtype whose last two dims are equal
+            (or swapped: K^T, dS^T), batch dims merged or split ([B, H, S, S] ~ [B*H, S, S]);
+            an element-wise step reads the tensor up to size-1 dims (dataflow.reads). A freshly
+            written tensor is read densely (recorded strides); a strided read of that shape is
+            another tensor (a transposed V of the same size);
+  copies    forward chains also own the copies (copy_) that write a GEMM operand of the chain in
+            the ops just before its GEMMs: the contiguous Q / K^T / V the batched GEMM needs, which
+            the fused kernel does not (it takes the strided views);
+  backward  a backward chain (dP GEMM -> dropout backward -> softmax backward -> scale -> dQ/dK GEMM)
+            also owns the other GEMMs of the same attention backward next to its two GEMMs: the
+            second reader of dS and the dV GEMM beside the dP GEMM (they share dO);
+  fused     an op inside a fused attention op (scaled_dot_product_attention's math fallback,
+            vLLM / SGLang / flash_attn ops) is never reported: the model already calls one; nor is
+            a softmax backward whose probabilities have the shape and dtype of a softmax run inside
+            one (the math fallback's backward runs outside the op, under autograd).
+
+Saving = measured time of the chain's ops - the fused kernel's time, per repetition, where
+fused = max(bytes / DRAM bandwidth, FLOPs / (fraction x peak), the device's launch floor):
+  forward   FLOPs 2*BH*Sq*Sk*(D + Dv) (= 4*B*H*Sq*Sk*D), bytes Q, K, V, O once (+ each mask / bias
+            operand of the steps once);
+  backward  FLOPs 2*BH*Sq*Sk*(3*D + 2*Dv) (2.5x: recompute S, dP, dV, dQ, dK), bytes Q, K, V, O, dO
+            read and dQ, dK, dV written once, plus the fp32 log-sum-exp;
+  peak      the chain's GEMMs' own roof (their dtype's: the tensor-core peak for bf16 / fp16);
+  fraction  what the trace's own fused attention ops reach of their peak (time-weighted, those not
+            latency-bound), else DEFAULT_FRACTION.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+
+import numpy as np
+
+from traceana import units as u
+from traceana.diagnose.dataflow import Flow, dense, reads, short, tensor_args
+
+WINDOW = 16  # ops searched on either side of a softmax
+# FlashAttention-2 reaches 50-73% of an A100's peak in the forward pass (Dao, "FlashAttention-2", 2023, sec. 4):
+# its low end stands for a fused kernel when the trace has none to measure
+DEFAULT_FRACTION = 0.5
+SOFTMAX_FWD = frozenset({"_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax"})
+SOFTMAX_BWD = frozenset({"_softmax_backward_data", "_log_softmax_backward_data"})
+GEMMS = frozenset({"bmm", "baddbmm", "matmul", "mm", "einsum"})
+STEPS = frozenset({"mul", "mul_", "div", "div_", "add", "add_", "sub", "sub_", "rsub", "masked_fill", "masked_fill_",
+                   "where", "copy_", "_to_copy", "to", "type_as", "clamp", "clamp_", "clamp_min", "clamp_max",
+                   "maximum", "minimum", "tanh", "tanh_", "neg", "dropout", "native_dropout", "feature_dropout",
+                   "native_dropout_backward", "_masked_scale"})
+_SAME_SHAPE = frozenset({"dropout", "native_dropout", "feature_dropout", "native_dropout_backward", "_masked_scale",
+                         "_to_copy", "to", "type_as"})
+_FUSED = re.compile(r"scaled_dot_product|flash|_efficient_attention|^(vllm|sglang|flash_attn|xformers|flashinfer)::"
+                    r"|attention", re.I)
+_EXTRA = {True: "the attention backward's other GEMMs, which the fused backward kernel also does",
+          False: ("the contiguous copies of Q / K^T / V the batched GEMMs need and a fused kernel does not (it "
+                  "reads the strided views)")}
+FIX = ('Call torch.nn.functional.scaled_dot_product_attention instead of the explicit matmul -> softmax -> '
+       'matmul (in a Hugging Face transformers model: attn_implementation="sdpa").')
+
+Tensor = tuple[tuple[int, ...], "str | None"]
+
+
+def _like(a: tuple[int, ...], b: tuple[int, ...], swapped: bool = False) -> bool:
+    """a and b hold the same matrices up to merged / split batch dims (and a transpose when swapped)."""
+    if len(a) < 2 or len(b) < 2 or prod(a) != prod(b):
+        return False
+    return a[-2:] == b[-2:] or (swapped and a[-2:] == b[-2:][::-1])
+
+
+def _gemm_io(row: dict) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
+    """(A, B, dtype) of a batched matrix multiply: its last two matrix arguments."""
+    mats = [(s, d) for _, (s, d), _ in tensor_args(row) if len(s) >= 2]
+    if len(mats) < 2:
+        return None
+    (a, dt), (b, _) = mats[-2], mats[-1]
+    return (a, b, dt) if a[-1] == b[-2] else None
+
+
+class _Seq:
+    """One thread's ops in launch order, with what the walks ask of them."""
+
+    def __init__(self, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, stream: np.ndarray,
+                 strides: list[bytes]) -> None:
+        self.flow, self.seq, self.r, self.th, self.stream = flow, seq, r, th, stream
+        self.strides = strides
+        self.names = [short(x["name"]) if x["name"].startswith("aten::") else "" for x in flow.rows]
+        self._dense: dict[tuple[int, int], list[bool] | None] = {}
+        self.memo: dict[tuple, tuple | None] = {}  # _walk_back's answers
+
+    def name(self, i: int) -> str:
+        return self.names[self.r[i]]
+
+    def same(self, i: int, j: int) -> bool:
+        return 0 <= j < len(self.seq) and self.th[j] == self.th[i] and self.r[j] >= 0 and self.stream[j] >= 0 \
+            and self.stream[j] == self.stream[i]
+
+    def out(self, i: int) -> Tensor | None:
+        t = self.flow.output(int(self.r[i]))
+        if t is None and self.name(i) in _SAME_SHAPE | {"gather"}:
+            ts = tensor_args(self.flow.rows[self.r[i]])
+            if self.name(i) == "gather":  # gather(self, dim, index): the index's shape, self's dtype
+                idx = next((s for k, (s, _), _ in ts if k == 2), None)
+                return (idx, ts[0][1][1]) if idx is not None and ts else None
+            return ts[0][1] if ts else None
+        return t
+
+    def dense_args(self, i: int) -> list[bool] | None:
+        key = (int(self.r[i]), int(self.seq[i]))
+        if key not in self._dense:
+            import msgspec
+            raw = self.strides[self.seq[i]]
+            try:
+                st = msgspec.json.decode(raw) if raw else None
+            except msgspec.DecodeError:
+                st = None
+            dims = self.flow.rows[self.r[i]].get("input_dims") or []
+            self._dense[key] = ([dense(tuple(d), st[k]) if k < len(st) and isinstance(d, list) else True
+                                 for k, d in enumerate(dims)] if isinstance(st, list) else None)
+        return self._dense[key]
+
+    def reads(self, i: int, t: Tensor) -> list[int]:
+        """Argument positions of op i that read t densely (element-wise: up to size-1 dims)."""
+        hits = [k for k, _, _ in reads(self.flow.rows[self.r[i]], t)]
+        d = self.dense_args(i)
+        return [k for k in hits if d is None or k >= len(d) or d[k]]
+
+    def gemm_reads(self, i: int, t: Tensor) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
+        """('A' or 'B', that operand, the other operand) when GEMM i reads t as an operand."""
+        io = _gemm_io(self.flow.rows[self.r[i]])
+        if io is None or (t[1] is not None and io[2] != t[1]):
+            return None
+        a, b, _ = io
+        if _like(a, t[0], swapped=True):
+            return "A", a, b
+        if _like(b, t[0], swapped=True):
+            return "B", b, a
+        return None
+
+    def data_inputs(self, i: int, out: Tensor) -> list[Tensor]:
+        """The operands of step i that may carry the chain: those as large as its output (copy_: the source)."""
+        row = self.flow.rows[self.r[i]]
+        ts = tensor_args(row)
+        if self.name(i) == "copy_":
+            return [(s, d) for k, (s, d), _ in ts if k == 1]
+        n = prod(out[0])
+        return [(s, d) for _, (s, d), _ in ts if prod(s) == n and len(s) >= 2]
+
+
+def _walk_back(q: _Seq, c: int, t: Tensor, tries: int = 1) -> tuple[list[int], int, tuple] | None:
+    """(steps, GEMM position, GEMM output) producing tensor t read by op c. The nearest earlier writer of
+    a tensor like t is its producer; when c reads two such operands (scores + a bias built the same size),
+    every earlier writer in the window is tried and the shortest path that reaches the GEMM through steps
+    only is the scores' (a path that meets an op outside STEPS, the bias's gather, is not)."""
+    key = (c, t, tries)
+    if key in q.memo:
+        return q.memo[key]
+    q.memo[key] = None  # a path never loops back on itself
+    best = None
+    j = c - 1
+    while j >= 0 and c - j <= WINDOW and q.same(c, j) and tries > 0:
+        name = q.name(j)
+        got = None
+        if name in GEMMS:
+            io = _gemm_io(q.flow.rows[q.r[j]])
+            out = io[0][:-1] + (io[1][-1],) if io else None
+            if out is not None and _like(out, t[0]) and (t[1] is None or io[2] == t[1]):
+                got, tries = ([], j, out), 0
+        else:
+            o = q.out(j)
+            if o is not None and prod(o[0]) == prod(t[0]) and o[0][-1:] == t[0][-1:] \
+                    and (t[1] is None or o[1] is None or o[1] == t[1]):
+                tries -= 1
+                ins = q.data_inputs(j, o) if name in STEPS else []
+                for nxt in dict.fromkeys(ins):
+                    sub = _walk_back(q, j, nxt, WINDOW if ins.count(nxt) > 1 else 1)
+                    if sub is not None and (got is None or len(sub[0]) < len(got[0]) - 1):
+                        got = (sub[0] + [j], sub[1], sub[2])
+        if got is not None and (best is None or len(got[0]) < len(best[0])):
+            best = got
+        j -= 1
+    q.memo[key] = best
+    return best
+
+
+def _walk_forward(q: _Seq, c: int, t: Tensor) -> tuple[list[int], int, tuple] | None:
+    """(steps, GEMM position, (side, operand, other operand)) consuming op c's output t."""
+    steps: list[int] = []
+    j = c + 1
+    while j < len(q.seq) and j - c <= WINDOW and q.same(c, j):
+        name = q.name(j)
+        if name in GEMMS:
+            g = q.gemm_reads(j, t)
+            if g is not None:
+                return steps, j, g
+        elif q.reads(j, t):
+            if name not in STEPS:
+                return None  # the probabilities go on into something else
+            o = q.out(j)
+            if o is None:
+                return None
+            steps.append(j)
+            t = o
+        j += 1
+    return None
+
+
+def _inside_fused(trace, at: np.ndarray) -> np.ndarray:
+    """Per op index in at: whether a fused attention op (by name) encloses it on its thread."""
+    ops, names = trace.ops, trace.names
+    fused_codes = np.array([i for i, n in enumerate(names) if _FUSED.search(n) and "::" in n], dtype=np.int64)
+    out = np.zeros(len(at), dtype=bool)
+    if not len(fused_codes) or not len(at):
+        return out
+    f = np.flatnonzero(np.isin(ops.name, fused_codes))
+    for k, i in enumerate(at.tolist()):
+        m = (ops.thread[f] == ops.thread[i]) & (ops.ts[f] <= ops.ts[i]) & (ops.end[f] >= ops.end[i]) & (f != i)
+        out[k] = bool(m.any())
+    return out
+
+
+def _first_tensor(row: dict, arg: int = 0) -> Tensor | None:
+    """(shape, dtype) of the op's argument `arg` when it is a tensor."""
+    return next((t for k, t, _ in tensor_args(row) if k == arg), None)
+
+
+def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str | None, taken: set[int]) -> list[int]:
+    """copy_ ops in positions [lo, hi) writing one of the GEMM operands (the contiguous Q / K^T / V)."""
+    found = []
+    for j in range(max(lo, 0), hi):
+        if j in taken or q.name(j) != "copy_" or not q.same(hi, j):
+            continue
+        o = q.out(j)
+        if o is not None and (dt is None or o[1] == dt) and any(_like(o[0], s, swapped=True) for s in operands):
+            found.append(j)
+    return found
+
+
+def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
+         op_us: np.ndarray) -> tuple[list[dict], np.ndarray]:
+    """Groups of identical unfused attention chains, and the positions of seq they claim."""
+    claimed = np.zeros(len(seq), dtype=bool)
+    if len(seq) < 3:
+        return [], claimed
+    q = _Seq(flow, seq, r, th, oe["stream"][seq], trace.ops.strides)
+    centre = np.array([n in SOFTMAX_FWD or n in SOFTMAX_BWD for n in q.names], dtype=bool)
+    at = np.flatnonzero((r >= 0) & centre[np.maximum(r, 0)])
+    inside = _inside_fused(trace, seq[at])
+    # the probabilities a fused op's math fallback computed: a softmax backward of that shape is its backward
+    fused_p = {_first_tensor(flow.rows[r[c]]) for c in at[inside].tolist() if q.name(c) in SOFTMAX_FWD}
+    at = at[~inside]
+    groups: dict[tuple, dict] = {}
+    for c in at.tolist():
+        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.rows[r[c]], 1) in fused_p):
+            continue
+        hit = _chain(q, c, claimed)
+        if hit is None:
+            continue
+        positions, facts = hit
+        claimed[positions] = True
+        key = tuple(int(r[p]) for p in positions)
+        g = groups.setdefault(key, {"rows": key, "count": 0, "time_us": 0.0, **facts})
+        g["count"] += 1
+        g["time_us"] += float(sum(op_us[seq[p]] for p in positions))
+    return list(groups.values()), claimed
+
+
+def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | None:
+    row = q.flow.rows[q.r[c]]
+    ts = tensor_args(row)
+    if not ts or len(ts[0][1][0]) < 2:
+        return None
+    backward = q.name(c) in SOFTMAX_BWD
+    back = _walk_back(q, c, ts[0][1])
+    out = q.flow.output(int(q.r[c]))
+    fwd = _walk_forward(q, c, out) if out is not None else None
+    if back is None or fwd is None:
+        return None
+    pre, g1, s_shape = back
+    post, g2, (side, _, other) = fwd
+    io1 = _gemm_io(q.flow.rows[q.r[g1]])
+    sq, sk = s_shape[-2], s_shape[-1]
+    bh = prod(s_shape) // (sq * sk)
+    k1 = io1[0][-1]  # contraction dim of the scores GEMM: D (forward) or Dv (dP = dO V^T)
+    free = other[-1] if side == "A" else other[-2]  # the second GEMM's output columns: Dv (P V) or D (dS K)
+    d, dv = (free, k1) if backward else (k1, free)
+    positions = [g1] + pre + [c] + post + [g2]
+    if any(claimed[p] for p in positions):
+        return None
+    dt = io1[2]
+    if backward:  # the rest of this attention's backward GEMMs: the other reader of dS, the dV GEMM beside dP's
+        ds = q.out(post[-1]) if post else out
+        for j in range(g2 + 1, min(g2 + 3, len(q.seq))):
+            if q.same(c, j) and q.name(j) in GEMMS and not claimed[j] and q.gemm_reads(j, ds):
+                positions.append(j)
+                break
+        d_o = io1[0]
+        for j in (g1 - 1, g1 + 1, g1 - 2):
+            if q.same(c, j) and q.name(j) in GEMMS and j not in positions and not claimed[j] \
+                    and q.gemm_reads(j, (d_o, dt)):
+                positions.append(j)
+                break
+    else:
+        io2 = _gemm_io(q.flow.rows[q.r[g2]])
+        taken = set(positions)
+        positions += _copies(q, g1 - 6, g1, [io1[0], io1[1]], dt, taken)
+        positions += _copies(q, g1 - 6, g2, [io2[1] if side == "A" else io2[0]], dt, taken | set(positions))
+    positions = sorted(set(positions))
+    isz = next((x for _, (s, t), x in tensor_args(q.flow.rows[q.r[g1]]) if t == dt), 4.0)
+    masks = 0.0
+    for p in pre + post:  # each mask / bias operand read once by the fused kernel (not the chain's own tensor)
+        if q.name(p) == "copy_":
+            continue  # a cast: its other tensor is the destination it writes
+        ts = [(prod(s), x) for _, (s, _), x in tensor_args(q.flow.rows[q.r[p]]) if prod(s) > 1]
+        big = max((n for n, _ in ts), default=0)
+        ts.remove(next(t for t in ts if t[0] == big)) if ts else None
+        masks += sum(n * x for n, x in ts)
+    facts = {"backward": backward, "bh": bh, "sq": sq, "sk": sk, "d": d, "dv": dv, "itemsize": isz,
+             "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": int(q.r[g1]),
+             "chain": [int(q.r[p]) for p in [g1] + pre + [c] + post + [g2]]}
+    return positions, facts
+
+
+def fused_time(g: dict, rows: list[dict], dram_gbps: float | None, fraction: float, fraction_src: str) -> dict:
+    """The fused kernel's FLOPs, bytes and time per repetition, with the arithmetic as text."""
+    bh, sq, sk, d, dv, isz = g["bh"], g["sq"], g["sk"], g["d"], g["dv"], g["itemsize"]
+    if g["backward"]:
+        flops = 2 * bh * sq * sk * (3 * d + 2 * dv)
+        fl_expr = f"2*BH*Sq*Sk*(3D + 2Dv) = 2*{bh}*{sq}*{sk}*(3*{d} + 2*{dv})"
+        elems = 2 * (bh * sq * d + bh * sk * d + bh * sk * dv) + 2 * bh * sq * dv  # Q K V dQ dK dV, O dO
+        by = elems * isz + bh * sq * 4 + g["mask_bytes"]
+        by_expr = (f"(Q, K, V, O, dO read, dQ, dK, dV written: 2*{bh}*({sq}*{d} + {sk}*{d} + {sk}*{dv}) + "
+                   f"2*{bh}*{sq}*{dv} elements)*{isz:g} B + log-sum-exp {bh}*{sq}*4 B")
+    else:
+        flops = 2 * bh * sq * sk * (d + dv)
+        fl_expr = (f"4*BH*Sq*Sk*D = 4*{bh}*{sq}*{sk}*{d}" if d == dv else
+                   f"2*BH*Sq*Sk*(D + Dv) = 2*{bh}*{sq}*{sk}*({d} + {dv})")
+        elems = bh * (sq * d + sk * d + sk * dv + sq * dv)
+        by = elems * isz + g["mask_bytes"]
+        by_expr = f"(Q + K + V + O: {bh}*({sq}*{d} + {sk}*{d} + {sk}*{dv} + {sq}*{dv}) elements)*{isz:g} B"
+    if g["mask_bytes"]:
+        by_expr += f" + masks / biases {u.nbytes(g['mask_bytes'])}"
+    grow = rows[g["gemm_row"]]
+    peak = grow.get("peak_tflops") or 0.0
+    floor = grow.get("launch_floor_us") or 0.0
+    t_math = flops / (fraction * peak * 1e6) if peak > 0 else 0.0
+    t_mem = by / (dram_gbps * 1e3) if dram_gbps else 0.0
+    t = max(t_math, t_mem, floor)
+    expr = (f"FLOPs {fl_expr} = {flops:,} at {fraction:.0%} of {peak:g} TFLOP/s ({fraction_src}) = "
+            f"{u.us(t_math)}; bytes {by_expr} = {int(by):,} B at {dram_gbps or 0:g} GB/s = {u.us(t_mem)}"
+            + (f"; launch floor {u.us(floor)}" if floor else "") + f": {u.us(t)} per repetition")
+    return {"fused_flops": flops, "fused_bytes": by, "fused_us": t, "fused_expr": expr}
+
+
+def fraction_of_peak(rows: list[dict]) -> tuple[float, str]:
+    """What the trace's own fused attention ops reach of their peak (time-weighted), else the default."""
+    done = [r for r in rows if r.get("family") == "attention" and r.get("flops") and r.get("peak_tflops")
+            and r.get("device_time_us") and r.get("bound") not in ("latency", None) and not r.get("opaque")]
+    if not done:
+        return DEFAULT_FRACTION, ("FlashAttention-2's low end: it reaches 50-73% of an A100's peak; this trace has "
+                                  "no fused attention to measure")
+    flops = sum(r["flops"] * r["count"] for r in done)
+    cap = sum(r["device_time_us"] * r["peak_tflops"] * 1e6 for r in done)
+    return min(flops / cap, 1.0), f"what this trace's own fused attention ops reach ({len(done)} signature(s))"
+
+
+def dram_gbps(rows: list[dict], device: dict | None) -> float | None:
+    """The device's DRAM bandwidth: from the device, else from a DRAM-bound row's roof (bytes / memory time)."""
+    if device and device.get("dram_gbps"):
+        return float(device["dram_gbps"])
+    got = sorted(r["bytes"] / r["memory_time_us"] / 1e3 for r in rows
+                 if r.get("roof_kind") == "dram" and r.get("bytes") and r.get("memory_time_us"))
+    return got[len(got) // 2] if got else None
+
+
+def cost(groups: list[dict], rows: list[dict], device: dict | None) -> list[dict]:
+    """Each group's saving: its measured time - count x the fused kernel's time."""
+    frac, src = fraction_of_peak(rows)
+    bw = dram_gbps(rows, device)
+    for g in groups:
+        g.update(fused_time(g, rows, bw, frac, src))
+        g["saving_us"] = max(g["time_us"] - g["count"] * g["fused_us"], 0.0)
+        g["names"] = [rows[k]["name"] for k in g["chain"]]
+        g["ids"] = [rows[k]["id"] for k in g["rows"]]
+        g["all_names"] = [rows[k]["name"] for k in g["rows"]]
+        g["attention"] = True
+        g["fix"] = FIX
+    return groups
+
+
+def finding(g: dict) -> dict:
+    """The finding for one group of unfused attention chains."""
+    chain = " → ".join(short(n) for n in g["names"])
+    extra = [short(n) for k, n in zip(g["rows"], g["all_names"]) if k not in g["chain"]]
+    s = g["scores"]
+    what = "backward" if g["backward"] else "forward"
+    text = (f"Attention computed op by op ({what}): {chain}, {g['count']:,} time(s), each op reading the tensor the "
+            f"one before wrote. Every step writes and re-reads a full score-sized tensor "
+            f"[{', '.join(map(str, s))}] ({u.nbytes(prod(s) * g['itemsize'])}) through DRAM"
+            + (f"; with it run {', '.join(extra)}, " + _EXTRA[g["backward"]] if extra else "")
+            + f". Measured {u.us(g['time_us'])}. A fused attention kernel keeps the scores on chip: "
+            f"{g['fused_expr']}; x {g['count']:,} = {u.us(g['count'] * g['fused_us'])}. "
+            f"Saving {u.us(g['time_us'])} - {u.us(g['count'] * g['fused_us'])} = {u.us(g['saving_us'])}. "
+            f"Fix: {FIX}")
+    return {"kind": "fusion", "group": "attention",
+            "title": f"Unfused attention ({what}, {chain}): use scaled_dot_product_attention, saves "
+                     f"{u.us(g['saving_us'])}",
+            "text": text, "ops": list(dict.fromkeys(g["ids"])), "saving_us": g["saving_us"], "fix": FIX}

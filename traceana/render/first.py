@@ -1,0 +1,191 @@
+"""What a report says first, as plain display strings every format shares (html, markdown, the
+terminal): the device line, the ledger's terms and its one sentence of where the time went,
+"Do this first" (the plan's levers, each with its saving and the span after it), and the
+findings grouped into cards ordered by saving.
+
+All of it reads the analysis dict only (docs/analysis-schema.md): `ledger` (the primary
+device's one account of its span: every µs in exactly one term), `plan` (at most 3 levers)
+and `findings` (each with `fix` and `group`). Every field may be missing or malformed, so
+each reader checks what it takes; the strings are plain text, escaped by each format's own
+function (jinja's autoescape, md_text, term_text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from traceana.render import finding_kind, fmt_pct, fmt_sig, fmt_time_us, mapping, num, plural, seq, share, text
+
+#: Cards shown before the "show N more" fold.
+CARDS_BEFORE_FOLD = 8
+#: Levers in "Do this first".
+PLAN_LEVERS = 3
+#: Colours of the ledger's terms (the bounds' as in report.css and svg.py); a key not listed
+#: takes its group's colour.
+TERM_COLOURS: dict[str, str] = {
+    "compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a",
+    "host_link": "#c9a227", "unmodelled": "#aab0b8", "unknown": "#c9ccd1", "opaque": "#5f6670",
+    "comm_transfer": "#2a9d8f", "comm_wait": "#8fd1c8", "comm_unsized": "#5bb5a9", "copies": "#c9a227",
+    "sync": "#e06666", "host_dispatch": "#f0a3a3", "launch_gaps": "#cdd5e2", "stream_wait": "#f3cf8c",
+    "no_work": "#e4e6ea",
+}
+GROUP_COLOURS = {"work": "#aab0b8", "communication": "#2a9d8f", "copies": "#c9a227", "idle": "#eef0f3"}
+GROUPS = ("work", "communication", "copies", "idle")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+
+
+def ledger(a: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The analysis' ledger ({} when it has none: a CPU-only trace, or an older document)."""
+    return mapping(a.get("ledger"))
+
+
+def terms(a: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ledger's terms with a positive time, in its order: {key, group, label, meaning,
+    us, share (% of the span), time, pct, colour}. Each term once: they add up to the span."""
+    led = ledger(a)
+    span = num(led.get("span_us"))
+    out = []
+    for t in seq(led.get("terms")):
+        t = mapping(t)
+        us = num(t.get("us"))
+        if us is None or us <= 0:
+            continue
+        key, group = text(t.get("key"), 40), text(t.get("group"), 20)
+        pct = share(us, span)
+        out.append({"key": key, "group": group if group in GROUPS else "work",
+                    "label": text(t.get("label"), 80) or key.replace("_", " "),
+                    "meaning": text(t.get("meaning"), 400), "us": us, "share": pct,
+                    "time": fmt_time_us(us), "pct": fmt_pct(pct) if pct is not None else "—",
+                    "colour": TERM_COLOURS.get(key, GROUP_COLOURS.get(group, "#999999"))})
+    return out
+
+
+def sentence(a: Mapping[str, Any]) -> str:
+    """The ledger's one sentence of where the time went ("" without a ledger)."""
+    return text(ledger(a).get("sentence"), 1200)
+
+
+def device_line(a: Mapping[str, Any]) -> str:
+    """One line: the device (and its table row), the roof most device time was held to, DRAM
+    bandwidth, the span and the steps it covers. "" for a CPU-only trace."""
+    dev = mapping(a.get("device"))
+    led = ledger(a)
+    name, key = text(dev.get("name"), 120), text(dev.get("key"), 80)
+    bits = [f"{name} ({key})" if name and key and key != name else name or key or "unknown device"]
+    peak = _main_peak(a)
+    if peak:
+        bits.append(peak)
+    dram = num(dev.get("dram_gbps"))
+    if dram is not None:
+        bits.append(f"DRAM {fmt_sig(dram)} GB/s")
+    span = num(led.get("span_us"))
+    if span:
+        where = f"GPU {text(led.get('device'), 12)} " if led.get("device") is not None else ""
+        span_bit = f"{where}span {fmt_time_us(span)}"
+        steps, step = num(led.get("steps")), num(led.get("step_us"))
+        if steps:
+            span_bit += f", {plural(steps, 'step')}" + (
+                f" ({'median ' if steps > 1 else ''}{fmt_time_us(step)})" if step else "")
+        bits.append(span_bit)
+    return " · ".join(bits)
+
+
+def _main_peak(a: Mapping[str, Any]) -> str:
+    """'bf16 tensor 989 TFLOP/s': the compute roof that held the most FLOPs (the highest peak
+    when no op with FLOPs names one)."""
+    from traceana import units
+
+    peaks = {text(k, 40): x for k, v in mapping(mapping(a.get("device")).get("peak_tflops")).items()
+             if (x := num(v)) is not None and x > 0}
+    if not peaks:
+        return ""
+    weight: dict[str, float] = {}
+    for op in seq(a.get("ops")):
+        op = mapping(op)
+        k = text(op.get("peak_dtype"), 40)
+        if k in peaks:
+            weight[k] = weight.get(k, 0.0) + (num(op.get("flops")) or 0.0) * (num(op.get("count")) or 0.0)
+    weight = {k: w for k, w in weight.items() if w > 0}
+    best = max(weight, key=lambda k: (weight[k], k)) if weight else max(peaks, key=lambda k: (peaks[k], k))
+    return f"{units.peak_name(best)} {fmt_sig(peaks[best])} TFLOP/s"
+
+
+def first_sentence(s: str) -> str:
+    """The first sentence of a finding's text (its fix when the finding states none)."""
+    s = " ".join(s.split())
+    parts = _SENTENCE_END.split(s, maxsplit=1)
+    return parts[0] if parts else s
+
+
+def fix_of(f: Mapping[str, Any]) -> str:
+    """A finding's one-line fix: its `fix`, else the first sentence of its text."""
+    return text(f.get("fix"), 300) or text(first_sentence(text(f.get("text"), 3000)), 300)
+
+
+def plan(a: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """"Do this first": the plan's levers (at most 3), each {title, fix, saving, confidence,
+    after (the span after it and every lever above it, each µs once), after_pct (how much
+    shorter), step_after (with several profiler steps: the median step less this span saving
+    spread over the steps), finding (index), id}."""
+    led = ledger(a)
+    findings = seq(a.get("findings"))
+    span, steps, step = num(led.get("span_us")), num(led.get("steps")), num(led.get("step_us"))
+    out = []
+    for p in seq(a.get("plan"))[:PLAN_LEVERS]:
+        p = mapping(p)
+        i = p.get("finding")
+        f = mapping(findings[i]) if isinstance(i, int) and 0 <= i < len(findings) else {}
+        saving, after = num(p.get("saving_us")), num(p.get("span_after_us"))
+        now = num(p.get("span_now_us")) or span
+        step_after = None
+        if after is not None and now and steps and steps >= 2 and step:
+            step_after = max(step - (now - after) / steps, 0.0)  # the span's saving, spread over its steps
+        out.append({
+            "title": text(p.get("title"), 300) or text(f.get("title"), 300),
+            "fix": text(p.get("fix"), 300) or (fix_of(f) if f else ""),
+            "saving": fmt_time_us(saving) if saving else "",
+            "confidence": text(p.get("confidence") or f.get("confidence"), 12),
+            "after": fmt_time_us(after) if after is not None else "",
+            "after_pct": fmt_pct(share(now - after, now)) if after is not None and now else "",
+            "step": fmt_time_us(step) if step_after is not None else "",
+            "step_after": fmt_time_us(step_after) if step_after is not None else "",
+            "finding": i if f else None, "id": text(p.get("id") or f.get("id"), 20),
+        })
+    return out
+
+
+def cards(a: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The findings grouped (by `group`, else by kind) into cards ordered by saving (a group's
+    levers' savings added up; notes, which save nothing, last). Each card: {title, fix,
+    saving, confidence, kind, count, members: [{title, text, ops, id}], key}."""
+    groups: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for i, f in enumerate(seq(a.get("findings"))):
+        if isinstance(f, Mapping):
+            key = text(f.get("group"), 200) or text(f.get("kind"), 60) or "other"
+            groups.setdefault(key, []).append((i, f))
+    out = []
+    for key, members in groups.items():
+        members.sort(key=lambda m: -_saving(m[1]))
+        top = members[0][1]
+        saving = sum(_saving(f) for _, f in members)
+        title = text(top.get("title"), 300)
+        out.append({
+            "key": key, "title": title, "fix": fix_of(top), "saving_us": saving,
+            "saving": fmt_time_us(saving) if saving else "",
+            "confidence": text(top.get("confidence"), 12), "kind": finding_kind(top.get("kind")),
+            "estimated": any(f.get("estimated") is True for _, f in members),
+            "note": saving <= 0, "count": len(members),
+            "members": [{"index": i, "id": text(f.get("id"), 20), "title": text(f.get("title"), 300),
+                         "text": text(f.get("text"), 3000), "ops": seq(f.get("ops"))[:20],
+                         "saving": fmt_time_us(_saving(f)) if _saving(f) else ""} for i, f in members],
+        })
+    out.sort(key=lambda c: (-c["saving_us"], c["members"][0]["index"]))
+    return out
+
+
+def _saving(f: Mapping[str, Any]) -> float:
+    """A finding's saving as a lever (0 for a note: lever false or no saving)."""
+    s = num(f.get("saving_us"))
+    return s if s and s > 0 and f.get("lever") is not False else 0.0
