@@ -250,3 +250,26 @@ def test_graph_launch_inside_an_op_is_a_replay(tmp_path, rel, region):
     alone = analyze(str(nested), Options(find_capture=False))
     assert "compiled" not in alone["coverage"]["opaque_by_cause"]
     assert alone["coverage"]["opaque_by_cause"]["graph_replay"] > 0.9 * alone["coverage"]["device_time_us"]
+
+
+def test_a_trace_recorded_whole_aligns_with_its_own_capture(tmp_path):
+    # one recording holding the capture (BeginCapture, mm/add/relu/mm launched, EndCapture) and, later, a replay
+    events = synth.capture_trace([MM, ADD, RELU, MM]) + synth.graph_replay(GOOD, 100, 1000.0)
+    a = analyze(synth.write(tmp_path, synth.trace(events), "whole.json"))
+    cap = a["trace"]["capture"]
+    assert cap["source"] == "trace" and cap["files"] == [
+        {"file": "whole.json (itself)", "batch_size": None, "mode": None, "graphs": 1}]
+    assert (cap["aligned_launches"], cap["aligned_events"]) == (1, 4)
+    rows = {r["name"]: r for r in a["ops"]}
+    assert rows["aten::mm"]["count"] == 2 and rows["aten::mm"]["flops"] == 2 * 64 * 32 * 128  # 524,288 per call
+    assert a["coverage"]["opaque_time_us"] == 0.0
+
+
+def test_capture_beside_a_trace_without_replays_is_named_not_used(tmp_path):
+    # a trace of eagerly launched ops, with a capture folder beside it (traceana record of a compiled CPU program)
+    events = [synth.op("aten::mm", 100.0, 20.0, 1, dims=[[64, 32], [32, 128]]), synth.launch(105.0, 1, ext=1),
+              synth.kernel("gemm_k", 110.0, 10.0, 1, ext=1)]
+    path = _write_pair(tmp_path, events)
+    cap = analyze(path)["trace"]["capture"]
+    assert cap["source"] == "beside" and cap["graph_launches"] == 0 and cap["files"][0]["file"] == "cap.json"
+    assert "not needed: this trace replays no CUDA/HIP graph" in cap["note"]
