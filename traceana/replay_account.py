@@ -54,8 +54,9 @@ SGLANG = ("SGLang: launch with --enable-profile-cuda-graph (profiles the graph c
           "kernels write no trace); profile the serving steps with SGLANG_TORCH_PROFILER_DIR=DIR and "
           "/start_profile with record_shapes; or profile a step without graphs (--disable-cuda-graph).")
 COMPILE_GRAPHS = ("torch.compile with CUDA graphs (mode=\"reduce-overhead\"): record the steps that capture the graphs "
-                  "too: traceana record -- python PROG.py keeps the warm-up and capture steps as the capture trace "
-                  "(capture_traces/ beside the trace, found by traceana report); with your own profiler, profile the "
+                  "too: traceana record -- python PROG.py keeps the compile and capture steps as the capture trace "
+                  "(capture_traces/ beside the trace, found by traceana report; --capture on keeps them whatever the "
+                  "program does by its first step); with your own profiler, profile the "
                   "compiled function's first calls (warm-up, capture) and pass that trace with --capture; or profile a "
                   "step without CUDA graphs (mode=\"max-autotune-no-cudagraphs\", or "
                   "torch._inductor.config.triton.cudagraphs = False).")
