@@ -40,10 +40,9 @@ CAUSES = {
     "lengths_not_recorded": "the op's cost depends on per-sequence lengths held in tensor contents (paged / "
                             "ragged attention's KV lengths), which the profiler does not record; its formula is "
                             "known but cannot be evaluated from this trace",
-    "comm_unsized": "a collective recorded without its message size (record_param_comms before torch 2.1 "
-                    "has no args), and no op that issued it recorded the tensor",
-    "group_not_recorded": "a collective whose bytes per rank depend on its group size, recorded without it (no "
-                          "'Group size' arg, a process group named but not sized) in a trace without distributedInfo",
+    "comm_unsized": "a collective recorded without its message size or group size (record_param_comms before "
+                    "torch 2.1 has no args; a process group named but not sized, and no distributedInfo), and no op "
+                    "that issued it recorded the tensor",
     "input_not_recorded": "an input the op's formula needs is neither among its recorded arguments nor recorded by "
                           "another op of the trace (expert weights its layer holds, embedding tables' widths, the "
                           "forward lookup a backward node belongs to): the formula is known, this trace lacks the "

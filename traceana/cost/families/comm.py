@@ -234,10 +234,10 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
             group = 0  # their bytes do not depend on n
         else:
             return Unmodelled(f"{algo}: group size unknown (no 'Group size' arg and no distributedInfo)",
-                              cause="group_not_recorded")
+                              cause="comm_unsized")
     if times_n:
         if group <= 0:
-            return Unmodelled("all_gather: group size unknown, so the gathered size is too", cause="group_not_recorded")
+            return Unmodelled("all_gather: group size unknown, so the gathered size is too", cause="comm_unsized")
         s_elems *= group
     s_bytes = s_elems * itemsize
     factor, fexpr = bus_factor(algo, group) if group > 1 else ((0.0, "0 (a group of one sends nothing)")
@@ -322,7 +322,7 @@ def custom_collective(call: OpCall) -> Cost | Unmodelled:
         world = _count(call.get("world_size"))
         if not world:
             return Unmodelled(f"{call.name}: group size unknown (a group name is recorded, not its size, and the "
-                              "trace has no distributedInfo world size)", cause="group_not_recorded")
+                              "trace has no distributedInfo world size)", cause="comm_unsized")
         group, estimated = world, True
         notes.append(f"group size not recorded (a group name): assumed the world size {world} (distributedInfo)")
     s_elems = t.numel * (group if what == "in x n" else 1)
