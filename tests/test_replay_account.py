@@ -74,3 +74,20 @@ def test_compiled_function_regions_replaying_graphs():
     assert acc["run"] == "torch.compile" and round(acc["pct"], 1) == 23.4
     assert round(acc["by_class"]["gemm"]["pct"], 1) == 21.8
     assert "torch 2.0 name" in {k["name"]: k["detail"] for k in acc["kernels"]}["triton__0d1d2d"]
+
+
+def test_compiled_region_without_graphs(tmp_path):
+    # torch 2.0 style: AOTAutograd's CompiledFunction launches its Triton kernels with no op of their own
+    ev = [synth.op("CompiledFunction", 100.0, 100.0, ext=1, dims=[], types=[])]
+    for i, (name, dur) in enumerate((("triton_poi_fused_add_relu_0", 30.0), ("triton__0d1d2d", 10.0),
+                                     ("triton_poi_fused_add_relu_0", 30.0))):
+        ev += [synth.launch(105.0 + 20 * i, 10 + i, ext=1), synth.kernel(name, 110.0 + 30 * i, dur, 10 + i, ext=1)]
+    a = analyze(synth.write(tmp_path, synth.trace(ev), "compiled.json"))
+    acc = a["coverage"]["opaque_account"]
+    assert acc["causes"] == ["compiled"] and acc["run"] == "torch.compile"
+    # one row per kernel name, one call per run: 2 runs of 30 µs, 1 of 10 µs
+    rows = {r["name"]: r for r in a["ops"]}
+    assert rows["triton_poi_fused_add_relu_0"]["count"] == 2 and rows["triton__0d1d2d"]["count"] == 1
+    assert acc["kernels"][0]["pct"] == pytest.approx(60 / 70 * 100)  # 85.7% of the 70 µs
+    # no graph replayed: record the Triton launches with their shapes, and Inductor's estimates
+    assert "benchmark_kernel = True" in acc["recipe"] and "reduce-overhead" not in acc["recipe"]
