@@ -72,6 +72,7 @@ A100_PROPS = {"id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 425052
 STREAM = 7
 KERNEL_FIXED_US = 2.0  # per-kernel fixed cost (ramp-up, tail): the shortest kernels on an A100 take ~2 us
 LAUNCH_LATENCY_US = 3.0  # from the start of cudaLaunchKernel to the earliest the kernel can start
+SYNC_RETURN_US = 5.0  # a synchronize returns this long after the GPU's last queued work ends (sync_waits)
 MEM_EFF = 0.8  # fraction of peak DRAM bandwidth a streaming kernel reaches
 MATH_EFF = 0.6  # fraction of peak FLOP/s a GEMM / convolution / attention kernel reaches
 
@@ -335,7 +336,7 @@ def _launches(ops: list[dict]) -> list[tuple[dict, int, float]]:
             continue
         ps = _short(ops[p]["name"])
         silent[i] = (silent[p] or ps in ONE_KERNEL or (ps in _DROPOUT and not _returns_input(ops[p]))
-                     or _all_zero_dim(e))
+                     or (_all_zero_dim(e) and _short(e["name"]) != "_local_scalar_dense"))  # .item() copies
     launch = [0] * len(ops)
     below = [False] * len(ops)  # some descendant launches
     for i in range(len(ops) - 1, -1, -1):  # children come after their parent
@@ -355,10 +356,34 @@ def _launches(ops: list[dict]) -> list[tuple[dict, int, float]]:
     return [(ops[i], launch[i], tail[i]) for i in range(len(ops)) if launch[i]]
 
 
-def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
-    """The CPU trace with the launches, kernels, copies and device properties a CUDA run would add."""
+def _host_time(events: list[dict], speedup: float) -> None:
+    """Scale the CPU side's clock (in place): a host `speedup` times faster than the one that recorded."""
+    t0 = min((e["ts"] for e in events if e.get("ph") == "X"), default=0.0)
+    for e in events:  # the clock restarts at 1 s: sub-ns durations keep their precision (not at epoch scale)
+        if e.get("ph") == "X":
+            e["ts"] = 1e6 + (e["ts"] - t0) / speedup
+            e["dur"] = e["dur"] / speedup
+
+
+def _shifted(shifts: list[tuple[float, float]], t: float) -> float:
+    """t on the clock of a host that waited in syncs: every wait that ended before t delays it."""
+    return t + sum(d for p, d in shifts if p < t)
+
+
+def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY, host_speedup: float = 1.0,
+               sync_waits: bool = False) -> dict:
+    """The CPU trace with the launches, kernels, copies and device properties a CUDA run would add.
+
+    host_speedup: the CPU side's times divided by it (a host faster than the one that recorded: 2 cores
+    running the model's math on CPU are far slower than a host that only dispatches to a GPU).
+    sync_waits: each `.item()` synchronisation holds the CPU until the GPU has finished everything queued
+    before it (+ SYNC_RETURN_US to wake the thread), as cudaStreamSynchronize does; every CPU event after it moves later by that wait and the ops
+    around it grow by it (off by default: the CPU times then stay exactly as recorded)."""
     row = device_row(device_key)
-    events = [e for e in cpu_doc["traceEvents"]]
+    events = [dict(e) for e in cpu_doc["traceEvents"]]
+    if host_speedup != 1.0:
+        _host_time(events, host_speedup)
+    shifts: list[tuple[float, float]] = []
     by_thread: dict[object, list[dict]] = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
@@ -369,7 +394,7 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
         work.extend(_launches(ops))
     work.sort(key=lambda w: w[0]["ts"] + w[0]["dur"])
     pid = next((e["pid"] for e in events if e.get("cat") == "cpu_op"), 1)
-    out = list(events)
+    out: list[dict] = []
     out.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}})
     out.append({"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}})
     out.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": STREAM, "args": {"name": f"stream {STREAM}"}})
@@ -383,7 +408,7 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
         room = end - tail  # the op's own time after its last child
         slot = min(4.0, 0.4 * room) / len(names)
         for k, kname in enumerate(names):
-            l_ts = end - min(0.5, 0.1 * room) - slot * (len(names) - k)
+            l_ts = _shifted(shifts, end - min(0.5, 0.1 * room) - slot * (len(names) - k))
             is_copy = _short(e["name"]) == "_local_scalar_dense"
             out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync" if is_copy else "cudaLaunchKernel",
                         "pid": pid, "tid": e["tid"], "ts": l_ts, "dur": slot * 0.8,
@@ -407,10 +432,20 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY) -> dict:
             gpu_free = start + dur
             corr += 1
         if _short(e["name"]) == "_local_scalar_dense":
+            s_ts, s_dur = end - min(0.4, 0.08 * room), min(0.3, 0.06 * room)
+            at = _shifted(shifts, s_ts)
+            wait = max(gpu_free + SYNC_RETURN_US - (at + s_dur), 0.0) if sync_waits else 0.0
             out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": pid,
-                        "tid": e["tid"], "ts": end - min(0.4, 0.08 * room), "dur": min(0.3, 0.06 * room),
-                        "args": {"cbid": 131, "correlation": corr}})
+                        "tid": e["tid"], "ts": at, "dur": s_dur + wait, "args": {"cbid": 131, "correlation": corr}})
+            if wait > 0:
+                shifts.append((s_ts + s_dur, wait))
             corr += 1
+    for e in events:  # the recorded CPU events, on the clock of a host that waited in its syncs
+        if e.get("ph") == "X" and shifts:
+            end = _shifted(shifts, e["ts"] + e["dur"])
+            e["ts"] = _shifted(shifts, e["ts"])
+            e["dur"] = end - e["ts"]
+    out = events + out
     doc = {k: v for k, v in cpu_doc.items() if k != "traceEvents"}
     doc["deviceProperties"] = [dict(A100_PROPS)]
     doc["traceEvents"] = out

@@ -43,8 +43,11 @@ def test_message_from_the_issuing_op(tmp_path):
     assert row["bytes"] == pytest.approx(s_bytes * 7 / 8)  # (n-1)/n * S = 252,772,352 B sent per rank
     assert row["comm"]["busbw_gbps"] == pytest.approx(252772352 / 1e6)  # bytes / (1000 us * 1e3) = 252.8 GB/s
     assert row["estimated"] and any("All2All_Pooled_Req" in n for n in row["notes"])
-    opaque = next(r for r in a["ops"] if r["bound"] == "opaque" and r["cause"] == "comm_unsized")
-    assert "torch 2.1" in opaque["reason"]
+    # the one that stays unsized is still a communication row: its cause stays in coverage
+    unsized = next(r for r in a["ops"] if r["cause"] == "comm_unsized")
+    assert unsized["bound"] == "communication" and unsized["comm"]["sized"] is False
+    assert unsized["reason"].startswith("size not recorded") and "torch 2.1" in unsized["reason"]
+    assert a["coverage"]["opaque_by_cause"]["comm_unsized"] == unsized["device_time_us"]
 
 
 def test_without_any_shapes_the_cause_stays_no_shapes(tmp_path):

@@ -115,7 +115,11 @@ def test_per_phase_stragglers_from_annotations(eight):
     # 1 - 1/1.007 = 0.70% below it: all 8 ranks within 2%, no single straggler
     fwd = ph["forward"]
     assert fwd["work_us"] == pytest.approx((1141 + MM) * scale(7)) and len(fwd["ties"]) == 7
-    assert "8 ranks are within 2%" in fwd["text"] and "no single straggler" in fwd["text"]
+    # the headline names the tied ranks, slowest first, with their forward work: rank 7 (1141 + MM) x 1.007
+    # = 232,968.4 µs, ..., rank 0 x 1.000 = 231,349 µs
+    assert fwd["text"].startswith("forward: No single straggler: all 8 ranks are within 2% in forward GPU work: "
+                                  "rank 7 (233.0 ms), rank 6 (232.7 ms), rank 5 (232.5 ms)")
+    assert fwd["text"].endswith("rank 1 (231.6 ms) and rank 0 (231.3 ms).")
     # backward = mul_ + sum: 3175.583 x scale(r); the all-reduce is launched in it, and its
     # wait (rank 0: 7716.963) is counted in the backward phase
     assert ph["backward"]["work_us"] == pytest.approx((2184 + 991.583) * scale(7))
@@ -133,8 +137,9 @@ def test_near_tie_names_both_ranks(tmp_path):
     st = doc["straggler"]
     assert st["rank"] == 5 and st["near_tie"] and st["ties"] == ["rank 3"]
     assert st["own_us"] - doc["ranks"][3]["own_us"] == pytest.approx(247294.125 - 247025.522, abs=1e-2)
-    assert st["text"][0] == ("rank 3 and rank 5 are within 2% in own time (step time less collective wait): "
-                             "no single straggler.")
+    assert st["text"][0] == ("No single straggler: rank 5 (247.3 ms) and rank 3 (247.0 ms) are within 2% in own "
+                             "time (step time less collective wait).")
+    assert st["tied"] == ["rank 5", "rank 3"]  # slowest first
     assert NEAR_TIE_PCT == 2.0
     from traceana.render.ranks_html import build_view
 
@@ -163,7 +168,7 @@ def test_phases_from_torch_names_and_shapes_that_differ(tmp_path):
     assert ph["forward"]["extra_us"] == pytest.approx(17875.1005, abs=1e-3)
     # optimizer: rank 5's pow 2167 x 1.005 x 5 = 10889.175
     assert (ph["optimizer"]["rank"], ph["optimizer"]["work_us"]) == (5, pytest.approx(10889.175))
-    assert ph["backward"]["ties"] and "no single straggler" in ph["backward"]["text"]
+    assert ph["backward"]["ties"] and "No single straggler" in ph["backward"]["text"]
     # aten::sum: rank 3's signature is its own, so it is named, not compared
     assert [d["name"] for d in st["shapes_differ"]] == ["aten::sum"] and st["shapes_differ"][0]["signatures"] == 2
     assert all(o["name"] != "aten::sum" for o in st["ops"])

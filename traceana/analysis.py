@@ -18,19 +18,22 @@ from traceana.cost.families.comm import comm_rates
 from traceana.cost.meta import SOURCE as META_SOURCE
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
-from traceana.copies import LINK, copy_split, dominant_host_copy
+from traceana.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
+from traceana.comm_split import finish as finish_comm
+from traceana.comm_split import topology as comm_topology
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
+from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
-from traceana.link import CAUSES, Links, graph_launches, link
+from traceana.link import CAUSES, Links, link
 from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
 from traceana.replay import attach as attach_capture
@@ -55,6 +58,7 @@ class Options:
     meta: bool = False
     launch_floor_us: float | None = None  # per-kernel launch floor; None: the device's default
     host_link_gbps: float | None = None  # the host link's per-direction GB/s; None: the table's
+    network_gbps: float | None = None  # per-GPU network GB/s per direction, for collectives spanning hosts
     # a graph capture trace (file, or folder with execution_details.json) for the trace's graph replays;
     # with find_capture, a capture_traces/ folder beside the trace is used when none is given
     capture: str | None = None
@@ -104,8 +108,11 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     blocks = trace.gpu.blocks
     rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
-                 copy_split(trace, g.events) if g.cause is None else None, achievable)
+                 copy_split(trace, g.events), achievable)
             for i, g in enumerate(groups)]
+    topo = comm_topology(trace)
+    for r, g in zip(rows, groups):  # every collective a communication row: its link, transfer and wait
+        finish_comm(r, device_dict, topo, options.network_gbps, trace, links, g.events)
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
@@ -114,13 +121,13 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    context = {"record_shapes": trace.record_shapes, "graph_replay": bool(graph_launches(trace).any())}
+    context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
-    acc = opaque_account(trace, rows, device_dict, total)
+    acc = opaque_account(trace, rows, device_dict, total, context["compiled"])
     if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
         coverage["opaque_account"] = acc
         coverage["opaque_advice"].update(account_advice(acc))
@@ -144,6 +151,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
             **({"capture": capture} if capture is not None else {}),
         },
         "device": device_dict,
+        "context": context,
         "coverage": coverage,
         "kernel_classes": classes,
         "ledger": diag["ledger"],
@@ -274,11 +282,16 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
     }
     row["roof_kind"] = "none"
     if g.cause is not None:
+        if judge_recorded(row, copies, device, g.count, CAUSES[g.cause]):
+            return row
         row["bound"] = "opaque"
         row["reason"] = CAUSES[g.cause]  # replays and compiled regions: replay_account adds what ran
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):
+        why = CAUSES[cost.cause] if cost.cause in CAUSES else f"no cost formula ({cost.reason})"
+        if judge_recorded(row, copies, device, g.count, why):
+            return row
         if cost.cause in CAUSES:  # a formula whose input the trace lacks: opaque for that cause
             row.update({"bound": "opaque", "opaque": True, "cause": cost.cause, "cause_from_cost": True,
                         "reason": f"{cost.reason} ({CAUSES[cost.cause]})"})
@@ -301,8 +314,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         "limiter": v.limiter, "over_roof": v.over_roof, "grid_blocks": blocks,
     })
     comm = comm_rates(cost, mean)
-    if comm:
-        _against_link(comm, device)
+    if comm:  # its link, transfer and wait: comm_split.finish
         row["comm"] = comm
     row["roof_kind"] = _roof_kind(row)
     if achievable is not None and v.bound != "communication":
@@ -321,27 +333,12 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         row["copies"] = {k: {kk: v[kk] for kk in ("time_us", "bytes", "events")} for k, v in sorted(copies.items())}
         part = dominant_host_copy(copies, g.device_us)
         if part:
-            _link_verdict(row, part, device, g.count)
+            link_verdict(row, part, device, g.count)
             for k in ("datasheet_pct", "achievable_pct", "achievable"):  # held to its link, not DRAM/compute
                 row.pop(k, None)
     if META_SOURCE in cost.detail:
         row["meta"] = True
     return row
-
-
-def _against_link(comm: dict, device: dict) -> None:
-    """A collective's bus bandwidth against the device's peer link (NVLink / xGMI, per direction):
-    nccl-tests' yardstick within a node. Across nodes the network is the roof, which the device
-    table does not hold: said, not guessed."""
-    gbps = device.get("peer_link_gbps")
-    name = device.get("peer_link")
-    busbw = comm.get("busbw_gbps")
-    if not gbps or not busbw:
-        comm["link"] = None
-        return
-    comm.update({"link": name, "link_gbps": gbps, "link_pct": busbw / gbps * 100.0,
-                 "link_note": f"bus bandwidth vs the {name}'s {gbps:g} GB/s per direction per GPU (within a node; "
-                              "a group spanning nodes is bound by the network instead)"})
 
 
 def _measured_roof(v, achievable: dict) -> bool:
@@ -360,54 +357,13 @@ def _roof_kind(row: dict) -> str:
     return "compute" if c is not None and (m is None or c > m) else "dram"
 
 
-def _link_verdict(row: dict, part: dict, device: dict, count: int) -> None:
-    """Hold a signature whose time is mostly a host<->device (or peer) copy to that link, with
-    the bytes the profiler recorded as crossing it (in place, on the row)."""
-    kind = LINK[part["direction"]]
-    gbps = device.get(f"{kind}_gbps")
-    if part["bytes_known"]:
-        per_call = part["bytes"] / count if count else part["bytes"]
-    else:  # ROCm traces may record 0 bytes: the tensor (half the formula's read + write) crosses once
-        per_call = (row["bytes"] or 0.0) / 2
-        part = {**part, "bytes": per_call * count}
-        row["estimated"] = True
-        row["notes"] = list(row["notes"]) + ["the copies recorded no bytes: the bytes crossing the link are the "
-                                             "tensor's size from its shape"]
-    rate = part["bytes"] / (part["time_us"] * 1e3) if part["time_us"] > 0 else None
-    link_name = device.get(kind) or ("host link" if kind == "host_link" else "peer link")
-    row["copy"] = {"direction": part["direction"], "memory": part["memory"], "link": link_name,
-                   "link_gbps": gbps, "bytes": per_call, "time_us": part["time_us"], "gbps": rate,
-                   "events": part["events"]}
-    mean = row["mean_time_us"]
-    roof = per_call / (gbps * 1e3) if gbps else None
-    floor = row.get("launch_floor_us") or 0.0
-    row.update({
-        "bound": kind, "roof_kind": kind, "bytes": per_call, "flops": 0.0, "intensity": 0.0,
-        "bytes_expr": (f"{per_call:,.0f} B per call crossed the {link_name} {part['direction']}"
-                       f"{' from ' + part['memory'] + ' memory' if part['memory'] else ''} (the copies' recorded bytes)"),
-        "achieved_gbps": per_call / (mean * 1e3) if mean > 0 else None, "achieved_tflops": 0.0,
-        "roofline_time_us": roof, "memory_time_us": roof, "compute_time_us": 0.0 if roof is not None else None,
-        "roof_pct": roof / mean * 100.0 if roof is not None and mean > 0 else None,
-        "model_time_us": floor + roof if roof is not None else None,
-        "model_pct": (floor + roof) / mean * 100.0 if roof is not None and mean > 0 else None,
-        "peak_dtype": None, "peak_tflops": None, "limiter": None, "family": "memory",
-        "peak_why": (f"a {part['direction']} copy crosses the {link_name}"
-                     + (f" ({gbps:g} GB/s per direction), not DRAM" if gbps else
-                        ": its bandwidth is not in the device table (pass --host-link-gbps)")),
-    })
-    row["over_roof"] = None
-    if rate is not None and gbps and rate > gbps:
-        row["over_roof"] = {"pct": rate / gbps * 100.0, "reason": "model",
-                            "text": f"{rate:.3g} GB/s is faster than the {link_name}'s {gbps:g} GB/s per direction: "
-                                    "the device table's link is not this machine's (pass --host-link-gbps)"}
-
-
 def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:
     dur = trace.gpu.dur
     attributed = float(dur[links.gpu_op >= 0].sum())
     # opaque: kernels with no costable op (link stage), plus ops whose formula lacks an input the trace
     # did not record (cost stage: row["cause_from_cost"])
-    opaque = float(dur[links.gpu_cause >= 0].sum()) + sum(r["device_time_us"] for r in rows if r.get("cause_from_cost"))
+    # (copies judged from their recorded bytes are costed: copies.judge_recorded)
+    opaque = sum(r["device_time_us"] for r in rows if r["opaque"])
     modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
     estimated = sum(r["device_time_us"] for r in rows if r["flops"] is not None and r["estimated"])
     unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")

@@ -48,7 +48,8 @@ OP_COLUMNS: dict[str, str] = {
 #: Nested op fields flattened to `<prefix>_<key>` columns (present, as NaN / None, on every row).
 OP_NESTED: dict[str, tuple[str, ...]] = {
     "over_roof": ("pct", "reason", "text"),
-    "comm": ("algorithm", "group_size", "msg_bytes", "bus_factor", "bytes_per_rank", "algbw_gbps", "busbw_gbps"),
+    "comm": ("algorithm", "group_size", "msg_bytes", "bus_factor", "bytes_per_rank", "algbw_gbps", "busbw_gbps",
+             "sized", "link", "link_kind", "link_gbps", "transfer_us", "wait_us"),
     "copy": ("direction", "memory", "link", "link_gbps", "bytes", "time_us", "gbps", "events"),
 }
 #: Kept as they are: `copies` is keyed by copy direction ({"HtoD (Pinned)": {time_us, bytes, events}}).
@@ -57,12 +58,13 @@ _NUMERIC = {"device_time_us", "mean_time_us", "kernels_per_call", "flops", "byte
             "tflops_per_s", "gbps", "roofline_time_us", "pct_of_roof", "compute_time_us", "memory_time_us",
             "launch_floor_us", "model_time_us", "pct_of_model", "peak_tflops_per_s", "grid_blocks",
             "recorded_bytes", "recorded_gbps", "over_roof_pct", "comm_group_size", "comm_msg_bytes",
-            "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps",
+            "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps", "comm_link_gbps",
+            "comm_transfer_us", "comm_wait_us",
             "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events"}
 FINDING_COLUMNS = ("id", "kind", "group", "title", "fix", "saving_us", "idle_us", "confidence", "estimated", "lever",
                    "ops", "text")
-_OPTION_NAMES = ("peak_tflops", "bandwidth_gbps", "launch_floor_us", "host_link_gbps", "explain_top", "meta",
-                 "hta", "capture", "find_capture")
+_OPTION_NAMES = ("peak_tflops", "bandwidth_gbps", "launch_floor_us", "host_link_gbps", "network_gbps", "explain_top",
+                 "meta", "hta", "capture", "find_capture")
 
 
 def _tuples(v: Any) -> Any:
@@ -247,7 +249,7 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
     profile: a `traceana calibrate` profile (path or loaded Profile): ops are also judged against its
         measured, achievable roofs (stored on the result as given).
     options: peak_tflops ({dtype: TFLOP/s} or the CLI's '65' / 'fp32=8.1,...'), bandwidth_gbps,
-    launch_floor_us, host_link_gbps, explain_top, meta, hta, capture, find_capture — the
+    launch_floor_us, host_link_gbps, network_gbps, explain_top, meta, hta, capture, find_capture — the
     `traceana report` options of the same names (traceana.analysis.Options). meta is off unless given.
     """
     from traceana.saved import ANALYSIS_SCHEMA, sniff, validate

@@ -2,9 +2,10 @@
 
 Every GPU event gets one class: `memcpy/memset` by its kind, otherwise the first class whose
 pattern in _PATTERNS matches its lower-cased name (template arguments kept, parameter list
-dropped): KV-cache writes and optimizer steps, table lookups (other), communication (NCCL/RCCL/MSCCL,
-custom all-reduce, symmetric-memory, NVSHMEM, DeepEP / pplx expert dispatch and combine), attention, convolution, GEMM, normalization, reduction,
-elementwise, then `other`. The order matters: cuDNN's `implicit_gemm` convolution kernels are convolutions,
+dropped): KV-cache writes and optimizer steps, table lookups (other), communication (as
+traceana/comm_kernels.py says: the one rule every stage uses; and every kernel of an op that is
+communication), attention, convolution, GEMM, normalization, reduction, elementwise, then `other`.
+The order matters: cuDNN's `implicit_gemm` convolution kernels are convolutions,
 a flash-attention kernel is attention even though it does GEMMs. No FLOPs are invented: the
 classes only say where the time went, and the report asks for record_shapes=True to cost it.
 """
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from traceana.arrays import distinct
+from traceana.comm_kernels import kernel_library
 from traceana.load.model import Trace
 
 CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "normalization",
@@ -26,12 +28,7 @@ _PATTERNS = (
     ("elementwise", r"reshape_and_cache|store_kv|multi_tensor_apply"),  # cache writes, optimizer steps
     # table lookups (gathers), DeepEP routing layout; a rotary (position) embedding is element-wise, no lookup
     ("other", r"(?<!rotary_)embedding|bounds_check|deep_ep::layout"),
-    # NCCL / RCCL / MSCCL(++), custom all-reduce (vllm / sglang / aiter cross_device_reduce, ROCm quick
-    # reduce), torch symmetric memory (one/two-shot, multimem), NVSHMEM, DeepEP and pplx dispatch /
-    # combine, TensorRT-LLM MoE all-to-all
-    ("communication", r"nccl|rccl|msccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|"
-                      r"all_?to_?all|sendrecv|custom_?ar|quickreduce|symmetric_memory|symm_mem|multimem|"
-                      r"nvshmem|deep_ep|pplx|moe_?a2a|lamport"),
+    ("communication", None),  # traceana.comm_kernels decides (one rule for every stage)
     ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|paged_?att|flashinfer|xformers|"
                   r"cutlassf?_?mha|unified_attention|batch_?prefill|batch_?decode"),
     ("convolution", r"conv|scudnn|winograd|wgrad|dgrad|fprop|implicit_?convolve|miopen.*(fwd|bwd)|igemm_(fwd|bwd|wrw)|"
@@ -45,7 +42,7 @@ _PATTERNS = (
                     r"act_and_mul|silu|gelu|relu|rotary|dropout|"
                     r"where|masked|clamp|cast|convert|transpose|permute"),
 )
-_COMPILED = [(c, re.compile(p)) for c, p in _PATTERNS]
+_COMPILED = [(c, re.compile(p) if p else None) for c, p in _PATTERNS]
 
 
 def classify(name: str) -> str:
@@ -54,7 +51,10 @@ def classify(name: str) -> str:
     if low.startswith(("memcpy", "memset")):
         return "memcpy/memset"
     for cls, rx in _COMPILED:
-        if rx.search(low):
+        if rx is None:
+            if kernel_library(name) is not None:
+                return cls
+        elif rx.search(low):
             return cls
     return "other"
 
@@ -80,6 +80,10 @@ def kernel_classes(trace: Trace, groups: Sequence, rows: Sequence[dict]) -> dict
     call, recorded_gbps): the row stays opaque (no op, no shapes), the numbers are shown."""
     cls = event_classes(trace)
     dur = trace.gpu.dur
+    for g, r in zip(groups, rows):  # a communication op's kernels are communication, whatever their names
+        ev = getattr(g, "events", None)
+        if r.get("bound") == "communication" and ev is not None and len(ev):
+            cls[ev[trace.gpu.kind[ev] == 0]] = CLASSES.index("communication")
     n = len(CLASSES)
     total = np.bincount(cls, weights=dur, minlength=n) if len(cls) else np.zeros(n)
     opaque = np.zeros(n)

@@ -18,7 +18,7 @@ and returns plain data that traceana/ranks.py compares across ranks:
   Where windows overlap, optimizer wins over backward, backward over forward.
 - busy: the union of the primary device's GPU event intervals inside the step windows (each
   instant once, however many streams run), so busy <= the windows' total.
-- collectives: every NCCL / RCCL kernel on the primary device launched inside a step, as
+- collectives: every communication kernel (traceana/comm_kernels.py) on the primary device launched inside a step, as
   [step position, kind, ordinal, µs, phase]; the ordinal is its place, by launch time, among
   that step's collectives of that kind in that phase. (step, phase, kind, ordinal) is the key
   ranks.py matches across ranks to estimate the time spent waiting: collectives of one
@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 
-COLLECTIVE = re.compile(r"nccl|rccl", re.IGNORECASE)
+from traceana.comm_kernels import comm_event_mask
+
 PHASES = ("forward", "backward", "optimizer")
-_KINDS = (("AllReduce", r"all_?reduce"), ("ReduceScatter", r"reduce_?scatter"), ("AllGather", r"all_?gather"),
-          ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"), ("SendRecv", r"send_?recv"),
+_KINDS = (("AllReduce", r"all_?reduce|cross_device_reduce|quickreduce"), ("ReduceScatter", r"reduce_?scatter"),
+          ("AllGather", r"all_?gather"), ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"),
+          ("SendRecv", r"send_?recv"), ("Dispatch", r"dispatch"), ("Combine", r"combine"),  # expert all-to-all
           ("Send", r"send"), ("Recv", r"recv"), ("Reduce", r"reduce"))
 _KIND_RE = [(k, re.compile(p, re.IGNORECASE)) for k, p in _KINDS]
 _STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # ASCII, and int64 holds it (a longer run is no step)
@@ -222,8 +224,7 @@ def rank_facts(trace: Any) -> dict[str, Any]:
     for p in PHASES:  # later phases win where windows overlap
         if p in win:
             phase[inside(t_launch, *win[p]) >= 0] = p
-    comm_code = np.array([bool(COLLECTIVE.search(n)) for n in names], dtype=bool)
-    coll = on & comm_code[gpu.name] & (gpu.kind == 0) & (step >= 0)
+    coll = on & comm_event_mask(names, gpu.name) & (gpu.kind == 0) & (step >= 0)
     own = on & ~coll & (step >= 0)
     for p in PHASES:
         if p not in win:

@@ -11,7 +11,8 @@ Definitions (README "Many ranks"):
   (total / steps), so ranks that captured different step counts compare fairly.
 - GPU busy: the union of the rank's GPU event intervals inside its step windows (each instant
   once, however many streams run): at most 100% of the step time, never a sum of durations.
-- collective time: device time of NCCL / RCCL kernels launched inside the steps. Each
+- collective time: device time of communication kernels (traceana/comm_kernels.py: NCCL / RCCL,
+  DeepEP, NVSHMEM, custom all-reduce, ...) launched inside the steps. Each
   collective is matched across ranks by (step, phase, kind, its place among that step's
   collectives of that kind and phase); a rank's *wait* in it is its time there less the least of any rank's (the
   rank that arrived last hardly waits). The rest of its collective time is the transfer.
@@ -28,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from traceana import __version__
-from traceana.rank_facts import COLLECTIVE, PHASES, collective_kind, rank_facts
+from traceana.comm_kernels import is_comm_kernel, is_comm_op
+from traceana.rank_facts import PHASES, collective_kind, rank_facts
 from traceana.straggler import CLASSES, NEAR_TIE_PCT, median, straggler
 
 __all__ = ["CLASSES", "NEAR_TIE_PCT", "SCHEMA", "check_inputs", "collective_kind", "cross_rank", "rank_facts"]
@@ -57,14 +59,16 @@ def _list(v: Any) -> list[Any]:
 
 
 def _is_collective_row(op: Mapping[str, Any]) -> bool:
-    """An op row whose time is collective kernels (its name or its top kernel says NCCL/RCCL)."""
-    if COLLECTIVE.search(str(op.get("name") or "")):
+    """An op row whose time is communication (its name, or its top kernel's, is communication as
+    traceana/comm_kernels.py says: the rule the single-rank report uses)."""
+    name = str(op.get("name") or "")
+    if is_comm_op(name) or is_comm_kernel(name):
         return True
     kernels = [k for k in _list(op.get("kernels")) if isinstance(k, Mapping)]
     if not kernels:
         return False
     top = max(kernels, key=lambda k: _num(k.get("time_us")) or 0.0)
-    return bool(COLLECTIVE.search(str(top.get("name") or "")))
+    return is_comm_kernel(str(top.get("name") or ""))
 
 
 def _norm(v: Any) -> Any:

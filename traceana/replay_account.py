@@ -8,8 +8,7 @@ The kind of run is read from what the trace holds, never assumed: the serving en
 kernels ran (vLLM registers its ops as `vllm::` / `_C::` / `_C_cache_ops::` / `_moe_C::` and names its
 kernels in the `vllm` namespace; SGLang's are `sgl_kernel::` / `sglang::` and the `sgl_hip` /
 `sgl_kernel` kernel namespaces; SGLang builds use vLLM's kernels too, so SGLang's marks win), else
-torch.compile (a compiled region, AOTAutograd's CompiledFunction, an Inductor graph call or Triton
-kernels named by Inductor), else plain CUDA/HIP graphs.
+torch.compile (analysis["context"]["compiled"], diagnose/context.py), else plain CUDA/HIP graphs.
 
 The engines' options come from their own code: vLLM's ProfilerConfig (vllm/config/profiler.py:
 `profiler`, `torch_profiler_dir`, `torch_profiler_record_shapes`, and `capture_torch_profiler`, "a
@@ -41,7 +40,6 @@ _SGLANG_OPS = ("sgl_kernel::", "sglang::", "sglang_profiler::")
 # a kernel's own namespace: demangled `void vllm::f<...>(...)` / `vllm::f`, or Itanium-mangled _ZN4vllm...
 _VLLM_KERNEL = re.compile(r"^(?:void\s+)?vllm::|^_ZN4vllm")
 _SGLANG_KERNEL = re.compile(r"^(?:void\s+)?(?:sgl_hip|sgl_kernel|sglang)::|^_ZN(?:7sgl_hip|10sgl_kernel|6sglang)")
-_COMPILED = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "CUDAGraphNode")
 
 VLLM = ("vLLM: record the graph capture with the engine's profiler: --profiler-config.profiler=torch "
         "--profiler-config.torch_profiler_dir=DIR --profiler-config.torch_profiler_record_shapes=true "
@@ -71,8 +69,9 @@ BENCHMARK = (" Set torch._inductor.config.benchmark_kernel = True (TORCHINDUCTOR
              "Triton launch then records Inductor's kernel_num_gb and kernel_flop.")
 
 
-def run_kind(trace: Trace) -> str:
-    """"sglang", "vllm", "torch.compile" or "graphs": what produced the trace's replays / regions."""
+def run_kind(trace: Trace, compiled: bool) -> str:
+    """"sglang", "vllm", "torch.compile" or "graphs": what produced the trace's replays / regions
+    (compiled: the run context found torch.compile)."""
     names = trace.names
     op_names = {names[i] for i in set(trace.ops.name.tolist())}
     kernels = [names[i] for i in set(trace.gpu.name.tolist())]
@@ -80,10 +79,7 @@ def run_kind(trace: Trace) -> str:
         return "sglang"
     if any(n.startswith(_VLLM_OPS) for n in op_names) or any(_VLLM_KERNEL.search(k) for k in kernels):
         return "vllm"
-    annotations = {names[i] for i in set(trace.annotations.name.tolist())}
-    if any(m in n for n in op_names | annotations for m in _COMPILED) or any(k.startswith("triton_") for k in kernels):
-        return "torch.compile"
-    return "graphs"
+    return "torch.compile" if compiled else "graphs"
 
 
 def recipe(kind: str, causes: set[str]) -> str:
@@ -98,7 +94,7 @@ def recipe(kind: str, causes: set[str]) -> str:
     return GRAPHS if replay else COMPILED
 
 
-def account(trace: Trace, rows: Sequence[dict], device: dict, total_us: float) -> dict | None:
+def account(trace: Trace, rows: Sequence[dict], device: dict, total_us: float, compiled: bool) -> dict | None:
     """coverage["opaque_account"], or None when no kernel is opaque for a replay or a compiled region.
     Sets on each such row its reason (the cause, what its kernel name says, the recipe's first step)
     and, on a copy row with recorded bytes, `copy_judged`."""
@@ -107,7 +103,7 @@ def account(trace: Trace, rows: Sequence[dict], device: dict, total_us: float) -
     if not mine or t <= 0:
         return None
     causes = {r["cause"] for r in mine}
-    kind = run_kind(trace)
+    kind = run_kind(trace, compiled)
     how = recipe(kind, causes)
     share = (lambda x: x / total_us * 100.0) if total_us > 0 else (lambda x: 0.0)  # noqa: E731
     by_class: dict[str, dict] = {}

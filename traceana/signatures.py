@@ -10,6 +10,8 @@ import msgspec
 import numpy as np
 
 from traceana.arrays import distinct
+from traceana.copies import LINK
+from traceana.copies import classify as classify_copy
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.cost.types import OpCall
@@ -166,8 +168,9 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 def _group_opaque(trace: Trace, links: Links, opaque: np.ndarray, group_of_event: np.ndarray, keys: dict,
                   first: list[int], label: list, calls: list[int]) -> None:
     """Groups for the opaque events (in place): one per (cause, name of the op or kernel the event runs
-    under), numbered by first appearance; a group's calls are its distinct op instances (op-backed),
-    launches, or events. Per distinct (cause, name), not per event.
+    under; and the copy's name for an op's host / peer memcpy events), numbered by first appearance; a
+    group's calls are its distinct op instances (op-backed), launches, or events. Per distinct (cause,
+    name), not per event.
 
     Kernels replayed from a graph or run inside a compiled region are grouped by their own kernel
     name (BY_KERNEL), one call per event: one graph launch or region runs many different kernels, and
@@ -178,12 +181,19 @@ def _group_opaque(trace: Trace, links: Links, opaque: np.ndarray, group_of_event
     per_kernel = np.isin(cause, [CAUSE_KEYS.index(c) for c in BY_KERNEL])
     code = trace.gpu.name[opaque].astype(np.int64)  # the kernel's name, unless ...
     from_op = (op_i >= 0) & ~per_kernel
+    # an op's host<->device and peer copies are grouped apart from its kernels, one group per copy name
+    # (direction and memory kind): each is judged on its link from its recorded bytes (copies.judge_recorded)
+    copy = np.where(from_op & (trace.gpu.kind[opaque] == 1), code, -1)
+    for c in distinct(copy[copy >= 0]).tolist():
+        if LINK.get(classify_copy(names[c])[0] or "") not in ("host_link", "peer_link"):
+            copy[copy == c] = -1
     code[from_op] = trace.ops.name[op_i[from_op]]  # ... the op's
-    uniq, at, inv = np.unique(cause * (len(names) + 1) + code, return_index=True, return_inverse=True)
+    n1 = len(names) + 1
+    uniq, at, inv = np.unique((cause * n1 + code) * n1 + copy + 1, return_index=True, return_inverse=True)
     group_of = np.empty(len(uniq), dtype=np.int64)
     for u in np.argsort(at, kind="stable").tolist():  # in order of first appearance
         ck, nm = CAUSE_KEYS[int(cause[at[u]])], names[int(code[at[u]])]
-        key = ("opaque", ck, nm)
+        key = ("opaque", ck, nm) if copy[at[u]] < 0 else ("opaque", ck, nm, names[int(copy[at[u]])])
         g = keys.get(key)
         if g is None:
             g = keys[key] = len(first)

@@ -63,14 +63,20 @@ def slowest(values: Sequence[float]) -> tuple[int, list[int]]:
     return top, ties
 
 
-def _tie_text(rows: list[dict], top: int, ties: list[int], what: str) -> str:
-    if len(ties) == 1:
-        a, b = sorted((top, ties[0]), key=lambda i: rows[i]["rank"])
-        return (f"{rows[a]['label']} and {rows[b]['label']} are within {NEAR_TIE_PCT:g}% in {what}: "
-                "no single straggler.")
-    labels = [rows[i]["label"] for i in sorted(ties, key=lambda i: rows[i]["rank"])]
-    return (f"{len(ties) + 1} ranks are within {NEAR_TIE_PCT:g}% in {what} ({rows[top]['label']}, the slowest, "
-            f"and {and_list(labels)}): no single straggler.")
+TIE_NAMED = 8  # a near-tie's headline names this many of the slowest ranks, with their times
+
+
+def _tie_text(rows: list[dict], top: int, ties: list[int], what: str, values: Sequence[float]) -> str:
+    """A near-tie, naming the slowest ranks (slowest first, each with its time), so the headline says
+    which ranks to look at even when none stands out alone."""
+    tied = sorted([top, *ties], key=lambda i: (-values[i], rows[i]["rank"]))
+    named = [f"{rows[i]['label']} ({ms(values[i])})" for i in tied[:TIE_NAMED]]
+    more = len(tied) - len(named)
+    names = (", ".join(named) + f" and {more} more") if more else and_list(named, most=len(named))
+    if len(tied) == 2:
+        return f"No single straggler: {names} are within {NEAR_TIE_PCT:g}% in {what}."
+    who = f"all {len(tied)} ranks" if len(tied) == len(rows) else f"the {len(tied)} slowest ranks"
+    return f"No single straggler: {who} are within {NEAR_TIE_PCT:g}% in {what}: {names}."
 
 
 def compare_ops(rows: list[dict], slow: dict) -> tuple[list[dict], list[dict]]:
@@ -127,7 +133,7 @@ def phase_stragglers(rows: list[dict]) -> list[dict]:
         if work[top] <= 0 or work[top] - med <= 0:
             entry["text"] = f"{p}: no rank stands out (the most GPU work is {ms(work[top])})."
         elif ties:
-            entry["text"] = f"{p}: " + _tie_text(rows, top, ties, f"{p} GPU work")
+            entry["text"] = f"{p}: " + _tie_text(rows, top, ties, f"{p} GPU work", work)
         else:
             entry["text"] = (f"{p}: {r['label']} does the most GPU work, {ms(work[top])}, {ms(work[top] - med)} "
                              f"({entry['extra_pct']:.1f}%) more than the median rank's {ms(med)}.")
@@ -180,7 +186,8 @@ def straggler(rows: list[dict], per_step: bool) -> dict[str, Any]:
                     f"time (step time less collective wait), no more than the median rank.")
     else:
         if ties:
-            text.append(_tie_text(rows, top, ties, "own time (step time less collective wait)"))
+            text.append(_tie_text(rows, top, ties, "own time (step time less collective wait)",
+                                  [r["own_us"] for r in rows]))
             text.append(f"{slow['label']} is the slowest by a hair: {ms(slow['own_us'])} {unit} of own time, "
                         f"{ms(extra)} ({extra / med_own * 100:.1f}%) more than the median rank's {ms(med_own)}.")
         else:
@@ -210,6 +217,8 @@ def straggler(rows: list[dict], per_step: bool) -> dict[str, Any]:
         "own_us": slow["own_us"], "median_own_us": med_own, "extra_us": extra,
         "extra_pct": extra / med_own * 100 if med_own > 0 else None,
         "near_tie": bool(ties) and extra > 0, "ties": [rows[i]["label"] for i in ties],
+        "tied": ([rows[i]["label"] for i in sorted([top, *ties], key=lambda i: (-rows[i]["own_us"], rows[i]["rank"]))]
+                 if ties else []),  # the near-tie's ranks, slowest first
         "near_tie_pct": NEAR_TIE_PCT,
         "lead_class": lead["class"] if lead["delta_us"] > 0 else None,
         "by_class": classes, "ops": ops[:10], "shapes_differ": differ[:10], "shapes_differ_count": len(differ),

@@ -35,6 +35,9 @@ def default_output(trace: str) -> str:
 @click.option("--host-link-gbps", type=float, default=None, metavar="GB/S",
               help="The host<->device link's bandwidth per direction (default: the device table's PCIe / "
                    "NVLink-C2C figure).")
+@click.option("--network-gbps", type=float, default=None, metavar="GB/S",
+              help="Each GPU's network bandwidth per direction, for collectives whose group spans hosts (the "
+                   "device table holds no network; without it their transfer time is unknown).")
 @click.option("--launch-floor-us", type=float, default=None, metavar="US",
               help="Fixed cost of one kernel on this GPU, µs (default per architecture: 1.5 Hopper/Blackwell, "
                    "2 others); the time model adds it per kernel to the roofline time.")
@@ -66,7 +69,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            launch_floor_us: float | None = None, host_link_gbps: float | None = None,
-           capture: str | None = None, profile_path: str | None = None, **ci: object) -> None:
+           network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None, **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -83,6 +86,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         raise BadInput("--bandwidth-gbps must be a positive number")
     if host_link_gbps is not None and not 0 < host_link_gbps < 1e6:
         raise BadInput("--host-link-gbps must be a positive number")
+    if network_gbps is not None and not 0 < network_gbps < 1e6:
+        raise BadInput("--network-gbps must be a positive number")
     if launch_floor_us is not None and not 0 <= launch_floor_us < 1e6:
         raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
     prof = None
@@ -105,7 +110,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                                     bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
                                     launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps,
-                                    profile=prof), hta)
+                                    network_gbps=network_gbps, profile=prof), hta)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:
@@ -120,7 +125,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture,
-                   profile=prof)
+                   network_gbps=network_gbps, profile=prof)
     from traceana.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0

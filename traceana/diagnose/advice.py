@@ -64,9 +64,21 @@ LATENCY_REPLAY_FIX = ("Kernels this short are dominated by fixed per-kernel cost
                       "neighbouring ops (torch.compile, fused kernels) or give each kernel more work (a larger batch).")
 
 
+REPLAYED = 0.5  # a run whose GPU time is mostly graph replays is told nothing about CUDA graphs
+
+
+def replays_graphs(context: dict | None) -> bool:
+    """Does graph replay run most of this run's GPU time? (a bare flag without a share counts as yes)"""
+    c = context or {}
+    if not c.get("graph_replay"):
+        return False
+    share = c.get("graph_replay_share")
+    return share is None or share >= REPLAYED
+
+
 def latency_fix(context: dict | None) -> str:
-    """LATENCY_FIX, unless the run already replays CUDA/HIP graphs (then graphs are no advice)."""
-    return LATENCY_REPLAY_FIX if (context or {}).get("graph_replay") else LATENCY_FIX
+    """LATENCY_FIX, unless the run mostly replays CUDA/HIP graphs already (then graphs are no advice)."""
+    return LATENCY_REPLAY_FIX if replays_graphs(context) else LATENCY_FIX
 
 
 def scattered(row: dict) -> bool:

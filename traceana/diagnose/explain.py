@@ -36,6 +36,9 @@ def _title(row: dict) -> str:
     if bound == "unknown":
         return f"{head}: no roof for this device"
     if bound == "communication":
+        c = row.get("comm") or {}
+        if not c.get("sized", True):
+            return f"{head}: collective, size not recorded"
         return f"{head}: collective at {u.rate_gbps(row.get('achieved_gbps'))} bus bandwidth"
     return f"{head}: no cost model"
 
@@ -132,19 +135,29 @@ def _explain(row: dict, device: dict, total_us: float, context: dict | None = No
 
 
 def _communication(row: dict) -> list[str]:
+    """A collective: its bytes, bandwidths and link, and its time split into transfer and wait
+    (traceana/comm_split.py); advice that fits each part."""
     c = row.get("comm") or {}
+    if not c.get("sized", True):
+        lines = [f"Why no split: {row.get('reason')}."]
+        advice = OPAQUE_ADVICE.get(row.get("cause") or "")
+        if advice:
+            lines.append(advice)
+        lines.append("Without its size, transfer (moving the bytes) and wait (for the other ranks) cannot be told "
+                     "apart; the cross-rank report (traceana report DIR/) measures the wait from the other ranks.")
+        return lines
     n = c.get("group_size")
     lines = [f"Data per call: {row.get('bytes_expr')}."]
     lines.append(f"Achieved: {u.rate_gbps(c.get('busbw_gbps'))} bus bandwidth (bytes each rank sends / time), "
                  f"{u.rate_gbps(c.get('algbw_gbps'))} algorithm bandwidth (message / time)"
                  + (f", {c.get('algorithm')} over {n} ranks." if n else "."))
-    if c.get("link_pct") is not None:
-        lines.append(f"Interconnect: {u.pct(c['link_pct'])} of the {c['link']}'s {u.rate_gbps(c['link_gbps'])} per "
-                     "direction (within a node; across nodes the network is the roof).")
-    lines.append("Verdict: communication. A collective has no DRAM or compute roof here: compare its bus "
-                 "bandwidth with the interconnect's (NVLink / xGMI within a node, the network across nodes). "
-                 "Overlap it with compute (it then costs nothing), bucket small collectives into fewer large "
-                 "ones, or send less (lower-precision gradients, sharding).")
+    if c.get("link_why"):
+        lines.append(f"Link: {c['link_why']}.")
+    if c.get("text"):
+        lines.append(f"Verdict: communication. {c['text'][0].upper()}{c['text'][1:]}.")
+    lines.append("Overlapping it with compute (or sending fewer bytes) recovers only the transfer; the wait is "
+                 "time spent for slower ranks (imbalance, a straggler) or per-call latency: compare the ranks with "
+                 "`traceana report DIR/`, or issue fewer, larger collectives.")
     return lines
 
 

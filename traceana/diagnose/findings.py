@@ -26,13 +26,16 @@ import re
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
-from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice
+from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
+from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, replays_graphs
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
+# notes that say where time went which no lever here can recover: kept past the cap
+ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
@@ -82,7 +85,11 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     peaks = device.get("peak_tflops") or {}
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
+    # ops inside an unfused attention: the one lever is the fused kernel, not a faster softmax or a padded bmm
+    in_attention = {i for f in extra or () if f.get("group") == "attention" for i in f.get("ops") or ()}
     for row in rows:
+        if row["id"] in in_attention:
+            continue
         share = row["device_time_us"] / total_us if total_us > 0 else 0.0
         bound = row["bound"]
         if bound == "latency":
@@ -103,56 +110,18 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
             out.append(compute_finding(row, device))
     for group in copies.values():
         out.append(copy_finding(group, device))
-    out.extend(gs.shape_findings(rows, device, total_us))
+    out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None, context))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
-    out = out[:MAX_FINDINGS] + annotate(_coverage_findings(rows, total_us, context), rows)
+    said = [f for f in out[MAX_FINDINGS:] if f["kind"] in ALWAYS_SAY]
+    out = out[:MAX_FINDINGS] + said + annotate(_coverage_findings(rows, total_us, context), rows)
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out
-
-
-def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None) -> list[dict]:
-    """Exposed communication from the ledger: the transfer part is what overlap can hide; the wait part
-    (a collective waiting for its peers) is imbalance between ranks, not recoverable on this rank."""
-    if not ledger or ledger["span_us"] <= 0:
-        return []
-    c = ledger["communication"]
-    exposed, span = c["exposed_us"], ledger["span_us"]
-    if exposed < 0.01 * span:
-        return []
-    xfer, wait, unsized = c["exposed_transfer_us"], c["exposed_wait_us"], c.get("exposed_unsized_us", 0.0)
-    ctx = context or {}
-    training = ctx.get("mode") != "inference"
-    par = set(ctx.get("parallelism") or ())
-    hide = ["issue collectives asynchronously on their own stream and start them as soon as their input is ready"]
-    if training and "DP" in par:
-        hide.insert(0, "in DDP let gradient buckets all-reduce while the backward pass runs (bucket_cap_mb, "
-                       "gradient_as_bucket_view=True, no sync points inside the step)")
-    if training and "FSDP" in par:
-        hide.insert(0, "with FSDP prefetch the next all-gather (forward_prefetch, backward_prefetch)")
-    if "TP" in par:
-        hide.insert(0, "overlap tensor-parallel all-reduces with the next GEMM (async TP, sequence parallelism)")
-    if "EP" in par:
-        hide.insert(0, "overlap the expert all-to-all with expert compute (two micro-batches in flight)")
-    ids = [r["id"] for r in rows if r.get("bound") == "communication"][:20]
-    text = (f"Collectives ran {u.us(c['total_us'])} on the primary device; {u.us(exposed)} of it with no kernel "
-            f"running ({exposed / span * 100:.1f}% of the span). Of the exposed time, {u.us(xfer)} is transfer (the "
-            f"bytes each rank sends at the link's bandwidth) and {u.us(wait)} is waiting for other ranks"
-            + (f"; {u.us(unsized)} could not be split (size or link not recorded)" if unsized > 0 else "") + ". "
-            "Only the transfer can be hidden behind compute: " + "; ".join(hide) + ". The wait is time this rank "
-            "spent for a slower one (imbalanced work, a straggler, or a rank that reached the collective late): "
-            "compare the ranks with `traceana report DIR/` to name the slow rank and phase. Saving shown: the "
-            "exposed transfer, an upper bound.")
-    return [{"kind": "comm_exposed",
-             "title": (f"Exposed communication {u.us(exposed)}: transfer {u.us(xfer)}, waiting for other ranks "
-                       f"{u.us(wait)}" + (f", unsplit {u.us(unsized)}" if unsized > 0 else "")),
-             "text": text, "fix": "Overlap the collectives' transfer with compute; balance the ranks for the wait.",
-             "group": "communication", "ops": ids, "saving_us": xfer}]
 
 
 def underutilised_finding(row: dict) -> dict:
@@ -333,7 +302,7 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
     t = sum(r["device_time_us"] for r in latency)
     above = sum(_above_roof(r) for r in latency)
     short = facts["short_us"] if facts else 0.0
-    replay = bool((context or {}).get("graph_replay"))
+    replay = replays_graphs(context)
     saving = above + short
     if total_us <= 0 or max(t, saving) < MIN_SHARE * total_us:
         return []

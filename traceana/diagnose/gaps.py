@@ -166,9 +166,10 @@ def host_finding(ledger: dict, acc: Account, activity: dict[str, float]) -> dict
             "with work launched only after the GPU had gone idle: the CPU, not the GPU, set the pace. What the "
             f"launching thread was doing during those gaps: {split}. " + (f"Mostly {what}. " if named else "")
             + fix + " Saving shown: that idle, an upper bound.")
-    title = (f"The GPU waits for {what}: {u.us(t)} idle ({t / span * 100:.1f}% of the span{per})" if named else
-             f"The CPU sets the pace: GPU idle {u.us(t)} waiting for work to be issued ({t / span * 100:.1f}% of "
-             "the span)")
+    known = what != top  # an activity whose meaning is known (the DataLoader, the optimizer)
+    title = (f"The GPU waits for {what}: {u.us(t)} idle ({t / span * 100:.1f}% of the span{per})" if named and known
+             else f"The CPU sets the pace: GPU idle {u.us(t)} waiting for work to be issued ({t / span * 100:.1f}% of "
+                  "the span" + (f"; the CPU was mostly in {top}" if named else "") + ")")
     mine = [g for g in ledger["idle"]["largest"] if g["cause"] == "host_dispatch"]
     return {"kind": "host_dispatch", "title": title, "text": text, "fix": fix.split(": ")[0].rstrip(".") + ".",
             "group": "host", "ops": [g["next_row"] for g in mine if g.get("next_row")],

@@ -19,7 +19,19 @@ The tile is read from the kernel name, by library naming convention (TILE_PATTER
 The libraries are column-major BLAS: PyTorch computes its row-major C[M, N] as C^T = B^T A^T, so
 the name's first tile dim runs along N and the second along M. When the name shows no tile (CK
 templates, gemv, split-K helpers, unknown libraries) the finding says "tile unknown" and does no
-tile or wave arithmetic. Pure arithmetic on the rows.
+tile or wave arithmetic.
+
+Split-K and stream-K change what runs in waves, so they are read from the names first (split_k):
+a split-K GEMM launches tiles x splits workgroups, a stream-K one a persistent grid that shares all
+tiles' K loops out evenly; neither's waves are the tile count's. Their wave arithmetic uses the
+recorded launch grid (the op's one kernel's blocks) when there is one, else none is done.
+  Tensile / hipBLASLt  name fields are a parameter's capital letters then its value, "_"-joined:
+                       GSU<n> GlobalSplitU (the split factor; GSUM: more than one, set at launch;
+                       hipBLASLt's UserArgs kernels leave it out: a launch argument), GSUA<alg>
+                       GlobalSplitUAlgorithm (SB / MB / MBSK: how partial sums are reduced), SK<n>
+                       StreamK (0 off). SS is SourceSwap, not a split.
+  cuBLAS / cuBLASLt    a `splitKreduce_kernel` beside the GEMM kernel sums the split-K partials.
+Pure arithmetic on the rows.
 """
 
 from __future__ import annotations
@@ -36,13 +48,19 @@ _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
 # (library, pattern): the first two groups are the tile's BLAS m x n. Most specific first.
 TILE_PATTERNS = (
-    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d+)x(\d+)x\d+(?:_|$)")),
-    ("cuBLAS xmma", re.compile(r"tilesize(\d+)x(\d+)(?:x\d+)?")),
-    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d+)x(\d+)_\d+x\d+(?:_|$)")),
-    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d+)x(\d+)x\d+_\d+x\d+x\d+(?:_|$)")),
-    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d+x\d+)?(?:_|$)")),
+    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d{1,6})x(\d{1,6})x\d{1,6}(?:_|$)", re.ASCII)),
+    ("cuBLAS xmma", re.compile(r"tilesize(\d{1,6})x(\d{1,6})(?:x\d{1,6})?", re.ASCII)),
+    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d{1,6})x(\d{1,6})_\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
+    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d{1,6})x(\d{1,6})x\d{1,6}_\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
+    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d{1,6}x\d{1,6})?(?:_|$)", re.ASCII)),
 )
-_ALIGN_RE = re.compile(r"align(\d+)")
+_ALIGN_RE = re.compile(r"align(\d{1,6})(?!\d)", re.ASCII)
+_TENSILE = re.compile(r"(?:^|_)MT\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)
+_GSU = re.compile(r"(?:^|_)GSU(\d{1,6}|M)(?:_|$)", re.ASCII)
+_GSUA = re.compile(r"(?:^|_)GSUA([A-Z]+)(?:_|$)", re.ASCII)
+_STREAM_K = re.compile(r"(?:^|_)SK(\d{1,6})(?:_|$)", re.ASCII)
+_GSU_ALGO = {"SB": "atomic adds into one buffer", "MB": "separate buffers summed by a second kernel",
+             "MBSK": "separate buffers summed in the same kernel"}
 CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")
 
 
@@ -98,6 +116,59 @@ def kernel_tile(kernels: list) -> tuple[int, int, str] | None:
         if t:
             return t
     return None
+
+
+def _names(kernels: list) -> list[str]:
+    return [k.get("name", "") if isinstance(k, dict) else str(k) for k in kernels or []]
+
+
+def split_k(kernels: list) -> dict | None:
+    """How the GEMM's K loop is split across workgroups, as its kernel names say: {"mode": "stream-K" |
+    "split-K" | "split at launch", "factor": int | None, "evidence": str}, or None when the names show
+    no split (or a factor of 1). "split at launch": a hipBLASLt kernel that takes its factor as an
+    argument, so the name cannot tell whether this launch split K."""
+    names = _names(kernels)
+    for name in names:
+        if not _TENSILE.search(name):
+            continue
+        m = _STREAM_K.search(name)
+        if m and int(m.group(1)) > 0:
+            return {"mode": "stream-K", "factor": None, "evidence": f"its name's SK{m.group(1)} field: StreamK mode {m.group(1)}"}
+        m = _GSU.search(name)
+        algo = _GSUA.search(name)
+        how = f"; partial sums in {_GSU_ALGO.get(algo.group(1), algo.group(1))}" if algo else ""
+        if m and m.group(1) == "M":
+            return {"mode": "split-K", "factor": None,
+                    "evidence": f"its name's GSUM field: GlobalSplitU above 1, set at launch{how}"}
+        if m and int(m.group(1)) > 1:
+            return {"mode": "split-K", "factor": int(m.group(1)),
+                    "evidence": f"its name's GSU{m.group(1)} field: GlobalSplitU {m.group(1)}{how}"}
+        if not m and algo:
+            return {"mode": "split at launch", "factor": None,
+                    "evidence": f"its name's GSUA{algo.group(1)} field and no GSU field: GlobalSplitU is a launch "
+                                f"argument{how}"}
+    for name in names:
+        if "splitKreduce_kernel" in name:
+            return {"mode": "split-K", "factor": None, "evidence": "cuBLAS's splitKreduce_kernel sums its partial sums"}
+    return None
+
+
+def _split_waves(q: dict, split: dict, row: dict, sms: int | None) -> dict:
+    """Wave arithmetic of a split-K / stream-K GEMM: from the recorded grid of its one kernel (the
+    workgroups that really ran: tiles x splits), else none (waves unknown, wave efficiency taken as 1).
+    Stream-K has none: its persistent grid shares the K loops out evenly, whatever the tile count."""
+    grid = row.get("grid_blocks")
+    one = len(set(_names(row.get("kernels")))) == 1
+    tiles = q["ctas"]
+    q = {**q, "split": dict(split), "wave_from": None, "waves": None, "wave_eff": 1.0}
+    if split["mode"] != "stream-K" and one and grid and sms:
+        ctas = int(grid)
+        waves = ceil(ctas / sms)
+        q.update({"ctas": ctas, "waves": waves, "wave_eff": ctas / (waves * sms), "wave_from": "grid"})
+        if split["factor"] is None and tiles and ctas % tiles == 0:
+            q["split"]["factor"] = ctas // tiles
+    q["eff"] = q["tile_eff"] * q["wave_eff"]
+    return q
 
 
 def kernel_align(kernels: list) -> int | None:
@@ -157,16 +228,19 @@ def analyse(row: dict, sms: int | None) -> dict | None:
     kt = kernel_tile(row.get("kernels"))
     # the name's BLAS m x n is N x M of the row-major product
     q = quantization(b, m, n, (kt[1], kt[0]), sms) if kt else None
+    split = split_k(row.get("kernels"))
+    if q and split:
+        q = _split_waves(q, split, row, sms)
     better = {"K": ceil(k / align) * align, "pad_N": ceil(n / align) * align}
     if q:
         better.update({"M": _better(m, align, kt[1]), "N": _better(n, align, kt[0])})
-    if q and sms and q["wave_eff"] < 0.95:
+    if q and sms and not split and q["wave_eff"] < 0.95:
         step = sms // gcd(sms, b * q["tiles_n"])  # M tiles per whole number of waves
         lo, hi = (q["tiles_m"] // step) * step, -(-q["tiles_m"] // step) * step
         better["wave_M"] = [x * kt[1] for x in (lo, hi) if x > 0]
     return {"B": b, "M": m, "N": n, "K": k, "dtype": tdt, "align": align, "misaligned": bad,
             "kernel_align": kernel_align(row.get("kernels")), "tile_library": kt[2] if kt else None,
-            "quant": q, "better": better}
+            "quant": q, "split": split, "better": better}
 
 
 def _what(row: dict) -> str:
@@ -192,10 +266,27 @@ def _tile_text(a: dict, sms: int | None) -> str:
                 "Tensile/hipBLASLt MT, cuBLAS xmma tilesize, cuBLASLt nvjet, CUTLASS 2 and 3), so no tile or "
                 "wave arithmetic is done.")
     tn, tm = q["tile"].split("x")
-    return (f"Tile {q['tile']} from the kernel name ({a['tile_library']}, BLAS m x n: {tn} along N, {tm} along M): "
+    tile = (f"Tile {q['tile']} from the kernel name ({a['tile_library']}, BLAS m x n: {tn} along N, {tm} along M): "
             f"{q['tiles_m']}x{q['tiles_n']} tiles (M x N), tile efficiency {q['tile_eff'] * 100:.1f}% (M*N / padded "
-            f"tiles); {q['ctas']:,} tiles on {sms or '?'} SMs/CUs (one tile per SM/CU at a time assumed) = "
-            f"{q['waves'] or '?'} wave(s), wave efficiency {q['wave_eff'] * 100:.1f}% (tiles / (waves x SMs)).")
+            "tiles); ")
+    split = q.get("split")
+    if not split:
+        return tile + (f"{q['ctas']:,} tiles on {sms or '?'} SMs/CUs (one tile per SM/CU at a time assumed) = "
+                       f"{q['waves'] or '?'} wave(s), wave efficiency {q['wave_eff'] * 100:.1f}% (tiles / (waves x SMs)).")
+    what = {"stream-K": "stream-K", "split-K": "split-K",
+            "split at launch": "free to split K at launch"}[split["mode"]]
+    tile += f"the kernel is {what} ({split['evidence']}), so its waves are not the tile count's: "
+    if split["mode"] == "stream-K":
+        return tile + ("a persistent grid shares every tile's K loop out evenly across the CUs: no wave "
+                       "quantization to recover.")
+    if q["wave_from"] == "grid":
+        f = split.get("factor")
+        return tile + (f"the recorded grid ran {q['ctas']:,} workgroups"
+                       + (" (one per tile: this launch did not split K)" if f == 1 else
+                          f" ({f} splits of K per tile)" if f else "")
+                       + f" on {sms} SMs/CUs = {q['waves']} wave(s), wave efficiency {q['wave_eff'] * 100:.1f}% "
+                       "(workgroups / (waves x SMs)).")
+    return tile + "the trace records no grid for its one kernel, so no wave arithmetic is done."
 
 
 def shape_findings(rows: list[dict], device: dict, total_us: float) -> list[dict]:

@@ -17,6 +17,7 @@ from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts
+from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.stalls import stall_findings, stalls
 from traceana.link import Links
@@ -51,7 +52,8 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         if f:
             extra.append(f)
         extra.extend(fd.comm_findings(ledger, rows, context))
-    extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows), total_us))
+    extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows, device), total_us))
+    extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
     findings = fd.find(rows, device, total_us, extra, context)
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0

@@ -72,10 +72,11 @@ def _kind(op: str | None, call: str, direction: str | None) -> str:
 def _enclosing(trace: Trace, thread: int, ts: float, end: float) -> tuple[list[int], int]:
     """(CPU ops enclosing [ts, end] on a thread, outermost first; the innermost user annotation or -1)."""
     ops = trace.ops
-    m = np.flatnonzero((ops.thread == thread) & (ops.ts <= ts) & (ops.end >= end))
+    eps = 1e-3  # µs: the clock's resolution at epoch-scale timestamps
+    m = np.flatnonzero((ops.thread == thread) & (ops.ts <= ts + eps) & (ops.end >= end - eps))
     m = m[np.lexsort((-ops.end[m], ops.ts[m]))]
     ann = trace.annotations
-    a = np.flatnonzero((ann.thread == thread) & (ann.ts <= ts) & (ann.end >= end))
+    a = np.flatnonzero((ann.thread == thread) & (ann.ts <= ts + eps) & (ann.end >= end - eps))
     names = trace.names
     a = [int(i) for i in a if not names[int(ann.name[i])].startswith("ProfilerStep#")]
     inner = max(a, key=lambda i: ann.ts[i]) if a else -1

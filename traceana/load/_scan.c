@@ -510,7 +510,7 @@ static void tfree(table *t)
 
 /* args keys the loader reads (as the typed decoder names them) */
 enum { A_EXT, A_EXT21, A_CORR, A_DIMS, A_TYPES, A_STRIDES, A_CONC, A_DEVICE, A_STREAM, A_BYTES,
-       A_GRID, A_KFLOP, A_KGB, A_KERNEL, A_GNODE, A_N };
+       A_GRID, A_BLOCK, A_KFLOP, A_KGB, A_KERNEL, A_GNODE, A_N };
 
 /* columns a fixup can name (traceana.load.stream mirrors this list) */
 enum { F_GP_DEVICE, F_GP_PID, F_GP_STREAM, F_GP_CORR, F_GP_EXT, F_GP_GNODE, F_GP_BYTES, F_GP_BLOCKS,
@@ -550,7 +550,7 @@ typedef struct {
     table raw_t;            /* shape args: raw text -> index of the distinct value */
     vec raw_vals;           /* span per index */
     /* columns */
-    vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_gnode;
+    vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_groups, gp_gnode;
     vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
@@ -564,7 +564,8 @@ typedef struct {
 static PyObject *Unsupported;
 
 #define VECS(s) {&s->name_flags, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
-    &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_gnode, &s->op_name,     \
+    &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,    \
+    &s->op_name,                                                                                                \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
     &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
     &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end}
@@ -840,36 +841,65 @@ static int push_num(Scanner *s, vec *v, int col, const tok *t)
     return push_d(v, x) ? nomem(s) : 0;
 }
 
+/* The 1-3 positive ints of a launch's grid or block array into d: their count; 0 when the token is
+   not such an array; -1 when one is beyond int64 (the caller's fixup or hand-over decides). */
+static int dims3(const tok *t, uint64_t d[3])
+{
+    if (t->t != T_ARR) return 0;
+    const char *p = skip_ws(t->p + 1, t->p + t->n), *e = t->p + t->n;
+    int count = 0, big = 0;
+    tok el;
+    while (*p != ']') {
+        if (scan_value(p, e, &p, &el, 1) != J_OK || el.t != T_INT || el.p[0] == '-' || count == 3) return 0;
+        if (!int_fits(&el)) big = 1;
+        else {
+            int64_t g = tok_i64(&el);
+            if (g <= 0) return 0;
+            d[count] = (uint64_t)g;
+        }
+        count++;
+        p = skip_ws(p, e);
+        if (*p == ',') p = skip_ws(p + 1, e);
+    }
+    return big ? -1 : count;
+}
+
 /* Thread blocks of a launch grid [x, y, z]: their product when 1-3 positive ints, else nan. */
 static int push_blocks(Scanner *s, const tok *t)
 {
     double x = NAN;
-    if (t->t == T_ARR) {
-        const char *p = skip_ws(t->p + 1, t->p + t->n), *e = t->p + t->n;
-        uint64_t prod = 1;
-        int count = 0, ok = 1, big = 0;
-        tok el;
-        while (*p != ']') {
-            if (scan_value(p, e, &p, &el, 1) != J_OK || el.t != T_INT || el.p[0] == '-' || ++count > 3) {
-                ok = 0;
-                break;
-            }
-            if (!int_fits(&el)) big = 1;
-            else {
-                int64_t g = tok_i64(&el);
-                if (g <= 0) { ok = 0; break; }
-                if ((uint64_t)g > (1ULL << 53) / prod) big = 1;
-                else prod *= (uint64_t)g;
-            }
-            p = skip_ws(p, e);
-            if (*p == ',') p = skip_ws(p + 1, e);
-        }
-        if (ok && count >= 1) {
-            if (!big) x = (double)prod;
-            else if (add_fixup(s, F_GP_BLOCKS, (Py_ssize_t)(s->gp_blocks.n / sizeof(double)), t)) return -1;
-        }
+    uint64_t d[3], prod = 1;
+    int n = dims3(t, d), big = n < 0;
+    for (int i = 0; i < n && !big; i++) {
+        if (d[i] > (1ULL << 53) / prod) big = 1;
+        else prod *= d[i];
+    }
+    if (big) {
+        if (add_fixup(s, F_GP_BLOCKS, (Py_ssize_t)(s->gp_blocks.n / sizeof(double)), t)) return -1;
+    } else if (n > 0) {
+        x = (double)prod;
     }
     return push_d(&s->gp_blocks, x) ? nomem(s) : 0;
+}
+
+/* Thread blocks of a grid recorded in work-items (hipExtModuleLaunchKernel's global work size):
+   per dimension ceil(grid / block), multiplied; nan unless grid and block are 1-3 positive ints of
+   the same length (columns._groups). Beyond 2^53 the file goes to the Python loader. */
+static int push_groups(Scanner *s, const tok *grid, const tok *block)
+{
+    double x = NAN;
+    uint64_t g[3], b[3], prod = 1;
+    int ng = dims3(grid, g), nb = dims3(block, b);
+    if (ng < 0 || nb < 0) return unsup(s, "a launch grid beyond int64");
+    if (ng > 0 && ng == nb) {
+        for (int i = 0; i < ng; i++) {
+            uint64_t q = g[i] / b[i] + (g[i] % b[i] != 0);
+            if (q > (1ULL << 53) / prod) return unsup(s, "a launch grid beyond 2^53 blocks");
+            prod *= q;
+        }
+        x = (double)prod;
+    }
+    return push_d(&s->gp_groups, x) ? nomem(s) : 0;
 }
 
 static inline int key_is(const char *k, Py_ssize_t n, const char *word, Py_ssize_t wn)
@@ -883,7 +913,7 @@ static int args_key(const char *k, Py_ssize_t kn)
 {
     switch (kn) {
     case 4: return KEY("grid") ? A_GRID : -1;
-    case 5: return KEY("bytes") ? A_BYTES : -1;
+    case 5: return KEY("bytes") ? A_BYTES : KEY("block") ? A_BLOCK : -1;
     case 6: return KEY("device") ? A_DEVICE : KEY("stream") ? A_STREAM : KEY("kernel") ? A_KERNEL : -1;
     case 10: return KEY("Input Dims") ? A_DIMS : KEY("Input type") ? A_TYPES : -1;
     case 11: return KEY("External id") ? A_EXT : KEY("external id") ? A_EXT21 : KEY("correlation") ? A_CORR
@@ -1100,7 +1130,8 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
         if (push_id(s, &s->gp_pid, F_GP_PID, &ev->pid) || push_id(s, &s->gp_dev, F_GP_DEVICE, &A[A_DEVICE]) ||
             push_id(s, &s->gp_stream, F_GP_STREAM, stream) || push_id(s, &s->gp_corr, F_GP_CORR, &A[A_CORR]) ||
             push_id(s, &s->gp_ext, F_GP_EXT, ext) || push_num(s, &s->gp_bytes, F_GP_BYTES, &A[A_BYTES]) ||
-            push_blocks(s, &A[A_GRID]) || push_id(s, &s->gp_gnode, F_GP_GNODE, &A[A_GNODE]))
+            push_blocks(s, &A[A_GRID]) || push_groups(s, &A[A_GRID], &A[A_BLOCK]) ||
+            push_id(s, &s->gp_gnode, F_GP_GNODE, &A[A_GNODE]))
             return -1;
         return 0;
     }
@@ -1302,7 +1333,8 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
     struct { const char *k; vec *v; } cols[] = {
         {"gp_name", &s->gp_name}, {"gp_kind", &s->gp_kind}, {"gp_device", &s->gp_dev}, {"gp_pid", &s->gp_pid},
         {"gp_stream", &s->gp_stream}, {"gp_ts", &s->gp_ts}, {"gp_dur", &s->gp_dur}, {"gp_corr", &s->gp_corr},
-        {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_gnode", &s->gp_gnode},
+        {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_groups", &s->gp_groups},
+        {"gp_gnode", &s->gp_gnode},
         {"op_name", &s->op_name}, {"op_thread", &s->op_thread}, {"op_ts", &s->op_ts}, {"op_end", &s->op_end},
         {"op_ext", &s->op_ext}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
         {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},

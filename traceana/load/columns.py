@@ -4,6 +4,7 @@ into numpy arrays and name tables, chunk by chunk, plus collective args of recor
 from __future__ import annotations
 
 import math
+from math import prod
 from array import array
 from bisect import bisect_right
 from itertools import accumulate
@@ -43,7 +44,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
           ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
     la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
-          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "gnode")}
+          ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
+           "gnode")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
     shapes: dict[bytes, bytes] = {}
@@ -56,8 +58,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     role_of, kind_of, legacy_cats = _ROLE.get, GPU_KIND.get, LEGACY_CATS
     names_get, threads_get = names.get, threads.get
     g_name, g_kind, g_dev, g_pid, g_stream = (gp[k].append for k in ("name", "kind", "device", "pid", "stream"))
-    g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks, g_node = (
-        gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "gnode"))
+    g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks, g_groups, g_node = (
+        gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "groups", "gnode"))
     o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
     o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
         op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
@@ -115,6 +117,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     g_ext(None)
                     g_bytes(None)
                     g_blocks(None)
+                    g_groups(None)
                     g_node(None)
                 else:
                     g_dev(a.device)
@@ -125,7 +128,12 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     g_ext(x if x is not None else a.external_id_2021)
                     g_bytes(a.bytes)
                     grid = a.grid
-                    g_blocks(_blocks(grid) if grid is not None else None)
+                    if grid is None:
+                        g_blocks(None)
+                        g_groups(None)
+                    else:
+                        g_blocks(_blocks(grid))
+                        g_groups(_groups(grid, a.block))
                     g_node(a.graph_node_id)
                 continue
             tkey = (ev.pid, ev.tid)
@@ -204,7 +212,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "gp_device": _ints(gp["device"]), "gp_pid": _ints(gp["pid"]), "gp_stream": _ints(gp["stream"]),
             "gp_ts": np.array(gp["ts"], f64), "gp_dur": np.array(gp["dur"], f64), "gp_corr": _ints(gp["corr"]),
             "gp_ext": _ints(gp["ext"]), "gp_bytes": _floats(gp["bytes"]), "gp_gnode": _ints(gp["gnode"]),
-            "gp_blocks": _floats(gp["blocks"]),
+            "gp_blocks": _floats(gp["blocks"]), "gp_groups": _floats(gp["groups"]),
             "an_name": np.array(an["name"], i32), "an_thread": np.array(an["thread"], i32),
             "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64)}
     counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
@@ -229,8 +237,9 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
                         c["la_kernel"])
     device = c["gp_device"]
     device = np.where(device >= 0, device, c["gp_pid"])
+    blocks = _launch_blocks(names, c["la_name"], c["la_corr"], c["gp_corr"], c["gp_blocks"], c["gp_groups"])
     gpu = GpuEvents(c["gp_name"], c["gp_kind"], device, c["gp_stream"], c["gp_ts"], c["gp_dur"], c["gp_corr"],
-                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], c["gp_blocks"])
+                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], blocks)
     anns = Annotations(c["an_name"], c["an_thread"], c["an_ts"], c["an_end"])
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
     distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None
@@ -348,16 +357,52 @@ def _ints(values: list) -> np.ndarray:
     return np.array([_as_int(v) for v in values], dtype=np.int64)
 
 
-def _blocks(grid) -> int | None:
-    """Thread blocks in a kernel's launch grid ([x, y, z] in CUDA and ROCm traces), None if odd."""
-    if type(grid) is not list or not 1 <= len(grid) <= 3:
+def _dims(v) -> list[int] | None:
+    """A launch's grid or block dims: a list of 1-3 positive ints, else None."""
+    if type(v) is not list or not 1 <= len(v) <= 3:
         return None
-    n = 1
-    for g in grid:
+    for g in v:
         if type(g) is not int or g <= 0:
             return None
-        n *= g
-    return n
+    return v
+
+
+def _blocks(grid) -> int | None:
+    """Thread blocks in a kernel's launch grid ([x, y, z] in CUDA and ROCm traces), None if odd."""
+    dims = _dims(grid)
+    return None if dims is None else prod(dims)
+
+
+def _groups(grid, block) -> int | None:
+    """Thread blocks of a grid recorded in work-items (threads): per dimension ceil(grid / block),
+    multiplied (a partial block at the edge still runs). None unless both are 1-3 positive ints
+    of the same length."""
+    g, b = _dims(grid), _dims(block)
+    if g is None or b is None or len(g) != len(b):
+        return None
+    return prod(-(-x // y) for x, y in zip(g, b))
+
+
+# Launch APIs whose grid argument counts work-items (threads), not thread blocks: HIP's
+# hipExtModuleLaunchKernel(f, globalWorkSizeX/Y/Z, localWorkSizeX/Y/Z, ...) and the older
+# hipHccModuleLaunchKernel take the OpenCL-style global size, and Kineto (roctracer and
+# rocprofiler-sdk alike) records those arguments as the kernel's `grid`. hipLaunchKernel,
+# hipExtLaunchKernel and hipModuleLaunchKernel take blocks (numBlocks / gridDimX).
+WORK_ITEM_GRID_APIS = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
+
+
+def _launch_blocks(names: list[str], la_name: np.ndarray, la_corr: np.ndarray, gp_corr: np.ndarray,
+                   blocks: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """GpuEvents.blocks: the grid's product, except for kernels launched by an API whose grid is in
+    work-items (matched to their launch by correlation id), which take grid / block per dimension."""
+    codes = [names.index(n) for n in WORK_ITEM_GRID_APIS if n in names]
+    if not codes or not len(gp_corr):
+        return blocks
+    corr = la_corr[np.isin(la_name, codes) & (la_corr >= 0)]
+    if not len(corr):
+        return blocks
+    in_items = np.isin(gp_corr, corr) & (gp_corr >= 0)
+    return np.where(in_items, groups, blocks) if in_items.any() else blocks
 
 
 def _floats(values: list) -> np.ndarray:

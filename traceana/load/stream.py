@@ -37,8 +37,8 @@ except ImportError:  # the scanner is not built (no C compiler at install): the 
 _FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
                   "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext")
 _DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.int8, "ts": np.float64,
-           "dur": np.float64, "end": np.float64, "bytes": np.float64, "blocks": np.float64, "kflop": np.float64,
-           "kgb": np.float64}
+           "dur": np.float64, "end": np.float64, "bytes": np.float64, "blocks": np.float64, "groups": np.float64,
+           "kflop": np.float64, "kgb": np.float64}
 
 
 def available() -> bool:
@@ -60,6 +60,8 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
         finally:
             pieces.close()
     if result is None or pieces.error is not None:
+        return None
+    if "gp_groups" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
         return None
     try:
         doc = _document(result.pop("doc"))

@@ -225,9 +225,10 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(f"{algo}: element size unknown (a TensorList has no recorded dtype, and neither a "
                           "'dtype' arg nor the kernel name gives one)", cause="comm_unsized")
     world = _count(call.get("world_size"))
+    assumed = False
     if not isinstance(group, int) or group <= 0:
         if isinstance(world, int) and world > 0:
-            group = world
+            group, assumed = world, True
             notes.append(f"group size not recorded: assumed the world size {world} (distributedInfo)")
             estimated = True
         elif algo in ("broadcast", "reduce", "send_recv", "barrier"):
@@ -248,7 +249,8 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
                        f"{fmt_int(s_bytes)} B; x {fexpr}" + (f" over n = {group} ranks" if group else ""))
     notes.append("bytes = data each rank sends (nccl-tests bus bytes): achieved GB/s is the bus bandwidth, "
                  "S / time the algorithm bandwidth")
-    detail = (("algorithm", algo), ("bus_factor", factor), ("group_size", group or None), ("msg_bytes", s_bytes))
+    detail = (("algorithm", algo), ("bus_factor", factor), ("group_size", group or None), ("msg_bytes", s_bytes),
+              ("group_assumed", assumed))
     return make(0, tr, "comm", dtype if dtype != "unknown" else "uint8",
                 "a collective: no arithmetic counted (reduction adds ignored) = 0",
                 estimated=estimated, notes=notes, detail=detail)
@@ -267,7 +269,8 @@ def comm_rates(cost: Cost, mean_us: float) -> dict | None:
         return None
     s = d["msg_bytes"]
     t = mean_us * 1e3  # ns: bytes / ns = GB/s
-    return {"algorithm": d.get("algorithm"), "group_size": d.get("group_size"), "msg_bytes": s,
+    return {"algorithm": d.get("algorithm"), "group_size": d.get("group_size"),
+            "group_assumed": bool(d.get("group_assumed")), "msg_bytes": s,
             "bus_factor": d.get("bus_factor"), "bytes_per_rank": cost.bytes,
             "algbw_gbps": s / t if t > 0 else None, "busbw_gbps": cost.bytes / t if t > 0 else None}
 
@@ -323,7 +326,7 @@ def custom_collective(call: OpCall) -> Cost | Unmodelled:
         if not world:
             return Unmodelled(f"{call.name}: group size unknown (a group name is recorded, not its size, and the "
                               "trace has no distributedInfo world size)", cause="comm_unsized")
-        group, estimated = world, True
+        group, estimated = world, True  # (estimated is then the group's being assumed)
         notes.append(f"group size not recorded (a group name): assumed the world size {world} (distributedInfo)")
     s_elems = t.numel * (group if what == "in x n" else 1)
     s_bytes = s_elems * t.itemsize
@@ -335,6 +338,7 @@ def custom_collective(call: OpCall) -> Cost | Unmodelled:
     notes.append("its own kernels (not NCCL): bytes = the nccl-tests bus bytes of the same collective, so "
                  "achieved GB/s compares with NCCL's bus bandwidth (a one-shot kernel reads every peer's "
                  "whole buffer: (n-1)*S, more than the ring's 2(n-1)/n*S)")
-    detail = (("algorithm", algo), ("bus_factor", factor), ("group_size", group), ("msg_bytes", s_bytes))
+    detail = (("algorithm", algo), ("bus_factor", factor), ("group_size", group), ("msg_bytes", s_bytes),
+              ("group_assumed", estimated))
     return make(0, tr, "comm", t.dtype, "a collective: no arithmetic counted (reduction adds ignored) = 0",
                 estimated=estimated, notes=notes, detail=detail)

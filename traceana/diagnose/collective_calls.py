@@ -1,0 +1,376 @@
+"""The run's collective calls, as the context rules (context.py) read them.
+
+TraceView holds the trace's columns the rules need, computed once: op names, op nesting (link.py's
+parent sweep), the phase of any time (forward / backward / optimizer, from rank_facts' windows,
+with the backward's tail: after the step's backward began and before its optimizer), the GPU events
+launched inside any op's window. `collectives` lists every call: each outermost communication op
+(a c10d op holding a record_param_comms is one call) with its algorithm, phase, parent ops, input
+and output elements and GPU time, and every communication kernel no such op launched (DeepEP,
+graph replays, launches outside ops). `on_a_matmul` finds the forward collectives linked to a
+matmul by size: tensor parallelism's signature.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from traceana.comm_kernels import comm_event_mask, is_comm_op, kernel_library
+from traceana.link import Links, _parents
+from traceana.load.model import Trace
+from traceana.rank_facts import _steps, collective_kind, inside, merge, phase_windows
+
+_GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
+_ALGO_WORDS = (("all_to_all", r"all_?to_?all|alltoall|dispatch|combine"), ("reduce_scatter", r"reduce_?scatter"),
+               ("all_gather", r"all_?gather|allgather"), ("all_reduce", r"all_?reduce|allreduce|custom_ar"),
+               ("send_recv", r"^c10d::(send|recv)|^c10d::recv_any_source"), ("broadcast", r"broadcast"),
+               ("barrier", r"barrier"))
+_ALGO_RX = [(a, re.compile(p, re.I)) for a, p in _ALGO_WORDS]
+_KIND_ALGO = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather",
+              "AllToAll": "all_to_all", "Dispatch": "all_to_all", "Combine": "all_to_all", "Broadcast": "broadcast"}
+_P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
+
+
+class TraceView:
+    """The trace's columns as the rules read them (computed once)."""
+
+    def __init__(self, trace: Trace, links: Links):
+        self.trace, self.links = trace, links
+        names = trace.names
+        self.names = names
+        ops = trace.ops
+        self.op_name = [names[c] for c in ops.name.tolist()]
+        self.ann_name = [names[c] for c in trace.annotations.name.tolist()]
+        nums, st, se = _steps(trace)
+        self.steps = (nums, st, se)
+        self.windows, self.window_src = phase_windows(trace, st, se)
+        gpu, la = trace.gpu, trace.launches
+        self.gpu_launch = links.gpu_launch
+        # the start of the call that launched each GPU event (its own start when none)
+        lt = gpu.ts.astype(float).copy()
+        has = links.gpu_launch >= 0
+        lt[has] = la.ts[links.gpu_launch[has]]
+        self.launch_ts = lt
+        self.comm_event = comm_event_mask(names, gpu.name) & (gpu.kind == 0) if len(gpu) else np.zeros(0, bool)
+        # op nesting: ops sorted by (thread, start, longest first), each one's parent (link.py's sweep)
+        order = np.lexsort((-ops.end, ops.ts, ops.thread)) if len(ops) else np.zeros(0, np.int64)
+        self.order = order
+        self.pos = np.empty(len(ops), dtype=np.int64)
+        self.pos[order] = np.arange(len(order))
+        th = ops.thread[order]
+        bounds = np.flatnonzero(np.diff(th)) + 1
+        starts = np.concatenate(([0], bounds)) if len(order) else np.zeros(0, np.int64)
+        stops = np.concatenate((bounds, [len(order)])) if len(order) else np.zeros(0, np.int64)
+        self.run_end = np.repeat(stops, stops - starts)  # per sorted position: the end of its thread's run
+        par = _parents(ops.ts[order], ops.end[order], np.repeat(starts, stops - starts)) if len(order) else order
+        self.parent = np.full(len(ops), -1, dtype=np.int64)
+        if len(order):
+            self.parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
+        # launches by (thread, start), and the GPU events of each launch
+        self.la_order = np.lexsort((la.ts, la.thread)) if len(la) else np.zeros(0, np.int64)
+        self.la_thread, self.la_ts = la.thread[self.la_order], la.ts[self.la_order]
+        ev = np.flatnonzero(links.gpu_launch >= 0)
+        ev = ev[np.argsort(links.gpu_launch[ev], kind="stable")]
+        self.ev_by_launch, self.ev_launch = ev, links.gpu_launch[ev]
+
+    def ancestors(self, i: int) -> list[int]:
+        out = []
+        j = int(self.parent[i])
+        while j >= 0 and len(out) < 64:
+            out.append(j)
+            j = int(self.parent[j])
+        return out[::-1]
+
+    def inner(self, i: int) -> np.ndarray:
+        """Ops nested in op i (i included), on its thread."""
+        ops = self.trace.ops
+        p = int(self.pos[i])
+        hi = int(self.run_end[p])
+        ts = ops.ts[self.order[p:hi]]
+        k = int(np.searchsorted(ts, ops.end[i], side="right"))
+        cand = self.order[p:p + k]
+        return cand[ops.end[cand] <= ops.end[i]]
+
+    def events_in(self, thread: int, lo: float, hi: float) -> np.ndarray:
+        """GPU events launched on `thread` between lo and hi."""
+        if not len(self.la_order):
+            return np.zeros(0, np.int64)
+        a = int(np.searchsorted(self.la_thread, thread, side="left"))
+        b = int(np.searchsorted(self.la_thread, thread, side="right"))
+        x = a + int(np.searchsorted(self.la_ts[a:b], lo, side="left"))
+        y = a + int(np.searchsorted(self.la_ts[a:b], hi, side="right"))
+        lids = np.sort(self.la_order[x:y])
+        if not len(lids):
+            return np.zeros(0, np.int64)
+        u = np.searchsorted(self.ev_launch, lids, side="left")
+        v = np.searchsorted(self.ev_launch, lids, side="right")
+        return np.concatenate([self.ev_by_launch[p:q] for p, q in zip(u.tolist(), v.tolist())]) if len(u) else u
+
+    def phase(self, t: np.ndarray) -> np.ndarray:
+        """'forward' / 'backward' / 'optimizer' per time: in an optimizer window, optimizer; in a
+        backward window, or after its step's backward began and before its optimizer (the backward's
+        tail: DDP's last bucket, FSDP's post-backward callback), backward; else forward."""
+        t = np.asarray(t, dtype=float)
+        out = np.full(len(t), "forward", dtype=object)
+        if "backward" in self.windows:
+            bs, be = self.windows["backward"]
+            out[inside(t, bs, be) >= 0] = "backward"
+            # the step each time is in (without steps: one step, the whole trace)
+            st, se = (self.steps[1], self.steps[2]) if len(self.steps[0]) else (np.array([-np.inf]), np.array([np.inf]))
+            k = inside(t, st, se)
+            first_b = np.full(len(st), np.inf)
+            first_o = np.full(len(st), np.inf)
+            kb = inside(bs, st, se)
+            np.minimum.at(first_b, kb[kb >= 0], bs[kb >= 0])
+            if "optimizer" in self.windows:
+                os_ = self.windows["optimizer"][0]
+                ko = inside(os_, st, se)
+                np.minimum.at(first_o, ko[ko >= 0], os_[ko >= 0])
+            ok = k >= 0
+            tail = np.zeros(len(t), dtype=bool)
+            tail[ok] = (t[ok] >= first_b[k[ok]]) & (t[ok] < first_o[k[ok]])
+            out[tail] = "backward"
+        if "optimizer" in self.windows:
+            out[inside(t, *self.windows["optimizer"]) >= 0] = "optimizer"
+        return out
+
+    def ops_where(self, rx: re.Pattern) -> np.ndarray:
+        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        return np.flatnonzero(codes[self.trace.ops.name]) if len(self.trace.ops) else np.zeros(0, np.int64)
+
+    def anns_where(self, rx: re.Pattern) -> np.ndarray:
+        a = self.trace.annotations
+        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        return np.flatnonzero(codes[a.name]) if len(a) else np.zeros(0, np.int64)
+
+    def kernels_where(self, rx: re.Pattern) -> np.ndarray:
+        g = self.trace.gpu
+        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        return np.flatnonzero(codes[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
+
+    def cpu_us(self, idx: np.ndarray, ann: bool = False) -> float:
+        src = self.trace.annotations if ann else self.trace.ops
+        if not len(idx):
+            return 0.0
+        s, e = merge(src.ts[idx], src.end[idx])
+        return float((e - s).sum())
+
+    def gpu_under(self, idx: np.ndarray, ann: bool = False) -> float:
+        """Device time of the GPU events launched inside these ops' windows, on their threads; for
+        annotations (user ranges such as `## backward ##`, whose work another thread may launch: the
+        autograd engine's), on any thread."""
+        src = self.trace.annotations if ann else self.trace.ops
+        la, gpu = self.trace.launches, self.trace.gpu
+        if not len(idx) or not len(gpu) or not len(la):
+            return 0.0
+        hit = np.zeros(len(la), dtype=bool)
+        if ann:
+            hit[inside(la.ts, *merge(src.ts[idx], src.end[idx])) >= 0] = True
+        for th in ([] if ann else np.unique(src.thread[idx]).tolist()):
+            sel = idx[src.thread[idx] == th]
+            s, e = merge(src.ts[sel], src.end[sel])
+            on = np.flatnonzero(la.thread == th)
+            hit[on[inside(la.ts[on], s, e) >= 0]] = True
+        ev = (self.gpu_launch >= 0) & hit[np.maximum(self.gpu_launch, 0)]
+        return float(gpu.dur[ev].sum())
+
+    def kernel_us(self, idx: np.ndarray) -> float:
+        return float(self.trace.gpu.dur[idx].sum()) if len(idx) else 0.0
+
+
+def _algorithm(name: str, extra: dict) -> str | None:
+    coll = extra.get("collective")
+    if isinstance(coll, str):
+        if coll in _P2P_COLLECTIVE:
+            return "send_recv"
+        name = coll
+    for algo, rx in _ALGO_RX:
+        if rx.search(name):
+            return algo
+    return None
+
+
+def _decode(b: bytes) -> list:
+    try:
+        v = msgspec.json.decode(b) if b else []
+    except msgspec.DecodeError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def _numel(shape: Any) -> int | None:
+    if not isinstance(shape, list) or not shape or not all(type(d) is int and d >= 0 for d in shape):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _elements(name: str, dims: bytes, concrete: bytes, extra: dict, algo: str | None) -> tuple[int | None, int | None]:
+    """(input, output) elements of one collective call, from what it recorded."""
+    i, o = extra.get("in_nelems"), extra.get("out_nelems")
+    if type(i) is int and type(o) is int:
+        return i, o
+    d = _decode(dims)
+    short = name.split("::", 1)[-1]
+    if short in ("_allgather_base_", "_reduce_scatter_base_", "alltoall_base_") and len(d) >= 2:
+        return _numel(d[1]), _numel(d[0])  # (output, input)
+    if short in ("allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_") and len(d) >= 2:
+        outs, ins = d[0], d[1]
+        if isinstance(outs, list) and isinstance(ins, list) and outs and ins:
+            so, si = [_numel(x) for x in outs], [_numel(x) for x in ins]
+            if None not in so and None not in si:
+                return sum(si), sum(so)
+        return None, None
+    if d:
+        first = _numel(d[0])
+        if first is None and isinstance(d[0], list) and d[0] and isinstance(d[0][0], list):
+            first = _numel(d[0][0])  # a TensorList of one tensor (c10d::allreduce_)
+        if algo == "all_gather" and short.startswith("all_gather_into_tensor"):
+            c = _decode(concrete)
+            g = int(c[1]) if len(c) > 1 and isinstance(c[1], str) and c[1].isdigit() else None
+            return first, first * g if first is not None and g else None
+        return first, first
+    return None, None
+
+
+class Call:
+    __slots__ = ("name", "algo", "ts", "end", "thread", "phase", "parents", "gpu_us", "n_in", "n_out", "op",
+                 "library")
+
+    def __init__(self, **kw: Any):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def collectives(r: TraceView) -> list[Call]:
+    """Every outermost communication op (a c10d op holding a record_param_comms is one call), and
+    every communication kernel no such op launched (DeepEP, graph replays, launches outside ops)."""
+    trace, ops = r.trace, r.trace.ops
+    out: list[Call] = []
+    comm = np.array([is_comm_op(n) for n in r.names], dtype=bool)
+    idx = np.flatnonzero(comm[ops.name]) if len(ops) else np.zeros(0, np.int64)
+    covered = np.zeros(len(trace.gpu), dtype=bool)
+    if len(idx):
+        order = idx[np.lexsort((-ops.end[idx], ops.ts[idx], ops.thread[idx]))]
+        outer: list[int] = []
+        last: dict[int, float] = {}
+        for i in order.tolist():
+            th = int(ops.thread[i])
+            if ops.ts[i] < last.get(th, -np.inf):
+                continue  # nested in an outer communication op
+            outer.append(i)
+            last[th] = float(ops.end[i])
+        outer_a = np.array(outer, dtype=np.int64)
+        phases = r.phase(ops.ts[outer_a])
+        for k, i in enumerate(outer):
+            th = ops.thread[i]
+            parents = [r.op_name[j] for j in r.ancestors(i)]
+            inner = r.inner(i)
+            extra: dict = {}
+            for j in inner.tolist():
+                extra.update(dict(ops.extra.get(j, ())))
+            algo = _algorithm(r.op_name[i], extra)
+            if algo is None:
+                for j in inner.tolist():
+                    algo = _algorithm(r.op_name[j], extra)
+                    if algo:
+                        break
+            n_in, n_out = _elements(r.op_name[i], ops.dims[i], ops.concrete[i], extra, algo)
+            if n_in is None and extra:
+                n_in, n_out = _elements("", b"", b"", extra, algo)
+            ev = r.events_in(int(th), float(ops.ts[i]), float(ops.end[i]))
+            if algo is None and len(ev):
+                kinds = [collective_kind(r.names[c]) for c in trace.gpu.name[ev].tolist()]
+                algo = next((_KIND_ALGO[x] for x in kinds if x in _KIND_ALGO), None)
+            covered[ev] = True
+            out.append(Call(name=r.op_name[i], algo=algo, ts=float(ops.ts[i]), end=float(ops.end[i]), thread=int(th),
+                             phase=phases[k], parents=parents, gpu_us=float(trace.gpu.dur[ev].sum()), n_in=n_in,
+                             n_out=n_out, op=i, library=None))
+    lone = np.flatnonzero(r.comm_event & ~covered) if len(trace.gpu) else np.zeros(0, np.int64)
+    if len(lone):
+        phases = r.phase(r.launch_ts[lone])
+        for k, e in enumerate(lone.tolist()):
+            name = r.names[int(trace.gpu.name[e])]
+            kind = collective_kind(name)
+            out.append(Call(name=name, algo=_KIND_ALGO.get(kind), ts=float(r.launch_ts[e]),
+                             end=float(r.launch_ts[e]), thread=-1, phase=phases[k], parents=[],
+                             gpu_us=float(trace.gpu.dur[e]), n_in=None, n_out=None, op=-1,
+                             library=kernel_library(name)))
+    return out
+
+
+def _gemm_io(r: TraceView, i: int) -> tuple[int | None, int | None]:
+    """(elements of the activation input, elements of the output) of a matmul op, from its shapes."""
+    d = _decode(r.trace.ops.dims[i])
+    short = r.op_name[i].split("::", 1)[-1]
+    shapes = [x if isinstance(x, list) and all(type(v) is int for v in x) else None for x in d]
+    try:
+        if short in ("mm", "bmm", "matmul", "_scaled_mm"):
+            a, b = shapes[0], shapes[1]
+            if not a or not b:
+                return None, None
+            lead = a[:-1]
+            return _numel(a), _numel(lead + [b[-1]]) if len(b) >= 2 else None
+        if short in ("addmm", "baddbmm"):
+            a, b = shapes[1], shapes[2]
+            return _numel(a), _numel(a[:-1] + [b[-1]]) if a and b else None
+        if short == "linear":
+            a, w = shapes[0], shapes[1]
+            return _numel(a), _numel(a[:-1] + [w[0]]) if a and w else None
+    except (IndexError, TypeError):
+        return None, None
+    return None, None
+
+
+def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
+    """Forward collectives linked to a matmul by size: an all-reduce / reduce-scatter of as many
+    elements as the matmul right before it wrote, or an all-gather whose output has as many elements
+    as the next matmul's input (no other collective between them, same thread)."""
+    ops = r.trace.ops
+    gemm = r.ops_where(_GEMM)
+    if not len(gemm):
+        return []
+    out = []
+    by_thread: dict[int, np.ndarray] = {}
+    for th in np.unique(ops.thread[gemm]).tolist():
+        g = gemm[ops.thread[gemm] == th]
+        by_thread[th] = g[np.argsort(ops.end[g], kind="stable")]
+    coll_ts = {}
+    for c in calls:
+        coll_ts.setdefault(c.thread, []).append(c.ts)
+    for th in coll_ts:
+        coll_ts[th] = np.sort(np.array(coll_ts[th]))
+    for c in calls:
+        if c.op < 0 or c.phase != "forward" or c.algo not in ("all_reduce", "reduce_scatter", "all_gather"):
+            continue
+        g = by_thread.get(c.thread)
+        if g is None:
+            continue
+        cts = coll_ts[c.thread]
+        if c.algo in ("all_reduce", "reduce_scatter"):
+            before = g[ops.end[g] <= c.ts]
+            if not len(before) or c.n_in is None:
+                continue
+            j = int(before[-1])
+            prev_coll = cts[cts < c.ts]
+            if len(prev_coll) and prev_coll[-1] > ops.end[j]:
+                continue
+            # the matmul's output = the message: several matmuls nested (linear > addmm) agree
+            if _gemm_io(r, j)[1] == c.n_in:
+                out.append(c)
+        else:
+            after = g[ops.ts[g] >= c.end]
+            if not len(after) or c.n_out is None:
+                continue
+            j = int(after[np.argmin(ops.ts[after])])
+            next_coll = cts[cts > c.ts]
+            if len(next_coll) and next_coll[0] < ops.ts[j]:
+                continue
+            if _gemm_io(r, j)[0] == c.n_out:
+                out.append(c)
+    return out
