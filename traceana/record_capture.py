@@ -77,8 +77,9 @@ class GraphCapture:
 
     def stop(self) -> None:
         """Put CUDAGraph.capture_begin back (only when it is still our wrapper)."""
-        if self._graph_class is not None and getattr(self._graph_class.capture_begin, "__wrapped__", None) is self._real:
-            self._graph_class.capture_begin = self._real
+        cls = self._graph_class
+        if cls is not None and getattr(cls.capture_begin, "__wrapped__", None) is self._real:
+            cls.capture_begin = self._real
         self._graph_class = self._real = None
 
     def used(self) -> bool:
