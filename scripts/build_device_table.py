@@ -3,7 +3,7 @@
 
 How the committed table was made:
 
-    python scripts/build_device_table.py            # reads ../shared/reference/*.csv
+    python scripts/build_device_table.py            # reads ../shared/reference/*.csv + scripts/gpu_specs_added.csv
     python scripts/build_device_table.py --check    # exit 1 if the committed table is stale
 
 Inputs (paths are arguments; the defaults are the shared folder next to the repo):
@@ -11,6 +11,10 @@ Inputs (paths are arguments; the defaults are the shared folder next to the repo
                        CUDA / ROCm report), vendor, arch, cc, sms, mem_gb, dram_gbps, dense peak
                        TFLOP/s per dtype (fp64 ... int8_tc, int8 in TOPS), source.
   gpu_specs_notes.csv  per key: non-tensor fp16 / bf16 peaks and the evidence for each name.
+  gpu_specs_added.csv  (in this repo's scripts/) rows for devices the shared reference lacks, in
+                       gpu_specs.csv's columns plus fp16_nontensor / bf16_nontensor, each with the
+                       sources its figures come from (blank where none was found); appended after
+                       the shared rows. A key already in gpu_specs.csv is an error.
 
 What the script does, and nothing more:
   * copies every number verbatim as text (no rounding, no unit changes); a blank stays blank,
@@ -39,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = REPO.parent / "shared" / "reference" / "gpu_specs.csv"
 DEFAULT_NOTES = REPO.parent / "shared" / "reference" / "gpu_specs_notes.csv"
+DEFAULT_ADDED = REPO / "scripts" / "gpu_specs_added.csv"
 DEFAULT_OUT = REPO / "traceana" / "devices" / "table.csv"
 
 PEAKS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc")
@@ -109,10 +114,17 @@ def _check_number(path: Path, key: str, column: str, text: str) -> None:
         sys.exit(f"build_device_table: {path}: row {key!r} column {column!r}: {text!r} must be > 0")
 
 
-def build_rows(specs_path: Path, notes_path: Path) -> list[dict[str, str]]:
-    """The table rows, in the order of gpu_specs.csv."""
+def build_rows(specs_path: Path, notes_path: Path, added_path: Path | None = None) -> list[dict[str, str]]:
+    """The table rows, in the order of gpu_specs.csv, then gpu_specs_added.csv's."""
     specs = _read(specs_path)
     notes = {row["key"]: row for row in _read(notes_path)}
+    if added_path is not None:
+        added = _read(added_path)
+        for row in added:
+            if row["key"] in notes:
+                sys.exit(f"build_device_table: {added_path}: key {row['key']!r} is in {notes_path.name} already")
+            notes[row["key"]] = row  # its fp16_nontensor / bf16_nontensor columns
+        specs = specs + added
     seen: set[str] = set()
     rows = []
     for spec in specs:
@@ -160,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--specs", type=Path, default=DEFAULT_SPECS, help="gpu_specs.csv")
     parser.add_argument("--notes", type=Path, default=DEFAULT_NOTES, help="gpu_specs_notes.csv")
+    parser.add_argument("--added", type=Path, default=DEFAULT_ADDED, help="gpu_specs_added.csv (rows this repo adds)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="table.csv to write")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if --out differs")
     args = parser.parse_args(argv)
-    text = render(build_rows(args.specs, args.notes))
+    text = render(build_rows(args.specs, args.notes, args.added))
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
         if current != text:

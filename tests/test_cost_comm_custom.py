@@ -127,12 +127,40 @@ def test_triton_kernel_bytes_from_pointers_flops_unknown():
     assert any("benchmark_kernel=True" in n for n in c.notes)
 
 
-def test_kernel_num_gb_and_kernel_flop_are_used():
+def test_kernel_num_gb_and_kernel_flop_are_used_as_estimates_and_cross_checked():
     c = cost("triton_tem_fused_mm_0", [(64, 32), (32, 16), (64, 16)], [BF16] * 3,
              extra=[("kernel_flop", 65536.0), ("kernel_num_gb", 0.000008)])
-    assert c.flops == 65536 and c.bytes == pytest.approx(8000) and not c.estimated and c.matrix
+    # Inductor's estimates, used and marked estimated (they are Inductor's, not counts)
+    assert c.flops == 65536 and c.bytes == pytest.approx(8000) and c.estimated and c.matrix
+    # cross-checks: 2*M*N*K = 2*64*16*32 = 65,536 FLOPs (1x); pointers (64*32 + 32*16 + 64*16)*2 B = 7,168 B
+    assert any("2*B*M*N*K from the shapes = 65,536 (1x)" in n for n in c.notes), c.notes
+    assert any("pointer model gives 7,168 B" in n and "1.12x that" in n for n in c.notes), c.notes
     c = cost("triton_poi_fused_0", [(8,)], [F32], extra=[("kernel_num_gb", 1e-6)])
+    # 1e-6 GB = 1,000 B against the pointer model's 8*4 read + 8*4 written = 64 B: flagged
     assert c.bytes == pytest.approx(1000) and c.flops == 0 and c.estimated
+    assert any("15.6x that: they disagree by over 2x" in n for n in c.notes), c.notes
+    # a GEMM template with kernel_num_gb only: FLOPs from its shapes
+    g = cost("triton_tem_fused_mm_1", [(64, 32), (32, 16), (64, 16)], [BF16] * 3, extra=[("kernel_num_gb", 8e-6)])
+    assert g.flops == 2 * 64 * 16 * 32 and g.estimated
+
+
+def test_in_out_ptr_is_read_and_written():
+    # Inductor's epilogue on an extern addmm: triton_poi_fused_addmm_gelu_view(in_out_ptr0 [M, N], in_ptr0 bias [N],
+    # xnumel = M*N). The last argument (the bias, 2,048 elements) is smaller than the output (xnumel), so it is
+    # no out_ptr: the first argument is read and written
+    m, n = 4096, 2048
+    c = cost("triton_poi_fused_addmm_gelu_view_0", [(m, n), (n,), ()], [BF16, BF16, "Scalar"], ["", "", str(m * n)])
+    assert c.bytes == 2 * m * n * 2 + n * 2  # 33,554,432 + 4,096 = 33,558,528 B (was 16,781,312: half)
+    assert any("in_out_ptr, read and written" in x for x in c.notes)
+    # a reduction writing into its in_out_ptr (one value per row, xnumel = 512 rows of 1,024): the last argument,
+    # a weight of 256 elements, cannot be its output either
+    r = cost("triton_per_fused_mean_rsqrt_0", [(512, 1), (512, 1024), (256,), (), ()],
+             [F32, BF16, BF16, "Scalar", "Scalar"], ["", "", "", "512", "1024"])
+    assert r.bytes == 2 * 512 * 4 + 512 * 1024 * 2 + 256 * 2  # 4,096 + 1,048,576 + 512 = 1,053,184 B
+    # pointwise with its output last (in, in, out): each counted once, as before
+    p = cost("triton_poi_fused_add_0", [(64, 64), (64,), (64, 64), ()], [F32, F32, F32, "Scalar"],
+             ["", "", "", "4096"])
+    assert p.bytes == (4096 + 64 + 4096) * 4
 
 
 def test_gemm_template_flops_from_shapes():
@@ -223,3 +251,70 @@ def test_block_bucketize_with_my_size_from_the_world_size():
     assert c.flops == 689849 * 2 and c.estimated  # a divide and a remainder per index = 1,379,698
     r = op_cost(call("fbgemm::block_bucketize_sparse_features", dims, types))
     assert isinstance(r, Unmodelled) and "my_size" in r.reason
+
+
+def test_attention_output_written_at_its_own_dtype():
+    fp8 = "c10::Float8_e4m3fn"
+    # unified_attention_with_output(q, k, v, out): fp8 q/k/v [32, 4|2, 16] (1 B), a bf16 output [32, 4, 16] (2 B)
+    c = cost("vllm::unified_attention_with_output", [(32, 4, 16), (32, 2, 16), (32, 2, 16), (32, 4, 16)],
+             [fp8, fp8, fp8, BF16])
+    # read q 32*4*16*1 + k, v 32*2*16*1 each; write out 32*4*16*2 (not at the query's 1 B)
+    assert c.bytes == 2048 + 1024 + 1024 + 4096  # 8,192 B
+    # mha_batch_prefill(..., out_ at a later argument): fp8 q [384, 8, 64], a bf16 out_ of the query's shape
+    dims = [(384, 8, 64), (5000, 2, 64), (5000, 2, 64), (4,), (4,), (400,)] + [()] * 11 + [(384, 8, 64)]
+    types = [fp8, fp8, fp8, "int", "int", "int"] + ["Scalar"] * 11 + [BF16]
+    conc = [""] * 6 + ["128", "128"] + [""] * 4 + ["True"] + [""] * 5
+    p = cost("aiter::mha_batch_prefill", dims, types, conc)
+    # q 384*8*64*1 = 196,608; K/V rows used 3*128*2*64*1 each = 49,152; pages 400*4 = 1,600; out 384*8*64*2 = 393,216
+    assert p.bytes == 196_608 + 2 * 49_152 + 1_600 + 393_216
+
+
+# ---------------------------------------------------------------- a missing input is not a missing formula
+
+
+def test_missing_inputs_are_opaque_with_their_cause():
+    # vllm::moe_forward(hidden_states [T, H], router_logits [T, E], layer_name): the layer holds the weights and
+    # nothing recorded a view of them: the formula exists, the input does not
+    m = op_cost(call("vllm::moe_forward", [(32, 2880), (32, 128), ()], [BF16, BF16, "str"]))
+    assert isinstance(m, Unmodelled) and m.cause == "input_not_recorded" and "32 tokens over 128 experts" in m.reason
+    # an all_reduce with its message but neither a group size nor distributedInfo: bytes per rank unknown
+    g = op_cost(call("c10d::allreduce_", [(1024,)], [F32], kernels=("ncclDevKernel_AllReduce_Sum_f32_RING_LL",)))
+    assert isinstance(g, Unmodelled) and g.cause == "comm_unsized"  # its advice: torch >= 2.1 records Group size
+    # upsample backward without its input_size scalar
+    u = op_cost(call("aten::upsample_nearest2d_backward", [(2, 3, 16, 16), (), ()], [F32, "", ""], ["", "", ""]))
+    assert isinstance(u, Unmodelled) and u.cause == "scalars_not_recorded"
+
+
+def test_records_that_do_not_fit_the_op_are_bad_shapes_and_unknown_dtypes_unmodelled():
+    # pow recorded with 5 arguments, two of them earlier ops' (old profilers appended those): cannot broadcast
+    p = op_cost(call("aten::pow", [(256, 6948), (256,), (2048, 3474), (2048, 3474), ()], [F32] * 4 + ["Scalar"]))
+    assert isinstance(p, Unmodelled) and p.cause == "bad_shapes"
+    # eq with no tensor at all where the op takes one
+    e = op_cost(call("aten::eq", [(), (), (), ()], ["Scalar", "Scalar", "int", "Scalar"]))
+    assert isinstance(e, Unmodelled) and e.cause == "bad_shapes"
+    # mm [4, 8] x [4, 8]: impossible for a matmul
+    mm = op_cost(call("aten::mm", [(4, 8), (4, 8)], [F32, F32]))
+    assert isinstance(mm, Unmodelled) and mm.cause == "bad_shapes"
+    # a dtype traceana cannot size is traceana's gap: unmodelled, with the reason
+    x = op_cost(call("aten::mul", [(4, 8), (4, 8)], ["c10::SomeNewType", "c10::SomeNewType"]))
+    assert isinstance(x, Unmodelled) and x.cause is None
+    # no formula at all: unmodelled
+    n = op_cost(call("aten::bucketize", [(8,), (4,)], [F32, F32]))
+    assert isinstance(n, Unmodelled) and n.cause is None and n.reason == "no formula for aten::bucketize"
+
+
+def test_report_keeps_unmodelled_for_missing_formulas_only(tmp_path):
+    from tests import synth
+    from traceana.analysis import analyze
+
+    ev = [synth.op("vllm::moe_forward", 100.0, 50.0, ext=1, dims=[[32, 2880], [32, 128], []],
+                   types=["c10::BFloat16", "c10::BFloat16", "str"]),
+          synth.launch(105.0, 1, ext=1), synth.kernel("fused_moe_kernel", 110.0, 30.0, 1, ext=1),
+          synth.op("aten::bucketize", 200.0, 20.0, ext=2, dims=[[8], [4]], types=["float", "float"]),
+          synth.launch(205.0, 2, ext=2), synth.kernel("bucketize_kernel", 210.0, 10.0, 2, ext=2)]
+    a = analyze(synth.write(tmp_path, synth.trace(ev)))
+    cov = a["coverage"]
+    assert cov["opaque_by_cause"] == {"input_not_recorded": 30.0}  # the MoE: its weights, not its formula
+    assert cov["unmodeled_by_op"] == {"aten::bucketize": 10.0}  # no formula: listed by name
+    (moe,) = [r for r in a["ops"] if r["name"] == "vllm::moe_forward"]
+    assert moe["bound"] == "opaque" and "the layer holds them" in moe["reason"]

@@ -292,7 +292,9 @@ def test_empty_name_mi300x_from_real_trace() -> None:
         ("", (9, 4), 304, 256, "mi325x"),
         ("AMD Radeon Graphics", (9, 5), 256, 288, "mi355x"),
         ("", (9, 0), 120, 32, "mi100"),
-        ("", (9, 4), 304, None, None),  # MI300X or MI325X: memory decides, and it is missing
+        # MI300X or MI325X: memory decides, and it is missing: their shared figures (the peaks), the
+        # bandwidth (5.3 vs 6 TB/s) blank
+        ("", (9, 4), 304, None, "mi300x"),
         ("", (9, 4), 80, 192, None),  # no such row
         ("AMD Radeon Graphics", None, None, 64, None),
     ],
@@ -306,7 +308,46 @@ def test_rocm_generic_names(name, cc, sms, mem, key) -> None:
 
 def test_ambiguous_hardware_lists_candidates() -> None:
     d = match_device(_props("", (9, 4), 304, None, warp=64))
-    assert "mi300x, mi325x" in _notes(d)
+    assert "mi300x, mi325x" in _notes(d) and d.dram_gbps is None and d.peak_tflops["bf16_tc"] == 1307.4
+    assert "dram_gbps 5300 (mi300x) / 6000 (mi325x)" in " ".join(d.notes)
+
+
+def test_mi350_class_without_a_name_borrows_only_what_mi350x_and_mi355x_share() -> None:
+    # gfx950, 256 CUs, 288 GB: MI350X (2.2 GHz) and MI355X (2.4 GHz) alike; only the 8 TB/s is theirs both
+    d = match_device(_props("", (9, 5), 256, 288, warp=64))
+    assert d.key == "mi355x" and d.dram_gbps == 8000 and d.peak_tflops == {}
+    notes = " ".join(d.notes)
+    assert "Borrowed from row mi355x, the figures they share: dram_gbps 8000" in notes
+    assert "bf16_tc 2500 (mi355x) / 2310 (mi350x)" in notes and "--device mi350x" in notes
+    assert match_device(_props("AMD Instinct MI350X", (9, 5), 256, 288, warp=64)).peak_tflops["bf16_tc"] == 2310
+
+
+@pytest.mark.parametrize("name, mem, key, dram, bf16", [
+    ("NVIDIA GH200 480GB", 95.0, "gh200_96gb", 4000, 989.4),  # not the H100 NVL row (3.9 TB/s, 835.5)
+    ("NVIDIA GH200 144G HBM3e", 139.8, "gh200_144gb", 5000, 989.4),
+    ("NVIDIA GH200", 95.0, "gh200_96gb", 4000, 989.4),  # the alias decides by memory
+    ("NVIDIA GH200", 139.8, "gh200_144gb", 5000, 989.4),
+    ("NVIDIA GH200", None, "gh200_96gb", None, 989.4),  # no memory size: the shared peaks, no bandwidth
+    ("NVIDIA B300 SXM6 AC", 268.0, "b300", 7700, 2250),
+    ("NVIDIA GB300", 277.0, "gb300", 8000, 2500),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 95.0, "rtx_pro_6000_blackwell", 1792, None),
+])
+def test_devices_people_run_today(name, mem, key, dram, bf16) -> None:
+    cc = {"gh200_96gb": (9, 0), "gh200_144gb": (9, 0), "b300": (10, 3), "gb300": (10, 3)}.get(key, (12, 0))
+    d = match_device(_props(name, cc, None, mem, warp=32))
+    assert d.key == key and d.dram_gbps == dram and d.peak_tflops.get("bf16_tc") == bf16
+
+
+def test_new_rows_carry_links_and_sources() -> None:
+    from traceana.devices.links import links_for
+
+    assert links_for("gh200_96gb")["host_link"] == "NVLink-C2C" and links_for("gh200_96gb")["host_link_gbps"] == 450
+    assert links_for("mi350x")["l2_bytes"] == 32 << 20 and links_for("rtx_pro_6000_blackwell")["l2_bytes"] == 128 << 20
+    rows = rows_by_key()
+    for key in ("gh200_96gb", "gh200_144gb", "b300", "gb300", "rtx_pro_6000_blackwell", "mi350x"):
+        assert rows[key].source  # every added row names where its figures come from
+    # figures not found stay blank: the RTX PRO 6000's bf16 tensor peak, GB300's FP64
+    assert "bf16_tc" not in rows["rtx_pro_6000_blackwell"].peak_tflops and "fp64" not in rows["gb300"].peak_tflops
 
 
 def test_mi250_name_with_104_cus_is_mi210_figures() -> None:
@@ -406,8 +447,10 @@ def test_table_numbers_are_the_references() -> None:
         pytest.skip(f"{specs} not present")
     with specs.open(newline="", encoding="utf-8") as fh:
         reference = {r["key"]: r for r in csv.DictReader(fh)}
+    with (REPO / "scripts" / "gpu_specs_added.csv").open(newline="", encoding="utf-8") as fh:
+        reference.update({r["key"]: r for r in csv.DictReader(fh)})  # the rows this repo adds, with sources
     rows = rows_by_key()
-    assert set(rows) == set(reference) and len(rows) == 36
+    assert set(rows) == set(reference) and len(rows) == 36 + 6
     for key, ref in reference.items():
         row = rows[key]
         for dtype in DTYPES[:8]:
@@ -440,7 +483,7 @@ def test_cli_lists_table() -> None:
 def test_cli_json() -> None:
     result = _run(["devices", "--json"])
     doc = json.loads(result.output)
-    assert len(doc["devices"]) == 36
+    assert len(doc["devices"]) == 36 + 6  # the shared reference's 36 and the 6 added (scripts/gpu_specs_added.csv)
     h100 = next(r for r in doc["devices"] if r["key"] == "h100_sxm")
     assert h100["peak_tflops"]["bf16_tc"] == 989.4 and h100["dram_gbps"] == 3350
     assert any(a["target"] == "unknown" for a in doc["aliases"])

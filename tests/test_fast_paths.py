@@ -24,7 +24,7 @@ from traceana.link import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
 from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import _column
-from traceana.signatures import group_ops
+from traceana.signatures import BY_KERNEL, group_ops
 from traceana.units import num
 
 
@@ -270,18 +270,20 @@ def test_chains_equal_the_plain_implementation(rel, monkeypatch):
 
 
 def _ref_opaque(trace, links):
-    """(cause, name) -> [calls, events] in order of first appearance, one event at a time."""
+    """(cause, name) -> [calls, events] in order of first appearance, one event at a time: a graph replay's
+    or compiled region's event under its kernel name (one call each), any other under its op's name (calls:
+    op instances), else its kernel's (calls: launches, or events)."""
     names, out, seen = trace.names, {}, {}
     for j in np.flatnonzero(links.gpu_cause >= 0).tolist():
         c, o, la = CAUSE_KEYS[links.gpu_cause[j]], int(links.gpu_op[j]), int(links.gpu_launch[j])
-        if o >= 0:
-            nm = names[trace.ops.name[o]]
-        elif c == "graph_replay" and la >= 0:
-            nm = names[trace.launches.name[la]]
+        if c in BY_KERNEL:
+            nm, call = names[trace.gpu.name[j]], ("e", j)
+        elif o >= 0:
+            nm, call = names[trace.ops.name[o]], ("o", o)
         else:
-            nm = names[trace.gpu.name[j]]
+            nm, call = names[trace.gpu.name[j]], ("l", la) if la >= 0 else ("e", j)
         out.setdefault((c, nm), []).append(j)
-        seen.setdefault((c, nm), set()).add(("o", o) if o >= 0 else (("l", la) if la >= 0 else ("e", j)))
+        seen.setdefault((c, nm), set()).add(call)
     return {k: (len(seen[k]), ev) for k, ev in out.items()}
 
 

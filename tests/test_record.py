@@ -90,6 +90,7 @@ def test_record_cli_end_to_end(tmp_path):
     assert "aten::addmm" in report and "aten::mm" in report and "over 2 steps" in report
     assert "aten::addmm" in open(html, encoding="utf-8").read()
     assert f"report written to {html}, {md}" in proc.stdout
+    assert not (out / "capture_traces").exists()  # nothing compiled or captured: no capture trace
 
 
 def test_no_optimizer_step_records_the_whole_run(tmp_path):
@@ -235,3 +236,80 @@ def test_profile_in_code_refuses_a_nested_profiler(tmp_path):
     with torch.profiler.profile() as p:  # and torch's profiler works again
         torch.ones(2) * 2
     assert any(e.name == "aten::mul" for e in p.events())
+
+
+# torch.compile'd pointwise function (Inductor's CPU backend: one C++ kernel) times a parameter, SGD; the compiled
+# part takes no grad-requiring input, so no backward graph is compiled (kept small: compile time on 2 cores)
+COMPILED = textwrap.dedent("""\
+    import sys
+    import torch
+    import torch._inductor.config
+    torch._inductor.config.compile_threads = 1  # no compile worker pool: one more process importing torch
+    torch.manual_seed(0)
+    f = torch.compile(lambda x: (x.sin() + 1.0).relu())
+    w = torch.nn.Parameter(torch.ones(64))
+    opt = torch.optim.SGD([w], lr=0.1)
+    x = torch.randn(64)
+    for _ in range(int(sys.argv[1])):
+        opt.zero_grad()
+        (f(x) * w).sum().backward()
+        opt.step()
+    print("trained", sys.argv[1])
+""")
+
+
+def test_record_keeps_the_compile_steps_as_the_capture_trace(tmp_path, capsys):
+    script = _script(tmp_path, COMPILED, "compiled.py")
+    out = tmp_path / "o"
+    # step 1 compiles; the capture steps are 1 and the wait step 2; warm up on 3, record 4
+    assert main(["record", "--steps", "1", "--wait", "1", "--warmup", "1", "-o", str(out), "--",
+                 "python", script, "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "(iterations 4-4 of 4)" in printed  # the same window as without the capture steps
+    capture = out / "capture_traces"
+    (entry,) = json.loads((capture / "execution_details.json").read_text())
+    assert entry["steps"] == "1-2" and entry["compiled"] is True and entry["graph_captures"] == 0
+    assert entry["recorded_by"] == "traceana record" and entry["batch_size"] is None
+    assert f"capture trace written to {capture / entry['file']} (steps 1-2: torch.compile's compilation" in printed
+    cap_names = {e.get("name") for e in _events(str(capture / entry["file"]))}
+    steady = {e.get("name") for e in _events(_one_trace(out))}
+    # the capture trace holds the compilation (TorchDynamo's frame compile) and the first compiled runs
+    assert "Torch-Compiled Region: 0/0" in cap_names
+    assert "entire_frame_compile" in cap_names and "entire_frame_compile" not in steady
+    assert "Torch-Compiled Region: 0/0" in steady
+    assert sorted(n for n in steady if n and n.startswith("ProfilerStep#")) == ["ProfilerStep#1"]  # one iteration
+    # the report found it beside the trace; on a CPU no graph is replayed, so it says it was not needed
+    html = open(_one_trace(out)[: -len(".json.gz")] + ".report.html", encoding="utf-8").read()
+    assert f"{entry['file']}) found but not needed: this trace replays no CUDA/HIP graph" in html
+
+
+def test_graph_capture_is_counted_through_torch_api_without_a_gpu(monkeypatch):
+    """The CUDA path: captures are seen through torch.cuda.CUDAGraph.capture_begin (recording them needs a GPU;
+    here the wrapper is installed on torch's class, called with a stand-in capture, and removed)."""
+    from traceana.record_capture import GraphCapture
+
+    import torch.cuda.graphs as graphs
+
+    real = graphs.CUDAGraph.capture_begin
+    seen = []
+    monkeypatch.setattr(graphs.CUDAGraph, "capture_begin", lambda self, *a, **k: seen.append((a, k)))
+    stand_in = graphs.CUDAGraph.capture_begin
+    cap = GraphCapture("auto")
+    cap.start()
+    assert graphs.CUDAGraph.capture_begin is not stand_in  # wrapped on torch's own class
+    assert not cap.used()  # nothing compiled or captured yet
+    graphs.CUDAGraph.capture_begin(object(), pool=None)  # what torch.cuda.graph(...) calls on entering
+    assert cap.captures == 1 and seen == [((), {"pool": None})] and cap.used()
+    # the capture steps: the first step, then the wait steps (at least one: cudagraph trees capture on the 2nd run)
+    assert cap.holds(1, 2) and cap.holds(2, 2) and not cap.holds(3, 2)
+    assert (cap.held, cap.wait(2), cap.wait_left(2)) == (2, 2, 0)
+    assert cap.describe() == "steps 1-3: 1 CUDA graph capture"
+    cap.stop()
+    assert graphs.CUDAGraph.capture_begin is stand_in  # put back
+    monkeypatch.undo()
+    assert graphs.CUDAGraph.capture_begin is real
+    off = GraphCapture("off")
+    off.start()
+    assert not off.holds(1, 1) and off.wait(1) == 1  # --capture off: the schedule as before
+    with pytest.raises(ValueError):
+        GraphCapture("sometimes")

@@ -202,3 +202,74 @@ def test_cli_capture_bad_path(tmp_path):
     proc = _cli("report", path, "--capture", str(tmp_path), "-o", str(tmp_path / "r.json"), "-q")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "execution_details.json" in proc.stderr
+
+
+# --- a graph launch inside an op is still a replay -----------------------------------------
+
+NESTED = [("tracelens/vllm_decode_full/graph_execution.json.gz", "Torch-Compiled Region: 0/0"),
+          ("tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "CompiledFunction"),
+          ("tracelens/vllm_decode_full/graph_execution.json.gz", "my_decode_scope")]
+
+
+def _wrap_graph_launches(src: str, dst, region: str) -> int:
+    """The trace at src with every graph launch enclosed in a cpu_op named `region` (as torch.compile's
+    region, AOTAutograd's CompiledFunction or a record_function scope recorded as an op encloses it),
+    written to dst; returns how many launches were wrapped."""
+    import gzip
+
+    with gzip.open(src) as fh:
+        doc = json.load(fh)
+    wraps = []
+    for e in doc["traceEvents"]:
+        if "GraphLaunch" in e.get("name", ""):
+            wraps.append({"ph": "X", "cat": "cpu_op", "name": region, "pid": e["pid"], "tid": e["tid"],
+                          "ts": e["ts"] - 1.0, "dur": e["dur"] + 2.0,
+                          "args": {"External id": 9_000_000 + len(wraps), "Input Dims": [], "Input type": []}})
+    doc["traceEvents"].extend(wraps)
+    dst.write_text(json.dumps(doc))
+    return len(wraps)
+
+
+@pytest.mark.parametrize("rel,region", NESTED)
+def test_graph_launch_inside_an_op_is_a_replay(tmp_path, rel, region):
+    src = shared_trace(rel)
+    capture = os.path.join(os.path.dirname(src), "capture_traces")
+    nested = tmp_path / "nested.json"
+    assert _wrap_graph_launches(src, nested, region) == 1  # each trace replays one graph
+    bare = analyze(src)
+    a = analyze(str(nested), Options(capture=capture))
+    assert a["trace"]["capture"]["aligned_launches"] == 1
+    assert a["trace"]["capture"]["aligned_events"] == bare["trace"]["capture"]["aligned_events"]
+    for key in ("modeled_time_us", "opaque_time_us", "unmodeled_time_us"):
+        assert a["coverage"][key] == pytest.approx(bare["coverage"][key])
+    assert a["coverage"]["opaque_by_cause"] == pytest.approx(bare["coverage"]["opaque_by_cause"])
+    costed = lambda x: sorted((r["name"], r["count"], r["flops"], r["bytes"]) for r in x["ops"]  # noqa: E731
+                              if r["flops"] is not None)
+    assert costed(a) == costed(bare)
+    # without the capture: the replay is opaque as a graph replay, not as the region's kernels
+    alone = analyze(str(nested), Options(find_capture=False))
+    assert "compiled" not in alone["coverage"]["opaque_by_cause"]
+    assert alone["coverage"]["opaque_by_cause"]["graph_replay"] > 0.9 * alone["coverage"]["device_time_us"]
+
+
+def test_a_trace_recorded_whole_aligns_with_its_own_capture(tmp_path):
+    # one recording holding the capture (BeginCapture, mm/add/relu/mm launched, EndCapture) and, later, a replay
+    events = synth.capture_trace([MM, ADD, RELU, MM]) + synth.graph_replay(GOOD, 100, 1000.0)
+    a = analyze(synth.write(tmp_path, synth.trace(events), "whole.json"))
+    cap = a["trace"]["capture"]
+    assert cap["source"] == "trace" and cap["files"] == [
+        {"file": "whole.json (itself)", "batch_size": None, "mode": None, "graphs": 1}]
+    assert (cap["aligned_launches"], cap["aligned_events"]) == (1, 4)
+    rows = {r["name"]: r for r in a["ops"]}
+    assert rows["aten::mm"]["count"] == 2 and rows["aten::mm"]["flops"] == 2 * 64 * 32 * 128  # 524,288 per call
+    assert a["coverage"]["opaque_time_us"] == 0.0
+
+
+def test_capture_beside_a_trace_without_replays_is_named_not_used(tmp_path):
+    # a trace of eagerly launched ops, with a capture folder beside it (traceana record of a compiled CPU program)
+    events = [synth.op("aten::mm", 100.0, 20.0, 1, dims=[[64, 32], [32, 128]]), synth.launch(105.0, 1, ext=1),
+              synth.kernel("gemm_k", 110.0, 10.0, 1, ext=1)]
+    path = _write_pair(tmp_path, events)
+    cap = analyze(path)["trace"]["capture"]
+    assert cap["source"] == "beside" and cap["graph_launches"] == 0 and cap["files"][0]["file"] == "cap.json"
+    assert "not needed: this trace replays no CUDA/HIP graph" in cap["note"]

@@ -23,7 +23,6 @@ from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
 from traceana.devices import match_device
 from traceana.comm_split import finish as finish_comm
 from traceana.comm_split import topology as comm_topology
-from traceana.compiled_regions import explain as explain_region
 from traceana.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
@@ -38,6 +37,9 @@ from traceana.link import CAUSES, Links, link
 from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
 from traceana.replay import attach as attach_capture
+from traceana.replay_account import account as opaque_account
+from traceana.replay_account import advice as account_advice
+from traceana.replay_account import line as account_line
 from traceana.roofline import judge, launch_floor
 from traceana.signatures import Group, calls_named, group_ops
 
@@ -125,6 +127,11 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
+    acc = opaque_account(trace, rows, device_dict, total, context["compiled"])
+    if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
+        coverage["opaque_account"] = acc
+        coverage["opaque_advice"].update(account_advice(acc))
+        warnings.append(account_line(acc))
     warnings.extend(_coverage_warnings(trace, coverage, classes))
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "host_link",
                                                    "unknown", "unmodelled", "opaque")}
@@ -278,11 +285,7 @@ def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = Fa
         if judge_recorded(row, copies, device, g.count, CAUSES[g.cause]):
             return row
         row["bound"] = "opaque"
-        row["reason"] = CAUSES[g.cause]
-        if g.cause == "compiled":
-            what = explain_region(g.kernels)
-            if what:
-                row["reason"] += f"; {what}"
+        row["reason"] = CAUSES[g.cause]  # replays and compiled regions: replay_account adds what ran
         return row
     cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
     if not isinstance(cost, Cost):

@@ -26,7 +26,8 @@ CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "norm
 
 _PATTERNS = (
     ("elementwise", r"reshape_and_cache|store_kv|multi_tensor_apply"),  # cache writes, optimizer steps
-    ("other", r"embedding|bounds_check|deep_ep::layout"),  # table lookups (gathers), DeepEP routing layout
+    # table lookups (gathers), DeepEP routing layout; a rotary (position) embedding is element-wise, no lookup
+    ("other", r"(?<!rotary_)embedding|bounds_check|deep_ep::layout"),
     ("communication", None),  # traceana.comm_kernels decides (one rule for every stage)
     ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|paged_?att|flashinfer|xformers|"
                   r"cutlassf?_?mha|unified_attention|batch_?prefill|batch_?decode"),

@@ -31,7 +31,8 @@ CAUSES = {
     "compiled": "torch.compile region: the Triton/compiled kernel's launch recorded no shapes",
     "no_shapes": "the enclosing op recorded no input shapes (record_shapes was off)",
     "bad_shapes": "the op's recorded input dims or dtypes are malformed or impossible (not lists of "
-                  "non-negative integers, or a tensor beyond 2^63 elements): the trace is corrupt here",
+                  "non-negative integers, a tensor beyond 2^63 elements, more arguments than the op takes, or "
+                  "shapes the op cannot take together): the trace is corrupt here",
     "shapes_not_recorded": "the op's tensor arguments were recorded without sizes (TensorLists in traces "
                            "before torch 2.x, and some long TensorLists in newer ones)",
     "scalars_not_recorded": "an int argument the op's cost needs (a kernel size, output size, dim, k, start/end) "
@@ -39,8 +40,13 @@ CAUSES = {
     "lengths_not_recorded": "the op's cost depends on per-sequence lengths held in tensor contents (paged / "
                             "ragged attention's KV lengths), which the profiler does not record; its formula is "
                             "known but cannot be evaluated from this trace",
-    "comm_unsized": "a collective recorded without its message size (record_param_comms before torch 2.1 "
-                    "has no args), and no op that issued it recorded the tensor",
+    "comm_unsized": "a collective recorded without its message size or group size (record_param_comms before "
+                    "torch 2.1 has no args; a process group named but not sized, and no distributedInfo), and no op "
+                    "that issued it recorded the tensor",
+    "input_not_recorded": "an input the op's formula needs is neither among its recorded arguments nor recorded by "
+                          "another op of the trace (expert weights its layer holds, embedding tables' widths, the "
+                          "forward lookup a backward node belongs to): the formula is known, this trace lacks the "
+                          "input",
 }
 
 
@@ -194,6 +200,11 @@ def link(trace: Trace) -> Links:
     gpu_op = np.full(len(gpu), -1, dtype=np.int64)
     has_launch = gpu_launch >= 0
     gpu_op[has_launch] = launch_op[gpu_launch[has_launch]]
+    # A graph launch replays kernels that other ops captured: wherever it sits (a compiled region, a
+    # record_function scope, any op), the op around it did not launch them, so they are a replay
+    # (cause graph_replay), to be met with their capture, never that op's kernels.
+    replayed = np.flatnonzero(has_launch)
+    gpu_op[replayed[graph_launches(trace)[gpu_launch[replayed]]]] = -1
     if reliable and len(ops):
         todo = np.flatnonzero((gpu_launch < 0) & (gpu.ext >= 0))
         if len(todo):
@@ -220,8 +231,7 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
     cause[no_launch] = CAUSE_KEYS.index("no_launch")
     outside = np.flatnonzero(no_op & (gpu_launch >= 0))
     if len(outside):
-        lname = trace.launches.name[gpu_launch[outside]]
-        is_graph = np.array(["GraphLaunch" in names[c] for c in range(len(names))], dtype=bool)[lname]
+        is_graph = graph_launches(trace)[gpu_launch[outside]]
         cause[outside] = np.where(is_graph, CAUSE_KEYS.index("graph_replay"), CAUSE_KEYS.index("outside_op"))
     has_op = np.flatnonzero(~no_op)
     if len(has_op):
@@ -324,6 +334,19 @@ def _warn(trace: Trace, la, ops, gpu, gpu_launch: np.ndarray, cause: np.ndarray,
         share = f" ({t / total * 100:.1f}% of device time)" if total > 0 else ""
         out.append(f"{int(bad.sum()):,} GPU events{share} belong to ops whose recorded input dims or dtypes "
                    "are malformed or impossible; they are reported as opaque (bad shapes), not costed")
+
+
+def is_graph_launch(name: str) -> bool:
+    """A runtime call that replays a captured CUDA/HIP graph (cudaGraphLaunch, hipGraphLaunch and
+    their _v10000 / _ptsz variants)."""
+    return "GraphLaunch" in name
+
+
+def graph_launches(trace: Trace) -> np.ndarray:
+    """Per launch event: whether it is a graph launch."""
+    names = trace.names
+    return np.fromiter(map(is_graph_launch, names), dtype=bool, count=len(names))[trace.launches.name] \
+        if len(trace.launches) else np.zeros(0, dtype=bool)
 
 
 def _is_compiled_region(name: str) -> bool:

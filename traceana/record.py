@@ -21,6 +21,12 @@ while the schedule takes over; it is written only when the schedule records noth
 made too few steps), and then covers the run up to its first step. A program that stops inside the
 active window gets the part of it that ran.
 
+torch.compile and CUDA graphs (record_capture.py). When the program has compiled something or
+captured a CUDA graph by the end of its first step, the recording from the start goes on through
+the wait steps (at least one: torch.compile's CUDA graphs are captured on their second run) and is
+written as the capture trace, DIR/capture_traces/ with its execution_details.json, where
+`traceana report` finds it and aligns the graph replays of the steady-state trace with it.
+
 Trace files are named as torch's tensorboard_trace_handler names them,
 `<host>_<pid>.<ms since the epoch>.pt.trace.json.gz`: the profiler's chrome trace, gzipped.
 The report is the one `traceana report TRACE` writes (default options), as .report.html and
@@ -42,6 +48,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from traceana.errors import BadInput, TraceanaError
+from traceana.record_capture import GraphCapture
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 #: <host>_<pid>.<ms>.pt.trace.json.gz
@@ -128,14 +135,16 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
     out_dir: folder for the trace and reports (created). steps / wait / warmup: the schedule.
     step_on: "optimizer" (default) or "manual" (call p.step()). report: write the reports.
     cuda: add CUDA activity (None: when available). with_stack, profile_memory: torch.profiler's.
-    quiet: print nothing (else one line on stderr naming the files).
+    quiet: print nothing (else one line on stderr naming the files). capture: "auto" | "on" | "off", keep
+    the torch.compile / CUDA graph capture steps as a capture trace (record_capture.py).
     After the block: p.trace (path or None), p.reports [paths], p.analysis (dict or None),
-    p.steps_seen, p.window (what the trace covers).
+    p.steps_seen, p.window (what the trace covers), p.capture_trace (path or None), p.capture_window.
     """
 
     def __init__(self, out_dir: str | os.PathLike[str] = ".", *, steps: int = 3, wait: int = 1, warmup: int = 1,
                  step_on: str = "optimizer", report: bool = True, cuda: bool | None = None,
-                 with_stack: bool = False, profile_memory: bool = False, quiet: bool = False) -> None:
+                 with_stack: bool = False, profile_memory: bool = False, quiet: bool = False,
+                 capture: str = "auto") -> None:
         if step_on not in ("optimizer", "manual"):
             raise ValueError(f"step_on must be 'optimizer' or 'manual', not {step_on!r}")
         if steps < 1 or wait < 0 or warmup < 0:
@@ -155,6 +164,9 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         self._optimizer: int | None = None
         self._ours = 0  # > 0 while this recorder itself calls into torch's profiler
         self._guarded: dict[str, Any] = {}
+        self._capture = GraphCapture(capture)  # torch.compile / CUDA graph capture steps (record_capture.py)
+        self.capture_trace: str | None = None
+        self.capture_window = ""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,6 +240,7 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
             if quiet_kineto:
                 os.environ.pop("KINETO_LOG_LEVEL", None)
         self._guard()
+        self._capture.start()
         if self.step_on == "optimizer":
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -251,11 +264,14 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
             with self._own():
                 self._sched.step()
             return
+        if self._capture.holds(self.steps_seen, self.wait):  # compile / graph capture steps: one more recorded
+            return
         import torch.profiler
 
-        self._whole.stop()  # kept aside: written only if the schedule records nothing
+        self._whole.stop()  # kept aside: the capture trace, or written only if the schedule records nothing
         self._sched = self._profiler(
-            schedule=torch.profiler.schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1),
+            schedule=torch.profiler.schedule(wait=self._capture.wait_left(self.wait), warmup=self.warmup,
+                                             active=self.steps, repeat=1),
             on_trace_ready=self._ready)
         with self._own():
             self._sched.start()
@@ -269,7 +285,9 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
             self._hook.remove()
             self._hook = None
         self._unguard()
-        full = self.wait + self.warmup + self.steps
+        self._capture.stop()
+        wait = self._capture.wait(self.wait)  # the wait steps, or the capture steps when they are more
+        full = wait + self.warmup + self.steps
         if self._sched is None:
             if self._whole is not None:
                 self._whole.stop()
@@ -279,21 +297,27 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         else:
             complete = self.trace is not None
             self._sched.stop()  # inside the active window: torch hands over what was recorded
+            scheduled = self.trace is not None
             if complete:  # the window after step k holds iteration k+1 and ends with its step
-                self.window = f"iterations {2 + self.wait + self.warmup}-{1 + full} of {self.steps_seen}"
+                self.window = f"iterations {2 + wait + self.warmup}-{1 + full} of {self.steps_seen}"
             elif self.trace is not None:
-                got = self.steps_seen - 1 - self.wait - self.warmup
+                got = self.steps_seen - 1 - wait - self.warmup
                 self.window = (f"{got} of {self.steps} iterations and what ran after them: the program stopped "
                                f"after {self.steps_seen} steps (a full window needs {1 + full})")
             elif self._whole is not None:
                 self.trace = export_trace(self._whole, self.out_dir)
                 self.window = (f"the run up to its first step: the program made {self.steps_seen} steps, too few "
                                f"for --wait {self.wait} --warmup {self.warmup} (a full window needs {1 + full})")
+            if scheduled and self._whole is not None and self._capture.held:  # the capture steps, apart
+                self.capture_trace = export_trace(self._whole, self._capture.folder(self.out_dir))
+                self._capture.index(self.capture_trace)  # beside the trace, where the report finds it
+                self.capture_window = self._capture.describe()
         self._whole = self._sched = None
         if self.trace and self.report and not failed:
             self.analysis, self.reports = write_reports(self.trace)
         if not self.quiet and self.trace:
-            print(f"traceana: trace {self.trace} ({self.window})"
+            kept = f"; capture trace {self.capture_trace} ({self.capture_window})" if self.capture_trace else ""
+            print(f"traceana: trace {self.trace} ({self.window}){kept}"
                   + (f"; report {self.reports[0]}" if self.reports else ""), file=sys.stderr)
 
 

@@ -20,6 +20,8 @@ from traceana.load.model import Trace
 from traceana.load.decode import BIDI_WARNING, clean_text
 
 TOP_KERNELS = 5
+# opaque causes whose events are grouped by kernel name (a graph replay, a compiled region)
+BY_KERNEL = ("graph_replay", "graph_unaligned", "compiled")
 
 
 @dataclass(frozen=True)
@@ -165,23 +167,27 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 
 def _group_opaque(trace: Trace, links: Links, opaque: np.ndarray, group_of_event: np.ndarray, keys: dict,
                   first: list[int], label: list, calls: list[int]) -> None:
-    """Groups for the opaque events (in place): one per (cause, name of the op, graph launch or kernel the
-    event runs under; and the copy's name for an op's host / peer memcpy events), numbered by first appearance; a group's calls are its distinct op instances
-    (op-backed), launches, or events. Per distinct (cause, name), not per event."""
+    """Groups for the opaque events (in place): one per (cause, name of the op or kernel the event runs
+    under; and the copy's name for an op's host / peer memcpy events), numbered by first appearance; a
+    group's calls are its distinct op instances (op-backed), launches, or events. Per distinct (cause,
+    name), not per event.
+
+    Kernels replayed from a graph or run inside a compiled region are grouped by their own kernel
+    name (BY_KERNEL), one call per event: one graph launch or region runs many different kernels, and
+    without their ops the kernel names are what says what ran (compiled_regions, replay_account)."""
     names = trace.names
     cause = links.gpu_cause[opaque].astype(np.int64)
     op_i, la_i = links.gpu_op[opaque], links.gpu_launch[opaque]
+    per_kernel = np.isin(cause, [CAUSE_KEYS.index(c) for c in BY_KERNEL])
     code = trace.gpu.name[opaque].astype(np.int64)  # the kernel's name, unless ...
-    from_launch = (op_i < 0) & (cause == CAUSE_KEYS.index("graph_replay")) & (la_i >= 0)
-    code[from_launch] = trace.launches.name[la_i[from_launch]]  # ... a graph launch's
-    from_op = op_i >= 0
+    from_op = (op_i >= 0) & ~per_kernel
     # an op's host<->device and peer copies are grouped apart from its kernels, one group per copy name
     # (direction and memory kind): each is judged on its link from its recorded bytes (copies.judge_recorded)
     copy = np.where(from_op & (trace.gpu.kind[opaque] == 1), code, -1)
     for c in distinct(copy[copy >= 0]).tolist():
         if LINK.get(classify_copy(names[c])[0] or "") not in ("host_link", "peer_link"):
             copy[copy == c] = -1
-    code[from_op] = trace.ops.name[op_i[from_op]]  # ... or the op's
+    code[from_op] = trace.ops.name[op_i[from_op]]  # ... the op's
     n1 = len(names) + 1
     uniq, at, inv = np.unique((cause * n1 + code) * n1 + copy + 1, return_index=True, return_inverse=True)
     group_of = np.empty(len(uniq), dtype=np.int64)
@@ -198,8 +204,8 @@ def _group_opaque(trace: Trace, links: Links, opaque: np.ndarray, group_of_event
     ev_group = group_of[inv]
     group_of_event[opaque] = ev_group
     # calls: distinct (kind, id) per group, kind 0 an op instance, 1 a launch, 2 the event itself
-    kind = np.where(op_i >= 0, 0, np.where(la_i >= 0, 1, 2))
-    ident = np.where(op_i >= 0, op_i, np.where(la_i >= 0, la_i, opaque))
+    kind = np.where(per_kernel, 2, np.where(op_i >= 0, 0, np.where(la_i >= 0, 1, 2)))
+    ident = np.where(kind == 0, op_i, np.where(kind == 1, la_i, opaque))
     order = np.lexsort((ident, kind, ev_group))
     g_s, k_s, i_s = ev_group[order], kind[order], ident[order]
     new = np.ones(len(order), dtype=bool)

@@ -1,7 +1,8 @@
 """`traceana record [--steps N] [--wait W --warmup U] [-o DIR] -- python train.py ARGS`.
 
 Runs the program in this process under torch.profiler (traceana/record.py: how steps are counted,
-the schedule, the file names), then writes the report beside the trace.
+the schedule, the file names), then writes the report beside the trace; for a program that uses
+torch.compile or CUDA graphs, the compile / capture steps too (traceana/record_capture.py).
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ import click
               help="Folder for the trace (<host>_<pid>.<ms>.pt.trace.json.gz) and its report (created).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (torch.profiler with_stack; slower).")
 @click.option("--profile-memory", is_flag=True, help="Record allocations (torch.profiler profile_memory).")
+@click.option("--capture", "capture", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Keep the steps where torch.compile compiles and CUDA graphs are captured (the first step and "
+                   "the wait steps, at least one) as a capture trace in DIR/capture_traces/, which `traceana report` "
+                   "aligns graph replays with: auto = when the program compiles or captures by the end of its first "
+                   "step; on = always; off = never. Capturing CUDA graphs needs a GPU.")
 @click.option("--no-report", is_flag=True, help="Write the trace only.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- python SCRIPT.py [ARGS]...")
 def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, profile_memory: bool,
-           no_report: bool, quiet: bool, command: tuple[str, ...]) -> None:
+           no_report: bool, quiet: bool, command: tuple[str, ...], capture: str = "auto") -> None:
     """Run a PyTorch program under the profiler and write the trace and its report.
 
     The program runs in this process; a step ends at each optimizer.step() (a program that never
@@ -40,7 +46,7 @@ def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, p
     from traceana.record import profile, run_program
 
     rec = profile(out_dir, steps=steps, wait=wait, warmup=warmup, report=not no_report,
-                  with_stack=with_stack, profile_memory=profile_memory, quiet=True)
+                  with_stack=with_stack, profile_memory=profile_memory, quiet=True, capture=capture)
     run_program(kind, target, args, rec)
     if quiet:
         return
@@ -50,6 +56,8 @@ def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, p
     from traceana.render.terminal import term_text
 
     click.echo(term_text(f"trace written to {rec.trace} ({rec.window})"))
+    if rec.capture_trace:
+        click.echo(term_text(f"capture trace written to {rec.capture_trace} ({rec.capture_window})"))
     if rec.analysis is not None:
         from traceana.cli.report import summary
 

@@ -23,8 +23,8 @@ def op_cost(call: OpCall, meta: bool = False) -> Cost | Unmodelled:
             return meta_cost(call)
         return Unmodelled(f"no formula for {call.name}")
     if not call.dims and fn is not compiled:
-        return Unmodelled("the trace recorded no input shapes for this op")
+        return Unmodelled("the trace recorded no input shapes for this op", cause="no_shapes")
     try:
         return fn(call)
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as exc:
-        return Unmodelled(f"formula failed on the recorded inputs: {exc}")
+        return Unmodelled(f"formula failed on the recorded inputs: {exc}", cause="bad_shapes")

@@ -281,19 +281,18 @@ def _by_hardware(hw: _Hardware) -> _Match:
         reason = f"{what}, and the trace lacks computeMajor/numSms to identify it by hardware"
         return _Match(hw, None, f"no table row: name {hw.name!r} and no cc/numSms", [reason])
     found = _candidates(hw)
-    if len(found) != 1:
-        fits = f"fits rows {', '.join(row.key for row in found)}" if found else "fits no row"
-        reason = f"{what}, and its hardware ({hw.describe()}) {fits}"
-        if found:
-            reason += "; pick one with --device KEY"
-        source = f"no table row: name {hw.name!r} has no row or alias and its hardware {fits}"
+    if not found:
+        reason = f"{what}, and its hardware ({hw.describe()}) fits no row"
+        source = f"no table row: name {hw.name!r} has no row or alias and its hardware fits no row"
         return _Match(hw, None, source, [reason])
+    if len(found) > 1:
+        return _among(hw, what, found)
     row = found[0]
     if hw.name.lower() in GENERIC_NAMES:
         note = f"{what}: identified by hardware ({hw.describe()}) as row {row.key}"
     else:
-        note = (f"{what}: its hardware ({hw.describe()}) fits row {row.key} only, so that row's "
-                "figures are used; this part's clocks and bandwidth may differ")
+        note = (f"{what}: its hardware ({hw.describe()}) fits row {row.key} only, so that row's figures are "
+                f"borrowed ({_figures(row)}); this part's clocks and bandwidth may differ")
     notes = [note]
     if row.key in _HARDWARE_NOTES:
         notes.append(_HARDWARE_NOTES[row.key])
@@ -301,6 +300,50 @@ def _by_hardware(hw: _Hardware) -> _Match:
         notes.append("the trace has no memory size, so memory was not checked")
     source = f"table row {row.key} by hardware ({hw.describe()} fits only this row)"
     return _checked(_Match(hw, row, source, notes), refit=False)
+
+
+def _among(hw: _Hardware, what: str, found: list[DeviceRow]) -> _Match:
+    """Several rows fit the hardware (parts that differ only in clocks or memory speed: MI350X and
+    MI355X, MI300X and MI325X without a memory size). The figures they all agree on are this part's and
+    are used (borrowed from the row whose memory size is closest, then the first in the table); the ones
+    they disagree on are left blank, and the note names both, so the device line never carries a figure
+    the trace cannot vouch for. When they share no figure (L40 / L40S / RTX 6000 Ada), the device stays
+    unknown. --device KEY picks one."""
+    mem = hw.mem_gib
+    row = min(found, key=lambda r: abs(math.log(mem / r.mem_gb)) if mem and r.mem_gb else 0.0)
+    keys = ["dram_gbps", *[d for d in DTYPES if any(d in r.peak_tflops for r in found)]]
+    values = {k: [r.dram_gbps if k == "dram_gbps" else r.peak_tflops.get(k) for r in found] for k in keys}
+    differ = [k for k in keys if len(set(values[k])) > 1]
+    same = [f"{k} {_fmt(values[k][0])}" for k in keys if k not in differ and values[k][0] is not None]
+    apart = [f"{k} " + " / ".join(f"{_fmt(v)} ({r.key})" for v, r in zip(values[k], found)) for k in differ]
+    rows = ", ".join(r.key for r in found)
+    if not same:  # they share no figure: no row stands for this part
+        reason = f"{what}, and its hardware ({hw.describe()}) fits rows {rows}; pick one with --device KEY"
+        return _Match(hw, None, f"no table row: name {hw.name!r} has no row or alias and its hardware fits rows "
+                                f"{rows}", [reason])
+    note = (f"{what}: its hardware ({hw.describe()}) fits rows {rows}. Borrowed from row {row.key}, the figures "
+            f"they share: {', '.join(same) or 'none'}. Left blank, the figures they differ in: {'; '.join(apart)}. "
+            f"Pass --device {' or --device '.join(r.key for r in found)} to use one part's figures")
+    source = (f"table row {row.key} by hardware ({hw.describe()} fits {rows}; the figures they differ in are "
+              "left blank)")
+    return _checked(_Match(hw, row, source, [note], tuple(differ)), refit=False)
+
+
+def _pairs(a: DeviceRow, b: DeviceRow) -> list[tuple[str, float | None, float | None]]:
+    """(figure, a's, b's) for the DRAM bandwidth and every dtype peak either row has."""
+    out = [("dram_gbps", a.dram_gbps, b.dram_gbps)]
+    out += [(d, a.peak_tflops.get(d), b.peak_tflops.get(d)) for d in DTYPES if d in a.peak_tflops or d in b.peak_tflops]
+    return out
+
+
+def _figures(row: DeviceRow) -> str:
+    """The figures a row lends: its DRAM bandwidth and peaks, in one phrase."""
+    peaks = ", ".join(f"{d} {_fmt(row.peak_tflops[d])}" for d in DTYPES if d in row.peak_tflops)
+    return f"DRAM {_fmt(row.dram_gbps)} GB/s" + (f"; peaks {peaks} TFLOP/s" if peaks else "; no peaks")
+
+
+def _fmt(value: float | None) -> str:
+    return "blank" if value is None else f"{value:g}"
 
 
 def _checked(match: _Match, *, refit: bool = True) -> _Match:
@@ -379,7 +422,7 @@ def _build(match: _Match, peaks_override: dict[str, float] | None, bandwidth: fl
     peaks = {d: v for d, v in (row.peak_tflops.items() if row else ()) if d not in match.blank}
     dram = row.dram_gbps if row and "dram_gbps" not in match.blank else None
     notes = list(match.notes)
-    if row is not None and not peaks and not peaks_override:
+    if row is not None and not peaks and not peaks_override and not match.blank:
         notes.append(f"row {row.key} has no FLOP/s peaks (source: {row.source}): memory-bound "
                      "verdicts still work; compute roofs need --peak-tflops DTYPE=TFLOPS")
     if row is not None and dram is None and bandwidth is None and "dram_gbps" not in match.blank:

@@ -32,37 +32,55 @@ def has_graph_replay(links: Links) -> bool:
 
 def attach(trace: Trace, links: Links, capture: str | None, discover: bool = True) -> tuple[Trace, Links, dict | None]:
     """The replay with its graph kernels attributed to their capturing ops, and the report's
-    trace.capture entry (None when no capture was given or found). A capture given by the user
-    that cannot be read is a BadInput; one found beside the trace is a warning."""
+    trace.capture entry (None when no capture was given, found or held by the trace itself). A capture
+    given by the user that cannot be read is a BadInput; one found beside the trace is a warning.
+    Captures the trace itself holds (a run recorded whole: the capture, then the replays) are used
+    with the others. A capture folder found beside a trace that replays no graph is named as not needed."""
     if capture is None and not discover:
-        return trace, links, None
-    if not has_graph_replay(links):
-        if capture is not None:
-            trace.warnings.append(f"--capture {os.path.basename(capture)}: the trace has no CUDA/HIP graph "
-                                  "replays; the capture was not used")
         return trace, links, None
     given = capture is not None
     path = capture if given else beside(trace.path)
-    if path is None:
-        return trace, links, None
-    try:
-        files, missing = capture_files(path)
-        caps = [load_trace(f.path) for f in files]
-    except BadInput as exc:
+    if not has_graph_replay(links):
         if given:
-            raise
-        trace.warnings.append(f"a capture folder sits beside the trace ({path}) but cannot be used: {exc}")
-        return trace, links, {"source": "beside", "folder": path, "error": str(exc), "files": [],
-                              "note": f"capture folder beside the trace not used: {exc}"}
+            trace.warnings.append(f"--capture {os.path.basename(capture)}: the trace has no CUDA/HIP graph "
+                                  "replays; the capture was not used")
+            return trace, links, None
+        return trace, links, (_not_needed(path) if path is not None else None)
+    own = captured_graphs(trace, links, 0)  # its own captures, when it holds them
+    if path is None and not own:
+        return trace, links, None
+    files, missing, caps = [], [], []
+    error = None
+    if path is not None:
+        try:
+            files, missing = capture_files(path)
+            caps = [load_trace(f.path) for f in files]
+        except BadInput as exc:
+            if given:
+                raise
+            trace.warnings.append(f"a capture folder sits beside the trace ({path}) but cannot be used: {exc}")
+            if not own:
+                return trace, links, {"source": "beside", "folder": path, "error": str(exc), "files": [],
+                                      "note": f"capture folder beside the trace not used: {exc}"}
+            files, missing, caps, error = [], [], [], str(exc)
     graphs: list[Captured] = []
     per_file: list[int] = []
     for k, (f, ct) in enumerate(zip(files, caps)):
         g = captured_graphs(ct, link(ct), k, f.batch_size, f.mode)
         per_file.append(len(g))
         graphs.extend(g)
-    info = {"source": "option" if given else "beside", "folder": path if os.path.isdir(path) else None,
-            "files": [{"file": os.path.basename(f.path), "batch_size": f.batch_size, "mode": f.mode, "graphs": n}
-                      for f, n in zip(files, per_file)]}
+    listed = [{"file": os.path.basename(f.path), "batch_size": f.batch_size, "mode": f.mode, "graphs": n}
+              for f, n in zip(files, per_file)]
+    if own:  # the trace's own captures: one more source, the trace itself
+        own = captured_graphs(trace, links, len(caps))
+        caps.append(trace)
+        graphs.extend(own)
+        listed.append({"file": f"{os.path.basename(trace.path)} (itself)", "batch_size": None, "mode": None,
+                       "graphs": len(own)})
+    source = ("option" if given else "beside") if files else "trace"
+    info = {"source": source, "folder": path if path is not None and os.path.isdir(path) else None, "files": listed}
+    if error:
+        info["error"] = error
     if missing:
         trace.warnings.append(f"capture index lists {len(missing)} file(s) that do not exist: {', '.join(missing[:3])}")
     if not graphs:
@@ -75,6 +93,20 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
         trace.warnings.append(f"{stats['unaligned_launches']} of {stats['graph_launches']} graph launches did not "
                               "align with a captured graph: their kernels stay opaque (graph unaligned)")
     return trace, links, info
+
+
+def _not_needed(path: str) -> dict | None:
+    """trace.capture for a capture folder found beside a trace that replays no graph: named, not used."""
+    try:
+        files, _ = capture_files(path)
+    except BadInput:
+        return None
+    names = ", ".join(os.path.basename(f.path) for f in files[:4]) + (", ..." if len(files) > 4 else "")
+    return {"source": "beside", "folder": path, "graph_launches": 0,
+            "files": [{"file": os.path.basename(f.path), "batch_size": f.batch_size, "mode": f.mode, "graphs": None}
+                      for f in files],
+            "note": f"capture traces beside the trace ({names}) found but not needed: this trace replays no CUDA/HIP "
+                    "graph, so every kernel was launched by an op of its own and is costed from that op's shapes"}
 
 
 def _align_all(trace: Trace, links: Links, graphs: list[Captured], caps: list[Trace]) -> tuple[Trace, Links, dict]:

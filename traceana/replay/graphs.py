@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceana.link import Links
+from traceana.link import Links, graph_launches
 from traceana.load.model import Trace
 from traceana.replay.align import KIND_TOKENS, UNNAMED
 
@@ -109,11 +109,10 @@ def replayed(trace: Trace, links: Links) -> dict[int, list[np.ndarray]]:
     when every event records one (ids are given as nodes are added, i.e. in capture order), then
     by start time."""
     gpu = trace.gpu
-    is_graph = np.array(["GraphLaunch" in n for n in trace.names], dtype=bool)
     ev = np.flatnonzero((links.gpu_op < 0) & (links.gpu_launch >= 0))
     if len(ev) == 0:
         return {}
-    ev = ev[is_graph[trace.launches.name[links.gpu_launch[ev]]]]
+    ev = ev[graph_launches(trace)[links.gpu_launch[ev]]]
     ev = ev[np.lexsort((gpu.stream[ev], gpu.ts[ev], links.gpu_launch[ev]))]
     out: dict[int, list[np.ndarray]] = {}
     if len(ev) == 0:

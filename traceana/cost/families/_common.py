@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.shapes import Traffic, parse_float, valid_shape
 from traceana.cost.types import Cost, OpCall, Unmodelled
 
@@ -173,17 +174,20 @@ def need(call: OpCall, *positions: int, max_args: int | None = None) -> tuple[li
     record is corrupt (old profilers sometimes appended earlier ops' shapes)."""
     if max_args is not None and len(call.dims) > max_args:
         return [None] * len(positions), Unmodelled(
-            f"{call.name}: {len(call.dims)} recorded arguments, at most {max_args} expected")
+            f"{call.name}: {len(call.dims)} recorded arguments, at most {max_args} expected", cause="bad_shapes")
     bad = shape_problem(call)
     if bad:
-        return [None] * len(positions), Unmodelled(bad)
+        return [None] * len(positions), Unmodelled(bad, cause="bad_shapes")
     out = []
     for p in positions:
         t = call.tensor(p)
         if t is None:
             got = call.types[p] if p < len(call.types) else "nothing"
             why = f"{call.name}: argument {p} is not a tensor of known dtype (got {got!r})"
-            return [None] * len(positions), Unmodelled(why)
+            # a dtype traceana cannot size is its own gap (unmodelled); no tensor where the op takes one is
+            # a record that does not fit the op
+            known = got in ("nothing", "") or got in NON_TENSOR or dtype_info(got) is not None
+            return [None] * len(positions), Unmodelled(why, cause="bad_shapes" if known else None)
         out.append(t)
     return out, None
 

@@ -12,7 +12,9 @@ right for its nested-tensor path; we use the real layout (equal to flop_counter'
 on the transposed shapes).
 
 Bytes: the fused-kernel minimum: every tensor argument read once (q, k, v, mask/bias, and in the
-backward grad_out, out, logsumexp), the output (+ fp32 logsumexp) or grad_q/k/v written once.
+backward grad_out, out, logsumexp), the output (+ fp32 logsumexp) or grad_q/k/v written once. These aten
+ops return their output in the query's dtype, so it is written at the query's size; library ops that take
+an output tensor (attention_paged.py) write it at that tensor's dtype (fp8 inputs, a bf16 output).
 K/V re-reads across query tiles and the Sq x Skv score matrix never reach DRAM in this model.
 """
 
@@ -93,7 +95,7 @@ def _attention(call: OpCall) -> Cost | Unmodelled:
             return Unmodelled(f"attention q/k/v {q.shape} {k.shape} {v.shape} are not 4-D ({layout[:4]})")
     (b, hq, sq, dq), (bk, hk, skv, dk), (bv, hv, sv, dv) = dims
     if not (b == bk == bv and hk == hv and dq == dk and skv == sv) or hk == 0 or hq % hk:
-        return Unmodelled(f"attention q/k/v shapes do not match: {q.shape} {k.shape} {v.shape}")
+        return Unmodelled(f"attention q/k/v shapes do not match: {q.shape} {k.shape} {v.shape}", cause="bad_shapes")
     if hk != hq:
         notes.append(f"grouped-query attention: {hq} query heads share {hk} key/value heads")
     base = 2 * b * hq * sq * skv

@@ -16,7 +16,7 @@ from __future__ import annotations
 from traceana.cost.families._common import need
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, fmt_flops, parse_bool, parse_int
-from traceana.cost.types import Cost, OpCall, Unmodelled
+from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
 
 # ---------------------------------------------------------------- attention over a paged KV cache
 
@@ -58,9 +58,21 @@ def mha_batch_prefill(call: OpCall) -> Cost | Unmodelled:
     tr = Traffic().read("q", q)
     tr.add("read", "k rows used", (kv_tokens, hk, d), k.itemsize)
     tr.add("read", "v rows used", (kv_tokens, hk, d), v.itemsize)
-    tr.read("kv_page_indices", pages).write("out", q.shape, q.itemsize)
+    out = _output(call, 6, q.shape)  # out_, when the caller passed one (it sets the output's dtype)
+    tr.read("kv_page_indices", pages).write("out", q.shape, out.itemsize if out is not None else q.itemsize)
     expr = f"4*Hq*D*sum(Sq*Sk) = 4*{hq}*{d}*{sum_qk:,} = {fmt_flops(flops)}"
     return Cost(flops, tr.total, "attention", q.dtype, True, expr, tr.expr(), estimated, tuple(notes))
+
+
+def _output(call: OpCall, start: int, shape: tuple[int, ...]) -> TensorArg | None:
+    """The output tensor a caller handed in (an optional `out_` after the inputs, from argument `start`):
+    the first later tensor argument of the query's shape. The output is written at its dtype, which need
+    not be the query's (fp8 inputs, a bf16 output)."""
+    for i in range(start, len(call.dims)):
+        t = call.tensor(i)
+        if t is not None and t.shape == shape:
+            return t
+    return None
 
 
 @formula("vllm::unified_attention_with_output", "vllm::unified_attention")
@@ -79,8 +91,8 @@ def unified_attention(call: OpCall) -> Cost | Unmodelled:
     dv = v.shape[2]
     flops = 2 * hq * t * t * (d + dv)
     tr = Traffic().read("q", q).read("k", k).read("v", v)
-    out = call.tensor(3)
-    tr.write("out", out.shape if out is not None else (t, hq, dv), q.itemsize)
+    out = call.tensor(3)  # written at its own dtype: fp8 q/k/v may write a bf16 output
+    tr.write("out", out.shape if out is not None else (t, hq, dv), out.itemsize if out is not None else q.itemsize)
     notes = ["sequence boundaries and the cached context are not recorded: counted as one sequence of "
              f"{t} tokens attending to each other (causal masking counted in full); the real batch may "
              "hold many shorter sequences (fewer FLOPs) or long cached contexts (more FLOPs and bytes)"]
@@ -236,7 +248,8 @@ def flash_attn(call: OpCall) -> Cost | Unmodelled:
         b, sq, hq, dq = q.shape
         sum_qk, hk, dv, estimated = b * sq * k.shape[1], k.shape[2], v.shape[3], False
     if not hk or hq % hk or k.shape[-1] != dq:
-        return Unmodelled(f"{call.name}: q/k/v heads or head dims do not match: {q.shape} {k.shape} {v.shape}")
+        return Unmodelled(f"{call.name}: q/k/v heads or head dims do not match: {q.shape} {k.shape} {v.shape}",
+                          cause="bad_shapes")
     if parse_bool(call.scalar(cp)):
         notes.append(_CAUSAL)
     mult, what = ((3 * dq + 2 * dv), "2*Hq*sum(Sq*Sk)*(3*Dq+2*Dv)") if backward else ((dq + dv), "2*Hq*sum(Sq*Sk)*(Dq+Dv)")

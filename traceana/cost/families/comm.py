@@ -159,7 +159,7 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
     short = call.name.split("::", 1)[1] if "::" in call.name else call.name
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     algo, how = _algorithm(call, short)
     if algo is None:
         return Unmodelled("collective not recorded (no 'Collective name' arg, no NCCL/RCCL kernel name): "
@@ -234,10 +234,11 @@ def _collective(call: OpCall) -> Cost | Unmodelled:
         elif algo in ("broadcast", "reduce", "send_recv", "barrier"):
             group = 0  # their bytes do not depend on n
         else:
-            return Unmodelled(f"{algo}: group size unknown (no 'Group size' arg and no distributedInfo)")
+            return Unmodelled(f"{algo}: group size unknown (no 'Group size' arg and no distributedInfo)",
+                              cause="comm_unsized")
     if times_n:
         if group <= 0:
-            return Unmodelled("all_gather: group size unknown, so the gathered size is too")
+            return Unmodelled("all_gather: group size unknown, so the gathered size is too", cause="comm_unsized")
         s_elems *= group
     s_bytes = s_elems * itemsize
     factor, fexpr = bus_factor(algo, group) if group > 1 else ((0.0, "0 (a group of one sends nothing)")
@@ -313,10 +314,10 @@ def custom_collective(call: OpCall) -> Cost | Unmodelled:
     algo, pos, what, gpos = CUSTOM_COMM[call.name]
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     t = call.tensor(pos)
     if t is None:
-        return Unmodelled(f"{call.name}: argument {pos} (the message) is not a recorded tensor")
+        return Unmodelled(f"{call.name}: argument {pos} (the message) is not a recorded tensor", cause="comm_unsized")
     notes: list[str] = []
     estimated = False
     group = parse_int(call.scalar(gpos)) if gpos is not None else None
@@ -324,7 +325,7 @@ def custom_collective(call: OpCall) -> Cost | Unmodelled:
         world = _count(call.get("world_size"))
         if not world:
             return Unmodelled(f"{call.name}: group size unknown (a group name is recorded, not its size, and the "
-                              "trace has no distributedInfo world size)")
+                              "trace has no distributedInfo world size)", cause="comm_unsized")
         group, estimated = world, True  # (estimated is then the group's being assumed)
         notes.append(f"group size not recorded (a group name): assumed the world size {world} (distributedInfo)")
     s_elems = t.numel * (group if what == "in x n" else 1)

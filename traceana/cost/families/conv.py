@@ -93,7 +93,7 @@ def geometry(call: OpCall, layout: tuple, x: TensorArg, w: TensorArg) -> _Geom |
         x = TensorArg((1,) + x.shape, x.type_str, None)
         g.notes.append("unbatched input: N = 1")
     if len(x.shape) != nsp + 2:
-        return Unmodelled(f"conv input {x.shape} does not match weight {w.shape}")
+        return Unmodelled(f"conv input {x.shape} does not match weight {w.shape}", cause="bad_shapes")
     g.x, g.w, g.n = x, w, x.shape[0]
     tr = p_tr if isinstance(p_tr, bool) else parse_bool(call.scalar(p_tr))
     if tr is None:
@@ -108,7 +108,8 @@ def geometry(call: OpCall, layout: tuple, x: TensorArg, w: TensorArg) -> _Geom |
             g.notes.append("groups not recorded: assumed 1")
     cin = x.shape[1]
     if g.groups <= 0 or (not g.transposed and cin != w.shape[1] * g.groups) or (g.transposed and cin != w.shape[0]):
-        return Unmodelled(f"conv channels do not match: input {x.shape}, weight {w.shape}, groups {g.groups}")
+        return Unmodelled(f"conv channels do not match: input {x.shape}, weight {w.shape}, groups {g.groups}",
+                          cause="bad_shapes")
     g.stride, g.dil = _param(call, p_stride, nsp, 1), _param(call, p_dil, nsp, 1)
     g.pad, g.opad = _param(call, p_pad, nsp, 0), _param(call, p_opad, nsp, 0)
     string_pad = call.name.split("::")[-1] in _STRING_PADDING and call.concrete is not None \
@@ -126,7 +127,7 @@ def geometry(call: OpCall, layout: tuple, x: TensorArg, w: TensorArg) -> _Geom |
             if ASSUMED not in g.notes:
                 g.notes.append(ASSUMED_SAME)
     if min(g.stride) <= 0 or min(g.dil) <= 0:
-        return Unmodelled(f"conv stride {g.stride} / dilation {g.dil} must be positive")
+        return Unmodelled(f"conv stride {g.stride} / dilation {g.dil} must be positive", cause="bad_shapes")
     return g
 
 
@@ -234,7 +235,7 @@ def convolution_backward(call: OpCall) -> Cost | Unmodelled:
     if isinstance(g, Unmodelled):
         return g
     if len(go.shape) != len(g.x.shape) or go.shape[0] != g.n:
-        return Unmodelled(f"grad_out {go.shape} does not match input {x.shape}")
+        return Unmodelled(f"grad_out {go.shape} does not match input {x.shape}", cause="bad_shapes")
     g.notes = [n for n in g.notes if n not in (ASSUMED, ASSUMED_SAME)]  # only groups are needed
     mask = _mask(call, 10, 3, g.notes)
     bias_grad = len(mask) > 2 and mask[2]
@@ -262,7 +263,7 @@ def cudnn_convolution_backward_input(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(go.shape) != len(w.shape) or len(w.shape) - 2 not in _SPATIAL or go.shape[1] != w.shape[0]:
-        return Unmodelled(f"grad_out {go.shape} does not match weight {w.shape}")
+        return Unmodelled(f"grad_out {go.shape} does not match weight {w.shape}", cause="bad_shapes")
     size = parse_ints(call.scalar(0))
     notes = []
     if size is None or len(size) != len(go.shape):
@@ -286,7 +287,8 @@ def cudnn_convolution_backward_weight(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled("weight size not recorded (the trace predates Concrete Inputs)", cause="scalars_not_recorded")
     if len(size) != len(x.shape) or len(go.shape) != len(x.shape) or len(size) - 2 not in _SPATIAL \
             or min(size) < 0 or go.shape[0] != x.shape[0]:
-        return Unmodelled(f"weight size {size} does not match input {x.shape} / grad_out {go.shape}")
+        return Unmodelled(f"weight size {size} does not match input {x.shape} / grad_out {go.shape}",
+                          cause="bad_shapes")
     w = TensorArg(tuple(size), x.type_str)
     g = _Geom()
     groups = x.shape[1] // size[1] if size[1] and x.shape[1] % size[1] == 0 else 1

@@ -139,7 +139,7 @@ def float_to_rowwise(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(x.shape) < 1 or not x.shape[-1]:
-        return Unmodelled(f"{call.name}: input {x.shape} has no rows")
+        return Unmodelled(f"{call.name}: input {x.shape} has no rows", cause="bad_shapes")
     out = x.shape[:-1] + (_rowwise_cols(x.shape[-1]),)
     tr = Traffic().read("input", x).write("quantized(uint8)", out, 1)
     flops = x.numel * 3

@@ -75,7 +75,7 @@ def mm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-        return Unmodelled(f"mm needs [M,K] x [K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"mm needs [M,K] x [K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     (m, k), n = a.shape, b.shape[1]
     out = _out_dtype(call, 2, a.dtype, 2, 3)
     return _gemm(call, (), m, n, k, [("A", a), ("B", b)], (m, n), out)
@@ -87,10 +87,10 @@ def addmm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-        return Unmodelled(f"addmm needs [M,K] x [K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"addmm needs [M,K] x [K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     (m, k), n = a.shape, b.shape[1]
     if broadcast(bias.shape, (m, n)) != (m, n):
-        return Unmodelled(f"addmm bias {bias.shape} does not broadcast to {(m, n)}")
+        return Unmodelled(f"addmm bias {bias.shape} does not broadcast to {(m, n)}", cause="bad_shapes")
     out = _out_dtype(call, 3, a.dtype, 3, 6)
     return _gemm(call, (), m, n, k, [("A", a), ("B", b), ("bias", bias)], (m, n), out, [BIAS_NOTE])
 
@@ -101,7 +101,7 @@ def bmm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        return Unmodelled(f"bmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"bmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     bs, m, k = a.shape
     n = b.shape[2]
     out = _out_dtype(call, 2, a.dtype, 2, 3)
@@ -114,11 +114,11 @@ def baddbmm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        return Unmodelled(f"baddbmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"baddbmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     bs, m, k = a.shape
     n = b.shape[2]
     if broadcast(bias.shape, (bs, m, n)) != (bs, m, n):
-        return Unmodelled(f"baddbmm bias {bias.shape} does not broadcast to {(bs, m, n)}")
+        return Unmodelled(f"baddbmm bias {bias.shape} does not broadcast to {(bs, m, n)}", cause="bad_shapes")
     out = _out_dtype(call, 3, a.dtype, 3, 6)
     reads = [("A", a), ("B", b), ("bias", bias)]
     return _gemm(call, (bs,), m, n, k, reads, (bs, m, n), out, [BIAS_NOTE])
@@ -131,7 +131,7 @@ def addbmm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        return Unmodelled(f"addbmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"addbmm needs [B,M,K] x [B,K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     bs, m, k = a.shape
     n = b.shape[2]
     return _gemm(call, (bs,), m, n, k, [("A", a), ("B", b), ("bias", bias)], (m, n), a.dtype, [BIAS_NOTE])
@@ -145,7 +145,7 @@ def mv(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 2 or len(v.shape) != 1 or a.shape[1] != v.shape[0]:
-        return Unmodelled(f"mv needs [M,K] x [K], got {a.shape} x {v.shape}")
+        return Unmodelled(f"mv needs [M,K] x [K], got {a.shape} x {v.shape}", cause="bad_shapes")
     m, k = a.shape
     notes = [BIAS_NOTE] if off else []
     return _gemm(call, (), m, 1, k, [("A", a), ("x", v)] + _bias(call, 0)[:off], (m,), a.dtype, notes)
@@ -184,7 +184,7 @@ def matmul(call: OpCall) -> Cost | Unmodelled:
         return err
     dims = matmul_dims(a.shape, b.shape)
     if dims is None:
-        return Unmodelled(f"matmul shapes {a.shape} x {b.shape} do not match")
+        return Unmodelled(f"matmul shapes {a.shape} x {b.shape} do not match", cause="bad_shapes")
     batch, m, n, k, out = dims
     notes = []
     if batch and (a.shape[:-2] != batch or b.shape[:-2] != batch):
@@ -229,7 +229,7 @@ def scaled_mm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-        return Unmodelled(f"_scaled_mm needs [M,K] x [K,N], got {a.shape} x {b.shape}")
+        return Unmodelled(f"_scaled_mm needs [M,K] x [K,N], got {a.shape} x {b.shape}", cause="bad_shapes")
     (m, k), n = a.shape, b.shape[1]
     reads = [("A", a), ("B", b)]
     for pos, label in ((2, "scale_a"), (3, "scale_b"), (4, "bias"), (5, "scale_result")):

@@ -184,7 +184,7 @@ def index(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(NO_INDEX.split(":")[0] + ": output size unknown", cause="shapes_not_recorded")
     b = broadcast(*shapes)
     if b is None or len(shapes) > len(x.shape):
-        return Unmodelled(f"index: index shapes {shapes} do not fit {x.shape}")
+        return Unmodelled(f"index: index shapes {shapes} do not fit {x.shape}", cause="bad_shapes")
     out = b + x.shape[len(shapes):]
     n_idx = sum(prod(s) for s in shapes)
     tr = Traffic().raw("read", "indices(int64 assumed)", n_idx * 8)

@@ -116,7 +116,7 @@ def factory(call: OpCall) -> Cost | Unmodelled:
     size_pos, dtype_pos = _FACTORIES[call.name.split("::", 1)[1]]
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     if call.name.endswith("scalar_tensor"):
         r = ((), dtype_from_enum(call.scalar(1)) or "fp32", [])
     else:
@@ -139,7 +139,7 @@ def copy_(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if broadcast(dst.shape, src.shape) != dst.shape:
-        return Unmodelled(f"copy_: src {src.shape} does not broadcast to dst {dst.shape}")
+        return Unmodelled(f"copy_: src {src.shape} does not broadcast to dst {dst.shape}", cause="bad_shapes")
     tr = Traffic().read("src", src).add("write", "dst", dst.stored_shape, dst.itemsize)
     return make(0, tr, "memory", dst.dtype, "copy: 0 FLOPs")
 
@@ -224,7 +224,7 @@ def constant_pad_nd(call: OpCall) -> Cost | Unmodelled:
     for i in range(len(pad) // 2):
         shape[-1 - i] += pad[2 * i] + pad[2 * i + 1]
     if min(shape, default=0) < 0:
-        return Unmodelled(f"constant_pad_nd: negative output size {shape}")
+        return Unmodelled(f"constant_pad_nd: negative output size {shape}", cause="bad_shapes")
     return _copy_cost(src, tuple(shape), src.dtype)
 
 
@@ -310,7 +310,7 @@ def foreach_list(call: OpCall, weight: float, read_self: bool) -> Cost | Unmodel
     tensor operand; the result list (self when in-place) written. Lists share self's shapes."""
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     items = list_shapes(call, 0)
     if items is None:
         return Unmodelled("TensorList shapes not recorded", cause="shapes_not_recorded")
@@ -336,7 +336,7 @@ def cat(call: OpCall) -> Cost | Unmodelled:
     """Read every input once, write their concatenation (sum of numels)."""
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     pos = next((i for i, t in enumerate(call.types) if t in ("TensorList", "GenericList")), 0)
     items = list_shapes(call, pos)
     if items is None:

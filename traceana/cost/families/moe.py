@@ -76,7 +76,7 @@ def fused_experts(call: OpCall) -> Cost | Unmodelled:
     e, h, n1, inter, pack = dims
     t = x.shape[0]
     if len(ids.shape) != 2 or ids.shape[0] != t:
-        return Unmodelled(f"{call.name}: topk_ids {ids.shape} do not match {t} tokens")
+        return Unmodelled(f"{call.name}: topk_ids {ids.shape} do not match {t} tokens", cause="bad_shapes")
     k = ids.shape[1]
     pairs = t * k
     used = min(e, pairs)
@@ -165,7 +165,8 @@ def moe_forward(call: OpCall) -> Cost | Unmodelled:
                           f"[E, ., .] weight views were recorded inside it: {t if t is not None else '?'} tokens "
                           f"over {e if e is not None else '?'} experts, but the intermediate size, and so the FLOPs "
                           "and weight bytes, are not known (profile with record_shapes=True so the ops it runs "
-                          "record their weights)")
+                          "record their weights; a graph-replayed layer records them in its capture trace)",
+                          cause="input_not_recorded")
     h = x.shape[1]
     ws = [TensorArg(tuple(shape), ty) for shape, ty in weights]
     found = None
@@ -179,7 +180,8 @@ def moe_forward(call: OpCall) -> Cost | Unmodelled:
             break
     if not found:
         return Unmodelled(f"{call.name}: the [E, ., .] tensors recorded inside it "
-                          f"{[w.shape for w in ws]} do not fit w1 [E, N1, H] and w2 [E, H, I] for H = {h}")
+                          f"{[w.shape for w in ws]} do not fit w1 [E, N1, H] and w2 [E, H, I] for H = {h}: the expert "
+                          "weights themselves were not recorded", cause="input_not_recorded")
     w1, w2, (n1, inter, pack, hdim) = found
     k = call.get("top_k")
     notes = []
@@ -250,7 +252,7 @@ def topk_softmax(call: OpCall) -> Cost | Unmodelled:
     (renormalize)): a softmax over each token's E logits and the k largest picked. FLOPs per logit:
     SOFTMAX (norm.py) + log2(k) compares; bytes: the logits read, the [T, k] outputs written."""
     if shape_problem(call):
-        return Unmodelled(shape_problem(call))
+        return Unmodelled(shape_problem(call), cause="bad_shapes")
     got = _gating_and_topk(call)
     if isinstance(got, str):
         return Unmodelled(f"{call.name}: {got}")

@@ -105,7 +105,7 @@ def layer_norm(call: OpCall) -> Cost | Unmodelled:
     notes: list[str] = []
     n = _normalized(call, x, 1, w, notes)
     if n is None:
-        return Unmodelled(f"{short}: normalized_shape does not match input {x.shape}")
+        return Unmodelled(f"{short}: normalized_shape does not match input {x.shape}", cause="bad_shapes")
     rows = x.numel // n if n else 0
     tr = Traffic()
     _read_all(call, tr, {0: "input", 2: "weight", 3: "bias"})
@@ -165,7 +165,7 @@ def batch_norm(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(x.shape) < 2:
-        return Unmodelled(f"batch norm input {x.shape} has no channel dim")
+        return Unmodelled(f"batch norm input {x.shape} has no channel dim", cause="bad_shapes")
     short = call.name.split("::", 1)[1]
     p_train = _BN[short]
     if short == "_native_batch_norm_legit" and len(call.dims) == 6:
@@ -206,7 +206,7 @@ def batch_norm_backward(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if len(x.shape) < 2:
-        return Unmodelled(f"batch norm input {x.shape} has no channel dim")
+        return Unmodelled(f"batch norm input {x.shape} has no channel dim", cause="bad_shapes")
     train = parse_bool(call.scalar(p_train)) if p_train is not None else True
     mask = _mask(call, p_mask, 3) if p_mask is not None else [True] * 3
     tr = Traffic()
@@ -241,7 +241,7 @@ def group_norm(call: OpCall) -> Cost | Unmodelled:
         groups = 1
         notes.append("num_groups not recorded: assumed 1 (statistics size only)")
     if len(x.shape) < 2 or groups <= 0 or x.shape[1] % groups:
-        return Unmodelled(f"group norm input {x.shape} cannot be split into {groups} groups")
+        return Unmodelled(f"group norm input {x.shape} cannot be split into {groups} groups", cause="bad_shapes")
     n = x.shape[0]
     tr = Traffic()
     _read_all(call, tr, {0: "input", 1 if native else 2: "weight", 2 if native else 3: "bias"})

@@ -29,6 +29,7 @@ from traceana.cost.families._common import (
     shape_problem,
     to_float,
 )
+from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families.memory import foreach_list
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, broadcast, parse_float, per_element_expr
@@ -132,11 +133,13 @@ def pointwise(call: OpCall) -> Cost | Unmodelled:
     positions, weight, rule, _ = OPS[base]
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     ops = [(i, call.tensor(i)) for i in positions]
     ops = [(i, t) for i, t in ops if t is not None]
-    if not ops:
-        return Unmodelled(f"{short}: no tensor operand of known dtype among arguments {positions}")
+    if not ops:  # an operand of a dtype traceana cannot size is its gap; none at all, a record that does not fit
+        unknown = any(dtype_info(t) is None for t in call.types if t and t not in NON_TENSOR)
+        return Unmodelled(f"{short}: no tensor operand of known dtype among arguments {positions}",
+                          cause=None if unknown else "bad_shapes")
     tensors = [t for _, t in ops]
     inplace = short != base
     outs = [call.tensor(i) for i in range(max(positions) + 1, len(call.dims))]
@@ -144,16 +147,17 @@ def pointwise(call: OpCall) -> Cost | Unmodelled:
     if inplace:
         self_t = call.tensor(0)
         if self_t is None:
-            return Unmodelled(f"{short}: in-place op without a self tensor")
+            return Unmodelled(f"{short}: in-place op without a self tensor", cause="bad_shapes")
         shape, dtype = self_t.shape, self_t.dtype
     else:
         shape = broadcast(*(t.shape for t in tensors))
         if shape is None:
-            return Unmodelled(f"{short}: operand shapes {[t.shape for t in tensors]} do not broadcast")
+            return Unmodelled(f"{short}: operand shapes {[t.shape for t in tensors]} do not broadcast",
+                              cause="bad_shapes")
         dtype = _out_dtype(call, rule, positions, tensors)
         if outs:  # out= tensor: fixes the dtype; any other trailing tensor means a corrupt record
             if len(outs) > 1 or (outs[0].shape != shape and outs[0].numel != 0):  # [0]: resized
-                return Unmodelled(f"{short}: unexpected tensor arguments after the operands")
+                return Unmodelled(f"{short}: unexpected tensor arguments after the operands", cause="bad_shapes")
             dtype = outs[0].dtype
     notes: list[str] = []
     if base == "pow":
@@ -218,7 +222,7 @@ _FOREACH.update({"_foreach_copy_": (0, False), "_foreach_zero_": (0, False)})
 def foreach(call: OpCall) -> Cost | Unmodelled:
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     weight, read_self = _FOREACH[call.name.split("::", 1)[1]]
     return foreach_list(call, weight, read_self)
 

@@ -58,7 +58,7 @@ def quantize(call: OpCall) -> Cost | Unmodelled:
     if call.name == "sgl_kernel::sgl_per_tensor_quant_fp8" and call.scalar(3) == "True":
         dynamic, passes = False, False
     if q.numel not in (x.numel, x.numel // 2) or not x.numel:
-        return Unmodelled(f"{call.name}: output {q.shape} does not hold input {x.shape}")
+        return Unmodelled(f"{call.name}: output {q.shape} does not hold input {x.shape}", cause="bad_shapes")
     tr = Traffic().read("input", x)
     if dynamic:
         tr.write("quantized", q.shape, q.itemsize).write("scales", s.shape, s.itemsize)
@@ -78,7 +78,7 @@ def scaled_fp4_quant(call: OpCall) -> Cost | Unmodelled:
     input_scale, is_sf_swizzled_layout) -> (output, output_scale). One fp8 scale per 16 values; the
     swizzled layout pads the scale rows to 128 and its columns to 4: [ceil(M/128)*128, ceil(K/64)*4]."""
     if shape_problem(call):
-        return Unmodelled(shape_problem(call))
+        return Unmodelled(shape_problem(call), cause="bad_shapes")
     a, b = call.tensor(0), call.tensor(1)
     if a is not None and b is not None and len(a.shape) >= 2 and b.shape[:-1] == a.shape[:-1] \
             and b.shape[-1] == 2 * a.shape[-1]:
@@ -136,7 +136,7 @@ def scaled_gemm(call: OpCall) -> Cost | Unmodelled:
     m = prod(a.shape[:-1])
     kb, n = (b.shape[0], b.shape[1]) if layout == "kn" else (b.shape[1], b.shape[0])
     if kb * pack != k:
-        return Unmodelled(f"{call.name}: inner dims differ: a {a.shape}, b {b.shape} ({layout})")
+        return Unmodelled(f"{call.name}: inner dims differ: a {a.shape}, b {b.shape} ({layout})", cause="bad_shapes")
     tr = Traffic().read("a", a).read("b", b)
     for i in extra:
         t = call.tensor(i)

@@ -80,7 +80,7 @@ def reduction(call: OpCall) -> Cost | Unmodelled:
     keep = bool(parse_bool(call.scalar(p_keep))) if p_keep is not None else False
     out = reduce_shape(x.shape, dims if known else None, keep)
     if out is None:
-        return Unmodelled(f"{short}: dims {dims} out of range for shape {x.shape}")
+        return Unmodelled(f"{short}: dims {dims} out of range for shape {x.shape}", cause="bad_shapes")
     if rule == "SL" and dims is None and known:
         rule = "S"  # max(self): a single value, no indices
     override = None
@@ -178,7 +178,7 @@ def nll_loss_backward(call: OpCall) -> Cost | Unmodelled:
 def foreach_norm(call: OpCall) -> Cost | Unmodelled:
     """(tensors, ord, dtype): every tensor read once, one scalar per tensor written; 2 FLOPs/elem."""
     if shape_problem(call):
-        return Unmodelled(shape_problem(call))
+        return Unmodelled(shape_problem(call), cause="bad_shapes")
     items = list_shapes(call, 0)
     if items is None:
         return Unmodelled("TensorList shapes not recorded", cause="shapes_not_recorded")

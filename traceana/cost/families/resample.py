@@ -87,7 +87,7 @@ def upsample(call: OpCall) -> Cost | Unmodelled:
         return Unmodelled(f"{call.name}: neither output_size nor scale factors recorded", cause="scalars_not_recorded")
     size, how = got
     if any(v < 0 for v in size):
-        return Unmodelled(f"{call.name}: negative output size {size}")
+        return Unmodelled(f"{call.name}: negative output size {size}", cause="bad_shapes")
     out = x.shape[:2] + tuple(size)
     n_out = prod(out)
     flops = 0 if points == 1 else 2 * points * n_out
@@ -111,8 +111,11 @@ def upsample_backward(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     in_size = parse_ints(call.scalar(2))
-    if not in_size or len(in_size) != nd + 2 or len(g.shape) != nd + 2 or min(in_size) < 0:
-        return Unmodelled(f"{call.name}: input_size not recorded (or not {nd + 2} dims)")
+    if not in_size:
+        return Unmodelled(f"{call.name}: input_size not recorded", cause="scalars_not_recorded")
+    if len(in_size) != nd + 2 or len(g.shape) != nd + 2 or min(in_size) < 0:
+        return Unmodelled(f"{call.name}: input_size {in_size} / grad_output {g.shape} are not {nd + 2}-D",
+                          cause="bad_shapes")
     n_in = prod(in_size)
     flops = 2 * points * g.numel
     tr = Traffic().read("grad_output", g)
@@ -146,7 +149,7 @@ def sort(call: OpCall) -> Cost | Unmodelled:
     dim = parse_int(call.scalar(2 if stable_form else 1))
     rn = _rows(x.shape, dim)
     if rn is None:
-        return Unmodelled(f"{call.name}: dim {dim} does not fit {x.shape}")
+        return Unmodelled(f"{call.name}: dim {dim} does not fit {x.shape}", cause="bad_shapes")
     rows, n = rn
     flops = rows * n * ceil(log2(n)) if n > 1 else 0
     tr = Traffic().read("self", x)
@@ -173,7 +176,7 @@ def topk(call: OpCall) -> Cost | Unmodelled:
     dim = parse_int(call.scalar(2))
     rn = _rows(x.shape, dim)
     if rn is None or k > rn[1]:
-        return Unmodelled(f"{call.name}: k = {k} or dim {dim} does not fit {x.shape}")
+        return Unmodelled(f"{call.name}: k = {k} or dim {dim} does not fit {x.shape}", cause="bad_shapes")
     rows, n = rn
     flops = rows * n
     out = (rows * k,)

@@ -57,7 +57,7 @@ def rmsnorm(call: OpCall) -> Cost | Unmodelled:
     a, b, c = call.tensor(0), call.tensor(1), call.tensor(2)
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     if a is not None and b is not None and c is not None and a.shape == b.shape and c.shape == b.shape[-1:]:
         out, x, w = a, b, c
     elif a is not None and b is not None and a.shape and b.shape == a.shape[-1:]:
@@ -144,7 +144,7 @@ def store_kv(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if not k.shape or slots.numel != k.shape[0] or v.shape[0] != k.shape[0]:
-        return Unmodelled(f"{call.name}: slot mapping {slots.shape} does not match key {k.shape}")
+        return Unmodelled(f"{call.name}: slot mapping {slots.shape} does not match key {k.shape}", cause="bad_shapes")
     tr = Traffic().read("key", k).read("value", v).read("slot_mapping", slots)
     tr.write("key_cache rows", k.shape, kc.itemsize).write("value_cache rows", v.shape, vc.itemsize)
     notes = []
@@ -164,7 +164,7 @@ def unified_kv_cache_update(call: OpCall) -> Cost | Unmodelled:
     if err:
         return err
     if not k.shape or not v.shape or k.shape[0] != v.shape[0]:
-        return Unmodelled(f"{call.name}: key {k.shape} and value {v.shape} differ in tokens")
+        return Unmodelled(f"{call.name}: key {k.shape} and value {v.shape} differ in tokens", cause="bad_shapes")
     t = k.shape[0]
     tr = Traffic().read("key", k).read("value", v).add("read", "slot_mapping(int64)", (t,), 8)
     tr.write("key_cache rows", k.shape, k.itemsize).write("value_cache rows", v.shape, v.itemsize)

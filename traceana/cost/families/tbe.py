@@ -248,7 +248,8 @@ def forward(call: OpCall) -> Cost | Unmodelled:
     w = _width(lk, total_d)
     if w is None:
         return Unmodelled(f"{call.name}: the tables' widths are not recorded ({UNPAIRED}, and the "
-                          f"{lk.optimizer} optimizer keeps no per-row state that would give the row count)")
+                          f"{lk.optimizer} optimizer keeps no per-row state that would give the row count)",
+                          cause="input_not_recorded")
     d, how = w
     tr = _common_reads(Traffic(), lk)
     _rows_read(tr, lk, d)
@@ -277,15 +278,16 @@ def backward(call: OpCall) -> Cost | Unmodelled:
     if fwd is None or grad is None:
         return Unmodelled(f"autograd node of the table-batched embedding: its recorded dims are only its gradient "
                           f"input [B, total_D]; no forward lookup in the trace could be paired with it, so the "
-                          f"indices it sorts and the rows it updates are unknown")
+                          f"indices it sorts and the rows it updates are unknown", cause="input_not_recorded")
     bad = shape_problem(call)
     if bad:
-        return Unmodelled(bad)
+        return Unmodelled(bad, cause="bad_shapes")
     lk = parse_forward(fwd) if isinstance(fwd, OpCall) else "the paired lookup is not an op call"
     if isinstance(lk, str):
         return Unmodelled(lk)
     if len(grad.shape) != 2 or lk.batch != grad.shape[0]:
-        return Unmodelled(f"gradient {grad.shape} does not match the paired lookup ({lk.bags} bags of {lk.tables} tables)")
+        return Unmodelled(f"gradient {grad.shape} does not match the paired lookup ({lk.bags} bags of {lk.tables} "
+                          "tables): its own lookup is not in the trace", cause="input_not_recorded")
     optimizer = OPTIMIZERS.get(opt or "")
     if optimizer is None:
         return Unmodelled(f"the fused {opt} optimizer step of the table-batched embedding is not modelled")
