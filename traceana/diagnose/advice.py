@@ -33,6 +33,11 @@ OPAQUE_ADVICE = {
     "comm_unsized": "Profile with torch >= 2.1: record_param_comms then records each collective's message "
                     "size, dtype and group size ('In msg nelems', 'dtype', 'Group size'), so its bytes per rank "
                     "and bus bandwidth can be computed.",
+    "input_not_recorded": "Record the ops that carry the missing input: profile with record_shapes=True a window "
+                          "that includes them. A layer's own ops show the weights it holds (vLLM's moe_forward: "
+                          "the expert GEMMs' weight views and the routing's top-k; for a layer replayed from a "
+                          "CUDA graph, its capture trace). An embedding lookup and its backward must be in the "
+                          "same window. The op's reason names what is missing.",
     "bad_shapes": "The recorded shapes of these ops are corrupt: record the trace again (a newer torch, "
                   "record_shapes=True) to cost them.",
 }
