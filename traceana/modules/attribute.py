@@ -20,6 +20,7 @@ All passes are numpy over the whole trace: no Python loop runs per frame or per 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,8 @@ from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, mo
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
 NODE_PREFIX = "autograd::engine::evaluate_function: "
+# traces before torch 1.10 name the node op itself ("AddmmBackward", "CudnnConvolutionBackward"), no wrapper
+_OLD_NODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*Backward\d*$")
 OPTIM_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
 OPTIM_FILES = ("torch/optim/",)
 
@@ -46,6 +49,9 @@ class Places:
     paths: list[tuple[str, ...]] = field(default_factory=list)  # module instance names from the top
     frames: list[Frame] = field(default_factory=list)
     seq_recorded: bool = False  # the trace has sequence numbers (backward ops can be placed)
+    # bool per op: inside autograd's AccumulateGrad node (gradients summed into .grad, DDP's reducer hooks):
+    # backward work of no module
+    accumulate: np.ndarray | None = None
 
 
 def places(trace: Trace) -> Places:
@@ -59,7 +65,9 @@ def places(trace: Trace) -> Places:
     frames: list[Frame] = []
     py = getattr(trace, "python", None)
     source = None
-    m_start = f_start = None  # when the op's module / user frame started (python_function only)
+    # when the op's module / user frame started (a Call stack or Module Hierarchy has no times: never inside
+    # an autograd node, so a backward op takes its forward op's)
+    m_start = f_start = np.full(n, -np.inf)
     opt = np.zeros(n, dtype=bool)
     if py is not None and len(py) and n:
         source = "python_function"
@@ -72,27 +80,25 @@ def places(trace: Trace) -> Places:
             _from_text(mh, module, paths, hierarchy_path)
         if cs:
             source = source or "call_stack"
-            _frames_from_stacks(cs, frame, frames)
+            _frames_from_stacks(cs, frame, frames, None if mh else (module, paths))
     if not n:
         return Places(source, module, frame, phase, via, paths, frames)
     phase[opt | _inside_named(trace, OPTIM_PREFIXES, ops.ts, ops.end, ops.thread)] = OPTIMIZER
     node = _enclosing_node(trace)
     back = node >= 0
+    acc_codes = [i for i, nm in enumerate(trace.names) if nm.endswith("AccumulateGrad")]
+    accumulate = back & np.isin(ops.name[np.maximum(node, 0)], acc_codes)
     phase[back] = BACKWARD
     seq = getattr(ops, "seq", None)
     seq_ok = seq is not None and bool((seq >= 0).any())
     if back.any():
         # a backward op's own frames count only when they started inside its autograd node
         node_ts = np.where(back, ops.ts[np.maximum(node, 0)], np.inf)
-        if m_start is not None:
-            module[back & (m_start < node_ts)] = -1
-            frame[back & (f_start < node_ts)] = -1
-        else:  # Call stack / Module Hierarchy: autograd's thread records none; keep what the op recorded
-            pass
+        module[back & (m_start < node_ts)] = -1
+        frame[back & (f_start < node_ts)] = -1
         if seq_ok:
             fwd = _forward_of(ops, seq, node, back)
             take = back & (fwd >= 0)
-            f = fwd[take]
             need_m = take.copy()
             need_m[take] = module[take] < 0
             module[need_m] = module[fwd[need_m]]
@@ -100,8 +106,7 @@ def places(trace: Trace) -> Places:
             need_f[take] = frame[take] < 0
             frame[need_f] = frame[fwd[need_f]]
             via[need_m | need_f] = True
-            del f
-    return Places(source, module, frame, phase, via, paths, frames, seq_ok)
+    return Places(source, module, frame, phase, via, paths, frames, seq_ok, accumulate)
 
 
 # --- python_function events -------------------------------------------------------------------------------
@@ -202,23 +207,16 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
     up = np.full(n, -1, dtype=np.int64)  # the enclosing module frame of each module frame
     p = parent[mods]
     up[mods] = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
-    # depth among modules by pointer doubling on `up`
-    depth = np.zeros(n, dtype=np.int64)
-    ptr = up.copy()
-    step = np.ones(n, dtype=np.int64)
-    live = mods[ptr[mods] >= 0]
-    while len(live):
-        depth[live] += step[live]
-        nxt = ptr[live]
-        step[live] = step[live] + step[nxt]
-        depth_add = None  # noqa: F841 (doubling keeps depth exact: see below)
-        ptr[live] = ptr[nxt]
-        live = live[ptr[live] >= 0]
-    # (each round adds the length of the jumped segment, so depth[m] is the number of module ancestors)
+    depth = np.zeros(len(mods), dtype=np.int64)  # module ancestors of each module frame (~10 rounds)
+    cur = up[mods]
+    while (cur >= 0).any():
+        live = cur >= 0
+        depth += live
+        cur[live] = up[cur[live]]
     key_paths: dict[tuple[int, int], int] = {}
     tuples: list[tuple[str, ...]] = []
-    for d in range(int(depth[mods].max()) + 1):
-        at = mods[depth[mods] == d]
+    for d in range(int(depth.max()) + 1):
+        at = mods[depth == d]
         par = np.where(up[at] >= 0, path_of[np.maximum(up[at], 0)], -1)
         pairs = np.stack([par, name[at].astype(np.int64)], axis=1)
         uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
@@ -268,9 +266,12 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
 # --- autograd nodes, optimizer ranges ------------------------------------------------------------------
 
 def _enclosing_node(trace: Trace) -> np.ndarray:
-    """Per op, the innermost "autograd::engine::evaluate_function: ..." op enclosing it (itself included), -1."""
+    """Per op, the innermost autograd node op enclosing it (itself included), -1: "autograd::engine::
+    evaluate_function: XBackward0", or in traces that have no such wrapper, the "XBackward" op itself."""
     ops = trace.ops
     codes = [i for i, nm in enumerate(trace.names) if nm.startswith(NODE_PREFIX)]
+    if not codes or not np.isin(ops.name, codes).any():
+        codes = [i for i, nm in enumerate(trace.names) if _OLD_NODE.match(nm)]
     out = np.full(len(ops), -1, dtype=np.int64)
     if not codes:
         return out
@@ -317,10 +318,14 @@ def _inside_named(trace: Trace, prefixes: tuple[str, ...], ts, end, thread) -> n
 
 
 def _forward_of(ops, seq: np.ndarray, node: np.ndarray, back: np.ndarray) -> np.ndarray:
-    """Per op, the forward op whose autograd node its enclosing evaluate_function op runs: the latest op
-    outside backward with the node's sequence number that started before the node; -1 when none."""
+    """Per op, the forward op whose autograd node its enclosing evaluate_function op runs: the latest forward
+    op with the node's sequence number that started before the node; -1 when none."""
     out = np.full(len(ops), -1, dtype=np.int64)
-    fwd = np.flatnonzero((seq >= 0) & ~back)
+    # forward ops: numbered ops other than autograd's own node ops (those repeat their node's number); inside
+    # a backward node, the forward a checkpoint recomputes (numbered anew) counts too
+    own = np.zeros(len(ops), dtype=bool)
+    own[back] = seq[node[back]] == seq[back]
+    fwd = np.flatnonzero((seq >= 0) & ~own)
     if not len(fwd):
         return out
     order = fwd[np.lexsort((ops.ts[fwd], seq[fwd]))]
@@ -343,24 +348,36 @@ def _forward_of(ops, seq: np.ndarray, node: np.ndarray, back: np.ndarray) -> np.
 
 # --- Call stack / Module Hierarchy args ------------------------------------------------------------------
 
-def _frames_from_stacks(stacks: dict[int, str], frame: np.ndarray, frames: list) -> None:
-    """Each op's innermost user frame from its "Call stack" (one parse per distinct stack text)."""
-    seen: dict[str, int] = {}
+def _frames_from_stacks(stacks: dict[int, str], frame: np.ndarray, frames: list, calls: tuple | None) -> None:
+    """Each op's innermost user frame from its "Call stack" (one parse per distinct stack text). With
+    `calls` = (module, paths), also its call path: the user's frames from the outermost in ("train.py:54
+    <module>" / "resnet.py:249 forward" / ...), the stand-in for a module path, which a Call stack does not
+    name."""
+    seen: dict[str, tuple[int, int]] = {}
     where: dict[tuple, int] = {}
+    path_ids: dict[tuple, int] = {}
     for i, text in stacks.items():
         k = seen.get(text)
         if k is None:
-            k = -1
-            for f in call_stack_frames(text):
-                if f.user:
-                    key = (f.file, f.line, f.function)
-                    k = where.get(key, -1)
-                    if k < 0:
-                        k = where[key] = len(frames)
-                        frames.append(f)
-                    break
-            seen[text] = k
-        frame[i] = k
+            user = [f for f in call_stack_frames(text) if f.user]
+            fr = pa = -1
+            if user:
+                f = user[0]
+                key = (f.file, f.line, f.function)
+                fr = where.get(key, -1)
+                if fr < 0:
+                    fr = where[key] = len(frames)
+                    frames.append(f)
+                if calls is not None:
+                    p = tuple(f"{u.file.rsplit('/', 1)[-1]}:{u.line} {u.function}" for u in reversed(user))
+                    pa = path_ids.get(p, -1)
+                    if pa < 0:
+                        pa = path_ids[p] = len(calls[1])
+                        calls[1].append(p)
+            k = seen[text] = (fr, pa)
+        frame[i] = k[0]
+        if calls is not None:
+            calls[0][i] = k[1]
 
 
 def _from_text(texts: dict[int, str], module: np.ndarray, paths: list, parse) -> None:

@@ -97,5 +97,6 @@ def _extend(ops: CpuOps, cols: dict[str, list], extra: dict[int, tuple]) -> CpuO
         concrete=ops.concrete + cols["concrete"],
         kernel_flop=np.concatenate((ops.kernel_flop, np.array(cols["kflop"], dtype=np.float64))),
         kernel_num_gb=np.concatenate((ops.kernel_num_gb, np.array(cols["kgb"], dtype=np.float64))),
-        extra=extra,
+        extra=extra, call_stack=ops.call_stack, module_hierarchy=ops.module_hierarchy,
+        seq=None if ops.seq is None else np.concatenate((ops.seq, np.full(n, -1, dtype=np.int64))),
     )
