@@ -352,7 +352,7 @@ def finding_fields(findings: list[dict], rows: list[dict]) -> None:
     by_id = {r["id"]: r for r in rows}
     for f in findings:
         rs = [by_id[i] for i in f.get("ops") or () if i in by_id]
-        f["module"] = _majority(rs, "module_class")
+        f["module_class"] = _majority(rs, "module_class")
         f["source"] = _majority(rs, "source")
 
 

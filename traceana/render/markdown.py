@@ -22,6 +22,7 @@ from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_
 from traceana.render import verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
+from traceana.render.markdown_long import modules_block
 from traceana.render.md import fit, fold, md_text, table_row
 from traceana.units import kernel_names
 
@@ -155,6 +156,7 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
              more=lambda n: f"*… {plural(n, 'more group')} in the long form.*"))
     warns = [f"- {md_text(w, 300, line_start=True)}" for w in _warnings(a)]
     add(fold(f"{plural(len(warns), 'warning')}", warns, left, more=lambda n: f"*… {n:,} more in the JSON report.*"))
+    add(modules_block(a, min(left, 1800), 10, 3.0))
     cov = _coverage(a)
     if cov:
         add(fold("Coverage", ["\n".join(cov[2:])], left))
