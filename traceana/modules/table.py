@@ -132,7 +132,7 @@ def _event_rows(trace: Trace, links: Links, groups: list[Group], rows: list[dict
 
 
 def _stats(t: np.ndarray | float, f: float, b: float, tb: np.ndarray, total_us: float) -> dict:
-    t = float(np.sum(t))
+    t, f, b = float(np.sum(t)), float(f), float(b)
     out = {"time_us": t, "flops": float(f), "bytes": float(b),
            "pct": t / total_us * 100 if total_us > 0 else 0.0,
            "achieved_tflops": f / t / 1e6 if t > 0 and f > 0 else None,
