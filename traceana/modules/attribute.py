@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
 
@@ -115,13 +116,13 @@ def _from_python(trace: Trace, paths: list, frames: list):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
     parent = _parent_index(py)
-    codes, inv = np.unique(py.name, return_inverse=True)
-    inv = inv.reshape(-1)
-    is_mod_c = np.zeros(len(codes), dtype=bool)
-    frame_c = np.full(len(codes), -1, dtype=np.int64)  # index into frames for user-code frames
-    opt_c = np.zeros(len(codes), dtype=bool)
-    for i, c in enumerate(codes.tolist()):  # per distinct frame name, not per frame
-        nm = names[c]
+    codes = distinct(py.name)
+    inv = py.name  # the tables below are indexed by name code
+    is_mod_c = np.zeros(len(names), dtype=bool)
+    frame_c = np.full(len(names), -1, dtype=np.int64)  # index into frames for user-code frames
+    opt_c = np.zeros(len(names), dtype=bool)
+    for i in codes.tolist():  # per distinct frame name, not per frame
+        nm = names[i]
         if module_name(nm) is not None:
             is_mod_c[i] = True
             continue
@@ -165,7 +166,7 @@ def _parent_index(py) -> np.ndarray:
     if not ok.any():
         return out
     idx = np.flatnonzero(ok)
-    order = idx[np.argsort(ids[idx], kind="stable")]
+    order = idx if (np.diff(ids[idx]) > 0).all() else idx[np.argsort(ids[idx], kind="stable")]
     s = ids[order]
     want = py.parent
     pos = np.searchsorted(s, want)
@@ -180,18 +181,18 @@ def _parent_index(py) -> np.ndarray:
 
 def _nearest(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """For each frame, the nearest frame at or above it (itself, its parent, ...) with `flag`; -1 when none.
-    Pointer doubling: about log2(depth) rounds over all frames."""
+    Pointer doubling over the frames not yet resolved: about log2(depth) rounds."""
     n = len(parent)
-    idx = np.arange(n, dtype=np.int64)
-    r = np.where(flag, idx, parent)
+    r = np.where(flag, np.arange(n, dtype=np.int64), parent)
+    todo = np.flatnonzero((r >= 0) & ~flag)  # r[i] is an ancestor not known to be flagged
+    todo = todo[~flag[r[todo]]]
     for _ in range(64):
-        live = r >= 0
-        nxt = r.copy()
-        nxt[live] = np.where(flag[r[live]], r[live], r[r[live]])
-        if np.array_equal(nxt, r):
+        if not len(todo):
             break
-        r = nxt
-    r[(r >= 0) & ~flag[np.maximum(r, 0)]] = -1
+        r[todo] = r[r[todo]]  # jump: the ancestor's own pointer (flagged, -1, or further up)
+        live = r[todo] >= 0
+        todo = todo[live]
+        todo = todo[~flag[r[todo]]]
     return r
 
 
@@ -218,10 +219,11 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
     for d in range(int(depth.max()) + 1):
         at = mods[depth == d]
         par = np.where(up[at] >= 0, path_of[np.maximum(up[at], 0)], -1)
-        pairs = np.stack([par, name[at].astype(np.int64)], axis=1)
-        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+        span = len(names) + 1
+        uniq, inv = np.unique((par + 1) * span + name[at].astype(np.int64), return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
-        for u, (pp, code) in enumerate(uniq.tolist()):  # per distinct path, not per frame
+        for u, key in enumerate(uniq.tolist()):  # per distinct path, not per frame
+            pp, code = key // span - 1, key % span
             k = (pp, code)
             if k not in key_paths:
                 key_paths[k] = len(tuples)
@@ -239,7 +241,7 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
     out = np.full(len(q_ts), -1, dtype=np.int64)
     if not len(iv_ts) or not len(q_ts):
         return out
-    order = np.lexsort((-iv_end, iv_ts, iv_thread))
+    order = _by_thread_and_start(iv_thread, iv_ts, iv_end)
     s_thread, s_ts = iv_thread[order], iv_ts[order]
     by_q = np.argsort(q_thread, kind="stable")
     qt = q_thread[by_q]
@@ -261,6 +263,19 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
             break
         cand[miss] = iv_parent[cand[miss]]
     return cand
+
+
+def _by_thread_and_start(thread, ts, end) -> np.ndarray:
+    """Intervals ordered by thread, then start, then longest first. Python calls are recorded in the order they
+    start (parents before children), so a stable sort by thread usually gives that order already (checked);
+    else the full sort."""
+    order = np.argsort(thread, kind="stable")
+    t, th, e = ts[order], thread[order], end[order]
+    same = th[1:] == th[:-1]
+    dt = t[1:] - t[:-1]
+    if not ((dt > 0) | ((dt == 0) & (e[1:] <= e[:-1])) | ~same).all():
+        order = np.lexsort((-end, ts, thread))
+    return order
 
 
 # --- autograd nodes, optimizer ranges ------------------------------------------------------------------

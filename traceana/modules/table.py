@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceana.arrays import distinct
 from traceana.link import CAUSE_KEYS, Links
 from traceana.load.model import Trace
 from traceana.modules.attribute import PHASES, Places
@@ -132,22 +133,35 @@ def _event_rows(trace: Trace, links: Links, groups: list[Group], rows: list[dict
 
 
 def _stats(t: np.ndarray | float, f: float, b: float, tb: np.ndarray, total_us: float) -> dict:
-    t, f, b = float(np.sum(t)), float(f), float(b)
-    out = {"time_us": t, "flops": float(f), "bytes": float(b),
-           "pct": t / total_us * 100 if total_us > 0 else 0.0,
-           "achieved_tflops": f / t / 1e6 if t > 0 and f > 0 else None,
-           "achieved_gbps": b / t / 1e3 if t > 0 and b > 0 else None,
-           "bound": BOUNDS[int(np.argmax(tb))] if float(np.sum(tb)) > 0 else None}
-    return out
+    """One entry's figures (t: its time, or its times by phase; tb: its time by bound)."""
+    t = float(np.sum(t))
+    return _figures(t, float(f), float(b), int(np.argmax(tb)) if float(np.sum(tb)) > 0 else -1, total_us)
 
 
-def _phases(t: np.ndarray, f: np.ndarray, b: np.ndarray, tb: np.ndarray, total_us: float) -> dict:
-    """{phase: stats} for forward and backward (always) and the optimizer step (when it has time)."""
-    out = {}
-    for i, name in enumerate(PHASES):
-        if name == "optimizer" and t[i + 1] <= 0:
-            continue
-        out[name] = _stats(t[i + 1], f[i + 1], b[i + 1], tb[i + 1], total_us)
+def _figures(t: float, f: float, b: float, bound: int, total_us: float) -> dict:
+    return {"time_us": t, "flops": f, "bytes": b,
+            "pct": t / total_us * 100 if total_us > 0 else 0.0,
+            "achieved_tflops": f / t / 1e6 if t > 0 and f > 0 else None,
+            "achieved_gbps": b / t / 1e3 if t > 0 and b > 0 else None,
+            "bound": BOUNDS[bound] if bound >= 0 else None}
+
+
+def _table(t: np.ndarray, f: np.ndarray, b: np.ndarray, tb: np.ndarray, total_us: float) -> list[dict]:
+    """Per entry (rows of t, f, b: [entry, phase]; tb: [entry, phase, bound]): its figures over all phases and
+    per phase (forward and backward always, the optimizer step when it has time), computed column-wise."""
+    tt, ft, bt = t.sum(axis=1).tolist(), f.sum(axis=1).tolist(), b.sum(axis=1).tolist()
+    tbt = tb.sum(axis=1)
+    bound = np.where(tbt.sum(axis=1) > 0, tbt.argmax(axis=1), -1).tolist()
+    pb = np.where(tb.sum(axis=2) > 0, tb.argmax(axis=2), -1).tolist()
+    tl, fl, bl = t.tolist(), f.tolist(), b.tolist()
+    out = []
+    for i in range(len(tt)):
+        row = _figures(tt[i], ft[i], bt[i], bound[i], total_us)
+        for k, name in enumerate(PHASES, 1):
+            if name == "optimizer" and tl[i][k] <= 0:
+                continue
+            row[name] = _figures(tl[i][k], fl[i][k], bl[i][k], pb[i][k], total_us)
+        out.append(row)
     return out
 
 
@@ -155,34 +169,29 @@ def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: fl
     """Module nodes depth-first (children by time), each with inclusive totals, its own (self) time, and its
     forward / backward split; nodes that took no device time are left out."""
     paths = places.paths
+    used = np.flatnonzero(t.sum(axis=1) + fl.sum(axis=1) + by.sum(axis=1) > 0).tolist()
     index: dict[tuple, int] = {}
-    acc_t, acc_f, acc_b, acc_tb, self_t, tops = [], [], [], [], [], []
     keys: list[tuple] = []
-
-    def node(p: tuple) -> int:
-        k = index.get(p)
-        if k is None:
-            k = index[p] = len(keys)
-            keys.append(p)
-            acc_t.append(np.zeros(t.shape[1]))
-            acc_f.append(np.zeros(t.shape[1]))
-            acc_b.append(np.zeros(t.shape[1]))
-            acc_tb.append(np.zeros(tb.shape[1:]))
-            self_t.append(0.0)
-            tops.append([])
-        return k
-
-    for pid in np.flatnonzero(t.sum(axis=1) + fl.sum(axis=1) + by.sum(axis=1) > 0).tolist():
+    src: list[int] = []
+    dst: list[int] = []
+    own: dict[int, int] = {}  # node -> the path entry whose own ops it holds
+    for pid in used:  # per path with time, its prefixes: a few thousand tuples, not events
         p = paths[pid]
-        k = node(p)
-        self_t[k] += float(t[pid].sum())
-        tops[k] = top.get(pid, [])
         for d in range(1, len(p) + 1):
-            j = node(p[:d])
-            acc_t[j] += t[pid]
-            acc_f[j] += fl[pid]
-            acc_b[j] += by[pid]
-            acc_tb[j] += tb[pid]
+            k = index.get(p[:d])
+            if k is None:
+                k = index[p[:d]] = len(keys)
+                keys.append(p[:d])
+            src.append(pid)
+            dst.append(k)
+        own[index[p]] = pid
+    n = len(keys)
+    acc = [np.zeros((n,) + x.shape[1:]) for x in (t, fl, by, tb)]
+    for a, x in zip(acc, (t, fl, by, tb)):
+        np.add.at(a, np.array(dst, dtype=np.int64), x[np.array(src, dtype=np.int64)])
+    figures = _table(*acc, total_us)
+    total = acc[0].sum(axis=1).tolist()
+    self_t = t.sum(axis=1)
     children: dict[tuple, list[int]] = {}
     for k, p in enumerate(keys):
         children.setdefault(p[:-1], []).append(k)
@@ -190,14 +199,13 @@ def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: fl
     cls = _class_of(places.source)
 
     def walk(parent_key: tuple, parent_idx: int) -> None:
-        kids = sorted(children.get(parent_key, []), key=lambda k: (-acc_t[k].sum(), keys[k]))
-        for k in kids:
+        for k in sorted(children.get(parent_key, []), key=lambda k: (-total[k], keys[k])):
             p = keys[k]
             me = len(out)
+            pid = own.get(k)
             out.append({"path": SEP.join(p), "name": p[-1], "class": cls(p[-1]), "depth": len(p) - 1,
-                        "parent": parent_idx, "self_time_us": self_t[k], "ops": tops[k],
-                        **_stats(acc_t[k], acc_f[k].sum(), acc_b[k].sum(), acc_tb[k].sum(axis=0), total_us),
-                        **_phases(acc_t[k], acc_f[k], acc_b[k], acc_tb[k], total_us)})
+                        "parent": parent_idx, "self_time_us": float(self_t[pid]) if pid is not None else 0.0,
+                        "ops": top.get(pid, []) if pid is not None else [], **figures[k]})
             walk(p, me)
 
     walk((), -1)
@@ -290,8 +298,10 @@ def _best(group: np.ndarray, value: np.ndarray, w: np.ndarray, n: int | None):
 
 
 def _distinct_per(group: np.ndarray, value: np.ndarray) -> dict:
-    u = np.unique(np.stack([group, value], axis=1), axis=0)
-    g, c = np.unique(u[:, 0], return_counts=True)
+    """group -> how many distinct values it has."""
+    span = int(value.max()) + 1
+    u = distinct(group * span + value)
+    g, c = np.unique(u // span, return_counts=True)
     return dict(zip(g.tolist(), c.tolist()))
 
 
@@ -334,15 +344,13 @@ def _by_source(places: Places, fr, phase, dur, f_ev, b_ev, bd_ev, mod, total_us:
     tot = t.sum(axis=1)
     m = sel & (mod >= 0)
     best_m = _best(fr[m], mod[m], dur[m], nf) if m.any() else np.full(nf, -1)
+    pick = [i for i in np.lexsort((np.arange(nf), -tot))[:top].tolist() if tot[i] > 0]
+    figures = _table(t[pick], fl[pick], by[pick], tb[pick], total_us)
     out = []
-    for i in np.lexsort((np.arange(nf), -tot))[:top].tolist():
-        if tot[i] <= 0:
-            break
+    for i, fig in zip(pick, figures):
         f = places.frames[i]
         out.append({"source": f.where(), "file": f.file, "line": f.line, "function": f.function,
-                    "module": SEP.join(places.paths[int(best_m[i])]) if best_m[i] >= 0 else None,
-                    **_stats(t[i], fl[i].sum(), by[i].sum(), tb[i].sum(axis=0), total_us),
-                    **_phases(t[i], fl[i], by[i], tb[i], total_us)})
+                    "module": SEP.join(places.paths[int(best_m[i])]) if best_m[i] >= 0 else None, **fig})
     return out
 
 
