@@ -31,6 +31,8 @@ def test_frames_user_code_or_machinery():
     assert parse_frame("multiprocessing/spawn.py(122): spawn_main").user is False
     assert parse_frame("train.py(54): <module>").user is True  # the user's script, relative to sys.path[0]
     assert parse_frame("torchvision/models/resnet.py(266): forward").user is True  # a model library
+    assert parse_frame("aiter/tuned_gemm.py(395): torch_gemm").kernel_lib  # a kernel library: not the user's code
+    assert parse_frame("aiter/tuned_gemm.py(395): torch_gemm").user is False
     assert parse_frame("<built-in method matmul of type object at 0x7f00>") is None
     assert parse_frame("nn.Module: Linear_0") is None
     # Call stack args: absolute paths; an installed package loses its install folder
@@ -225,6 +227,17 @@ def test_shared_call_stack_trace():
     assert convs and all(r["source"].startswith("torchvision/models/resnet.py:") for r in convs)
     assert {r["phase"] for r in convs} == {"forward", "backward"}
     assert all(n["path"].startswith("resnet50_profiler_api.py:") for n in m["tree"] if n["depth"] == 0)
+
+
+def test_shared_serving_trace_points_above_the_kernel_library():
+    """SGLang on MI300X: a Linear's mm runs through aiter (tuned_gemm.py and the torch_guard.py wrappers it puts
+    on sys.path); the line named is SGLang's own layer code that called into aiter."""
+    a = analyze(shared_trace("tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz"))
+    _sums_equal(a)
+    mm = [r for r in a["ops"] if r["name"] == "aten::mm" and r["module_class"] == "Qwen3Model/Qwen3DecoderLayer/"
+          "Qwen2MLP/MergedColumnParallelLinear"]
+    assert mm and mm[0]["module_instances"] == 36  # Qwen3-8B: 36 decoder layers
+    assert mm[0]["source"].endswith("sglang/srt/layers/quantization/unquant.py:136")
 
 
 def test_shared_trace_without_stacks_says_how_to_record():

@@ -121,6 +121,7 @@ def _from_python(trace: Trace, paths: list, frames: list):
     is_mod_c = np.zeros(len(names), dtype=bool)
     frame_c = np.full(len(names), -1, dtype=np.int64)  # index into frames for user-code frames
     opt_c = np.zeros(len(names), dtype=bool)
+    lib_c = np.zeros(len(names), dtype=bool)  # kernel libraries' frames
     for i in codes.tolist():  # per distinct frame name, not per frame
         nm = names[i]
         if module_name(nm) is not None:
@@ -129,6 +130,7 @@ def _from_python(trace: Trace, paths: list, frames: list):
         f = parse_frame(nm)
         if f is None:
             continue
+        lib_c[i] = f.kernel_lib
         if f.user:
             frame_c[i] = len(frames)
             frames.append(f)
@@ -146,7 +148,19 @@ def _from_python(trace: Trace, paths: list, frames: list):
     m_fr = np.full(n, -1, dtype=np.int64)
     u_fr = np.full(n, -1, dtype=np.int64)
     m_fr[has] = mod_anc[inner[has]]
-    u_fr[has] = user_anc[inner[has]]
+    # the user's frame is above every kernel library frame on the way: what called into the library
+    start = inner.copy()
+    if lib_c.any():
+        lib_anc = _nearest(parent, lib_c[inv])
+        b = np.where(has, lib_anc[np.maximum(inner, 0)], -1)
+        for _ in range(64):
+            live = np.flatnonzero(b >= 0)
+            if not len(live):
+                break
+            start[live] = parent[b[live]]
+            b[live] = np.where(start[live] >= 0, lib_anc[np.maximum(start[live], 0)], -1)
+    ok = start >= 0
+    u_fr[ok] = user_anc[start[ok]]
     module = np.where(m_fr >= 0, path_of[np.maximum(m_fr, 0)], -1)
     frame = np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1)
     m_start = np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf)

@@ -19,9 +19,13 @@ from dataclasses import dataclass
 MODULE_PREFIX = "nn.Module: "
 
 # Packages whose frames are the machinery between the user's code and the op, never the place to point at:
-# torch and its compilers, the profiler's test runners. The standard library is told by its module names.
+# torch and its compilers, test runners. The standard library is told by its module names.
 NOT_USER = frozenset({"torch", "functorch", "torchgen", "triton", "typing_extensions", "_pytest", "pytest",
                       "pluggy", "importlib_metadata"})
+# Kernel libraries: their Python only launches kernels, and what it calls on the way (a helper module they put
+# on sys.path, "torch_guard.py") is theirs too, so the user's frame is the one that called into them.
+KERNEL_LIBS = frozenset({"aiter", "flash_attn", "flash_attn_interface", "flashinfer", "xformers", "deep_gemm",
+                         "sgl_kernel"})
 STDLIB = frozenset(sys.stdlib_module_names)
 
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$", re.S)
@@ -37,6 +41,7 @@ class Frame:
     line: int
     function: str
     user: bool  # the user's own code (their script or model library), not torch / stdlib / built-ins
+    kernel_lib: bool = False  # inside a kernel library (KERNEL_LIBS)
 
     def where(self) -> str:
         """"file.py:123"."""
@@ -52,7 +57,8 @@ def parse_frame(name: str) -> Frame | None:
     path, line, fn = m.group(1), int(m.group(2)), m.group(3)
     stdlib = bool(_STDLIB_DIR.search(path))
     path = _PACKAGES.sub("", path)
-    return Frame(path, line, fn, not stdlib and is_user_file(path))
+    lib = _top(path) in KERNEL_LIBS
+    return Frame(path, line, fn, not stdlib and not lib and is_user_file(path), lib)
 
 
 def is_user_file(path: str) -> bool:
@@ -64,10 +70,14 @@ def is_user_file(path: str) -> bool:
         return False
     if path.startswith("/"):  # an absolute path outside site-packages: the user's files (or a source checkout)
         return not _in_torch_checkout(path)
+    top = _top(path)
+    return top not in NOT_USER and top not in STDLIB and top not in KERNEL_LIBS
+
+
+def _top(path: str) -> str:
+    """The top-level package (or module) of a relative source path."""
     top = path.split("/", 1)[0]
-    if top.endswith(".py"):
-        top = top[:-3]
-    return top not in NOT_USER and top not in STDLIB
+    return top[:-3] if top.endswith(".py") else top
 
 
 def _in_torch_checkout(path: str) -> bool:
