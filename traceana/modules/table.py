@@ -313,7 +313,7 @@ def _share(group, value, w, best, n) -> np.ndarray:
 def _backward_note(places: Places, t: np.ndarray, accumulate_us: float) -> str | None:
     """How backward ops were placed, or why they could not be."""
     bwd = float(t[:, 2].sum())
-    if bwd <= 0:
+    if bwd <= 0 or places.source is None:
         return None
     unknown = float(t[0, 2]) - accumulate_us
     if places.seq_recorded:

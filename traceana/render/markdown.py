@@ -147,6 +147,8 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
             blocks.append(block)
             left -= len(block) + 2
 
+    mods = modules_block(a, min(left, 1800), 10, 3.0)  # its room is kept: the line on how to record stacks
+    left -= len(mods) + 2 if mods else 0
     rows = terms(a)
     add(fold("Where the time went: every µs of the primary device's span, once",
              [table_row([md_text(t["label"], 80), t["time"], t["pct"]]) for t in rows], left,
@@ -154,9 +156,10 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
     cs = cards(a)
     add(fold(f"Findings: {plural(len(cs), 'group')}, largest saving first", [_card(c) for c in cs], left,
              more=lambda n: f"*… {plural(n, 'more group')} in the long form.*"))
+    if mods:
+        blocks.append(mods)
     warns = [f"- {md_text(w, 300, line_start=True)}" for w in _warnings(a)]
     add(fold(f"{plural(len(warns), 'warning')}", warns, left, more=lambda n: f"*… {n:,} more in the JSON report.*"))
-    add(modules_block(a, min(left, 1800), 10, 3.0))
     cov = _coverage(a)
     if cov:
         add(fold("Coverage", ["\n".join(cov[2:])], left))

@@ -330,13 +330,14 @@ def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float)
     """The by-module tree as an indented list in a <details> block (the modules with the most device time),
     or the one line saying how to record modules when the trace has none."""
     m = mapping(a.get("modules"))
-    if not m:
+    if not m or (m.get("source") and not num(mapping(m.get("total")).get("time_us"))):
         return ""
     items = [f"{'  ' * d}- " + (md_text(n, 200) if mod else f"*{md_text(n, 200)}*") + f": {md_text(c, 300)}"
              for d, n, c, mod in markdown_items(a, limit, min_pct)]
     note = md_text(m.get("note"), 400) + (f"; {md_text(m.get('backward'), 300)}" if m.get("backward") else "")
-    if not items:
-        return fold("Modules and source lines", [note + "."], budget)
+    if not items:  # one visible line: what the trace lacks and how to record it
+        line = f"**Modules and source lines:** {note}."
+        return line if len(line) <= budget else ""
     return fold(f"By module: device time, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
                 "have the whole tree)", items, budget, head=note + ".\n",
                 more=lambda n: f"*… {n:,} more in the HTML and JSON reports.*")

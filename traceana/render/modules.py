@@ -76,6 +76,9 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
     m = mapping(a.get("modules"))
     if not m:
         return None
+    recorded = bool(text(m.get("source")))
+    if recorded and not num(mapping(m.get("total")).get("time_us")):
+        return None  # stacks, but no device time to share out (a CPU-only trace)
     nodes = [n for n in seq(m.get("tree")) if isinstance(n, Mapping)]
     keep = sorted((i for i, n in enumerate(nodes) if (num(n.get("pct")) or 0.0) >= HTML_MIN_PCT),
                   key=lambda i: -(num(nodes[i].get("time_us")) or 0.0))[:HTML_NODES]
@@ -93,7 +96,7 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
         p = int(num(n.get("parent")) if num(n.get("parent")) is not None else -1)
         (built[p]["children"] if p in built else roots).append(item)
     other = [{"name": text(o.get("label"), 300), "cells": _node_line(o)} for o in seq(m.get("other"))
-             if isinstance(o, Mapping)]
+             if isinstance(o, Mapping)] if recorded else []  # without stacks every op is "outside modules"
     by_source = [{"name": text(s.get("source"), 400), "function": text(s.get("function"), 200),
                   "module": short_path(s.get("module"), 3) if text(s.get("module")) else "",
                   "module_title": text(s.get("module"), 3000), "cells": _node_line(s)}
@@ -110,6 +113,8 @@ def markdown_items(a: Mapping[str, Any], limit: int = MD_NODES,
     the time outside modules. Unescaped: the renderer escapes."""
     m = mapping(a.get("modules"))
     nodes = [n for n in seq(m.get("tree")) if isinstance(n, Mapping)]
+    if not nodes:
+        return []
     children: dict[int, list[int]] = {}
     for i, n in enumerate(nodes):
         children.setdefault(int(num(n.get("parent")) if num(n.get("parent")) is not None else -1), []).append(i)
