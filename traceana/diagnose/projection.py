@@ -32,7 +32,7 @@ WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.
-TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized"})
+TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized", "stream_wait"})
 # A finding that recovers less than this is a note, not a lever.
 LEVER_MIN_US = 1.0
 PLAN_SIZE = 3  # "Do this first": the first levers, at most
