@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from traceana.arrays import distinct
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
 
@@ -116,7 +115,7 @@ def _from_python(trace: Trace, paths: list, frames: list):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
     parent = _parent_index(py)
-    codes = distinct(py.name)
+    codes = np.flatnonzero(np.bincount(py.name, minlength=len(names)))  # the frame names present
     inv = py.name  # the tables below are indexed by name code
     is_mod_c = np.zeros(len(names), dtype=bool)
     frame_c = np.full(len(names), -1, dtype=np.int64)  # index into frames for user-code frames
@@ -140,7 +139,7 @@ def _from_python(trace: Trace, paths: list, frames: list):
     is_user = frame_c[inv] >= 0
     mod_anc = _nearest(parent, is_mod)
     user_anc = _nearest(parent, is_user)
-    opt_anc = _nearest(parent, opt_c[inv])
+    opt_anc = _nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
     path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths)
     inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, ops.ts, ops.end)
     n = len(ops)

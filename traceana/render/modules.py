@@ -91,10 +91,11 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
             continue
         item = {"name": text(n.get("name"), 300), "title": text(n.get("path"), 3000),
                 "cells": _node_line(n), "ops": [link(o) for o in seq(n.get("ops"))[:5]], "children": [],
-                "open": int(num(n.get("depth")) or 0) < 2}
+                "open": False}
         built[i] = item
         p = int(num(n.get("parent")) if num(n.get("parent")) is not None else -1)
         (built[p]["children"] if p in built else roots).append(item)
+    _open(roots)
     other = [{"name": text(o.get("label"), 300), "cells": _node_line(o)} for o in seq(m.get("other"))
              if isinstance(o, Mapping)] if recorded else []  # without stacks every op is "outside modules"
     by_source = [{"name": text(s.get("source"), 400), "function": text(s.get("function"), 200),
@@ -104,6 +105,15 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
     return {"note": text(m.get("note"), 600), "backward": text(m.get("backward"), 600),
             "source": text(m.get("source"), 40), "roots": roots, "other": other, "by_source": by_source,
             "shown": len(kept), "total": len(nodes)}
+
+
+def _open(level: list[dict[str, Any]]) -> None:
+    """Open the top modules, and below an open one its submodules when they are few (a model's dozens of
+    layers stay folded, one click away)."""
+    for item in level:
+        item["open"] = True
+        if 0 < len(item["children"]) <= 4:
+            _open(item["children"])
 
 
 def markdown_items(a: Mapping[str, Any], limit: int = MD_NODES,
