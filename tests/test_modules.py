@@ -149,6 +149,22 @@ def test_hand_trace_forward_backward_and_accumulation(tmp_path, loader):
     assert "sequence number" in m["backward"] and "gradient accumulation" in m["backward"]
 
 
+def test_hand_trace_without_parent_ids(tmp_path):
+    """Python calls recorded without "Python parent id": the call tree comes from time nesting."""
+    path = _hand_trace(tmp_path)
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if e["cat"] == "python_function":
+            e["args"] = {}
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    a = analyze(path)
+    lin = next(n for n in a["modules"]["tree"] if n["path"] == "Net_0/Linear_0")
+    assert lin["forward"]["time_us"] == pytest.approx(10.0) and lin["backward"]["time_us"] == pytest.approx(10.0)
+    assert next(r for r in a["ops"] if r["name"] == "aten::mm")["source"] == "net.py:5"
+
+
 # ---------------------------------------------------------------- shared traces
 
 def _sums_equal(a: dict) -> None:

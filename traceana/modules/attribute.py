@@ -115,6 +115,8 @@ def _from_python(trace: Trace, paths: list, frames: list):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
     parent = _parent_index(py)
+    if not (py.parent >= 0).any():  # no parent ids recorded: the call tree from time nesting instead
+        parent = _nesting_parents(py.thread, py.ts, py.end)
     codes = np.flatnonzero(np.bincount(py.name, minlength=len(names)))  # the frame names present
     inv = py.name  # the tables below are indexed by name code
     is_mod_c = np.zeros(len(names), dtype=bool)
