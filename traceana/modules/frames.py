@@ -51,12 +51,16 @@ class Frame:
 def parse_frame(name: str) -> Frame | None:
     """A python_function / Call stack frame "path(line): function"; None for built-ins, module entries and
     anything else without a file and line."""
+    if name.startswith(("<", "nn.Module: ")) or "): " not in name:  # built-ins, module entries: no file
+        return None
     m = _FRAME.match(name)
-    if m is None or name.startswith("<"):
+    if m is None:
         return None
     path, line, fn = m.group(1), int(m.group(2)), m.group(3)
-    stdlib = bool(_STDLIB_DIR.search(path))
-    path = _PACKAGES.sub("", path)
+    stdlib = False
+    if path.startswith("/"):  # a Call stack's absolute path
+        stdlib = bool(_STDLIB_DIR.search(path))
+        path = _PACKAGES.sub("", path)
     lib = _top(path) in KERNEL_LIBS
     return Frame(path, line, fn, not stdlib and not lib and is_user_file(path), lib)
 
