@@ -241,7 +241,15 @@ def _row_fields(rows: list[dict], places: Places, ev_row, mod, phase, fr, dur) -
     """Each op row's module (the class path with most of its time, its top instance path and how many
     instances), user frame and phase (in place)."""
     n = len(rows)
-    cls = _class_of(places.source)
+    of = _class_of(places.source)
+    memo: dict[str, str] = {}
+
+    def cls(x: str) -> str:
+        c = memo.get(x)
+        if c is None:
+            c = memo[x] = of(x)
+        return c
+
     cpaths: dict[tuple, int] = {}
     cpath_of = np.array([cpaths.setdefault(tuple(cls(x) for x in p), len(cpaths)) for p in places.paths] + [-1],
                         dtype=np.int64)
