@@ -343,3 +343,48 @@ def test_module_names_are_escaped(tmp_path):
     html = render_html(a)
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;_0" in html
     assert "<img" not in render_markdown(a, long=True)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_recorded_torchscript_module_hierarchy(recorded_trace):
+    """A TorchScript model recorded with with_modules=True: its ops' "Module Hierarchy" gives the module path
+    with attribute names (a scripted model has no nn.Module call entries; with_stack is off here)."""
+    import torch
+
+    from tests.recorded import gpu_shaped, write
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 32)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.Sequential(Block(), torch.nn.Linear(32, 32))
+
+        def forward(self, x):
+            return self.blocks(x).sum()
+
+    torch.manual_seed(0)
+    net = torch.jit.script(Net())
+    x = torch.randn(128, 64)
+    net(x)
+    net(x)  # the profiling executor optimises on the second call
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                with_modules=True) as p:
+        net(x)  # ops inlined under "TOP()::<forward op>.blocks(Sequential)::forward.0(Block)::..."
+    path = recorded_trace.folder / "scripted.json"
+    p.export_chrome_trace(str(path))
+    a = analyze(write(gpu_shaped(json.loads(path.read_text())), recorded_trace.folder / "scripted.json.gz"))
+    _sums_equal(a)
+    m = a["modules"]
+    assert m["source"] == "module_hierarchy"
+    tree = {n["path"]: n for n in m["tree"]}
+    lin = tree["Net/blocks(Sequential)/0(Block)/lin(Linear)"]
+    # addmm [128,64] x [64,32]: 2*128*32*64 = 524288 FLOPs
+    assert lin["flops"] == 524288 and lin["class"] == "Linear"
+    assert tree["Net/blocks(Sequential)/1(Linear)"]["flops"] == 2 * 128 * 32 * 32  # = 262144

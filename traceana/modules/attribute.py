@@ -72,6 +72,12 @@ def places(trace: Trace) -> Places:
     if py is not None and len(py) and n:
         source = "python_function"
         module, frame, m_start, f_start, opt = _from_python(trace, paths, frames)
+        mh = getattr(ops, "module_hierarchy", None) or {}
+        if mh:  # a TorchScript model called from Python: its ops have no module entry, their hierarchy says it
+            scripted = np.full(n, -1, dtype=np.int64)
+            _from_text(mh, scripted, paths, hierarchy_path)
+            take = (module < 0) & (scripted >= 0)
+            module[take] = scripted[take]
     else:
         cs = getattr(ops, "call_stack", None) or {}
         mh = getattr(ops, "module_hierarchy", None) or {}
@@ -411,8 +417,12 @@ def _frames_from_stacks(stacks: dict[int, str], frame: np.ndarray, frames: list,
 
 
 def _from_text(texts: dict[int, str], module: np.ndarray, paths: list, parse) -> None:
+    """Each op's module path from its "Module Hierarchy" (one parse per distinct text). TorchScript's
+    profiling executor inlines submodules into a top written "TOP()" (no class): named by the top class the
+    trace records elsewhere, when it records one."""
     seen: dict[str, int] = {}
     ids: dict[tuple, int] = {}
+    first = len(paths)
     for i, text in texts.items():
         k = seen.get(text)
         if k is None:
@@ -425,3 +435,7 @@ def _from_text(texts: dict[int, str], module: np.ndarray, paths: list, parse) ->
                     paths.append(p)
             seen[text] = k
         module[i] = k
+    tops = {p[0] for p in paths[first:] if p[0] != "TOP"}
+    if len(tops) == 1:
+        top = tops.pop()
+        paths[first:] = [(top,) + p[1:] if p[0] == "TOP" else p for p in paths[first:]]
