@@ -256,6 +256,17 @@ def test_shared_serving_trace_points_above_the_kernel_library():
     assert mm[0]["source"].endswith("sglang/srt/layers/quantization/unquant.py:136")
 
 
+def test_shared_graph_replay_placed_at_its_launch():
+    """vLLM piecewise CUDA graphs: the replayed kernels take their capturing ops (capture_traces/ beside the
+    trace); those synthetic ops are timed on the GPU's clock, so each is placed where its graph was launched:
+    inside the compiled piecewise GraphModule, launched from vLLM's cuda_graph.py."""
+    a = analyze(shared_trace("tracelens/vllm_piecewise/graph_execution.json.gz"))
+    _sums_equal(a)
+    moe = next(r for r in a["ops"] if r["name"] == "vllm::moe_forward")
+    assert moe["module_class"] == "GptOssForCausalLM/GraphModule"
+    assert moe["source"] == "vllm/compilation/cuda_graph.py:208"
+
+
 def test_shared_trace_without_stacks_says_how_to_record():
     # hta/control: every op's "Call stack" and "Module Hierarchy" recorded empty
     a = analyze(shared_trace("hta/control.json.gz"))

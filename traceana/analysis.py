@@ -80,6 +80,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("link")
     links = link(trace)
+    recorded_ops = len(trace.ops)  # graph replays' synthetic ops are appended after these
     trace, links, capture = attach_capture(trace, links, options.capture, options.find_capture)
     groups = group_ops(trace, links)
     warnings = list(trace.warnings)
@@ -126,7 +127,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
-    modules = module_table(op_places(trace), trace, links, ordered, rows, total)  # also each row's module / source
+    modules = module_table(op_places(trace, links, recorded_ops), trace, links, ordered, rows, total)  # also each row's module / source
     finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)

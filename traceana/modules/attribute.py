@@ -54,8 +54,12 @@ class Places:
     accumulate: np.ndarray | None = None
 
 
-def places(trace: Trace) -> Places:
+def places(trace: Trace, links=None, first_replayed: int | None = None) -> Places:
+    """`first_replayed`: ops from this index on are the synthetic ops replay.inject appended for graph
+    replays (timed by their replayed kernels, on the GPU's clock); with `links`, each is placed where its
+    graph was launched (the launch call's time on its thread), not at its kernels' times."""
     ops = trace.ops
+    q_ts, q_end = _query_times(trace, links, first_replayed)
     n = len(ops)
     module = np.full(n, -1, dtype=np.int64)
     frame = np.full(n, -1, dtype=np.int64)
@@ -71,7 +75,7 @@ def places(trace: Trace) -> Places:
     opt = np.zeros(n, dtype=bool)
     if py is not None and len(py) and n:
         source = "python_function"
-        module, frame, m_start, f_start, opt = _from_python(trace, paths, frames)
+        module, frame, m_start, f_start, opt = _from_python(trace, paths, frames, q_ts, q_end)
         mh = getattr(ops, "module_hierarchy", None) or {}
         if mh:  # a TorchScript model called from Python: its ops have no module entry, their hierarchy says it
             scripted = np.full(n, -1, dtype=np.int64)
@@ -89,8 +93,8 @@ def places(trace: Trace) -> Places:
             _frames_from_stacks(cs, frame, frames, None if mh else (module, paths))
     if not n:
         return Places(source, module, frame, phase, via, paths, frames)
-    phase[opt | _inside_named(trace, OPTIM_PREFIXES, ops.ts, ops.end, ops.thread)] = OPTIMIZER
-    node = _enclosing_node(trace)
+    phase[opt | _inside_named(trace, OPTIM_PREFIXES, q_ts, q_end, ops.thread)] = OPTIMIZER
+    node = _enclosing_node(trace, q_ts, q_end)
     back = node >= 0
     acc_codes = [i for i, nm in enumerate(trace.names) if nm.endswith("AccumulateGrad")]
     accumulate = back & np.isin(ops.name[np.maximum(node, 0)], acc_codes)
@@ -115,9 +119,26 @@ def places(trace: Trace) -> Places:
     return Places(source, module, frame, phase, via, paths, frames, seq_ok, accumulate)
 
 
+def _query_times(trace: Trace, links, first: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's interval for finding what encloses it: its own, but a replayed op's is its graph launch's."""
+    ops = trace.ops
+    q_ts, q_end = ops.ts, ops.end
+    if links is None or first is None or first >= len(ops):
+        return q_ts, q_end
+    ev = np.flatnonzero((links.gpu_op >= first) & (links.gpu_launch >= 0))
+    if not len(ev):
+        return q_ts, q_end
+    op, at = np.unique(links.gpu_op[ev], return_index=True)  # each replayed op's first event
+    la = links.gpu_launch[ev[at]]
+    q_ts, q_end = q_ts.copy(), q_end.copy()
+    q_ts[op] = trace.launches.ts[la]
+    q_end[op] = trace.launches.end[la]
+    return q_ts, q_end
+
+
 # --- python_function events -------------------------------------------------------------------------------
 
-def _from_python(trace: Trace, paths: list, frames: list):
+def _from_python(trace: Trace, paths: list, frames: list, q_ts: np.ndarray, q_end: np.ndarray):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
     parent = _parent_index(py)
@@ -149,7 +170,7 @@ def _from_python(trace: Trace, paths: list, frames: list):
     user_anc = _nearest(parent, is_user)
     opt_anc = _nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
     path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths)
-    inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, ops.ts, ops.end)
+    inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
     n = len(ops)
     has = inner >= 0
     m_fr = np.full(n, -1, dtype=np.int64)
@@ -301,7 +322,7 @@ def _by_thread_and_start(thread, ts, end) -> np.ndarray:
 
 # --- autograd nodes, optimizer ranges ------------------------------------------------------------------
 
-def _enclosing_node(trace: Trace) -> np.ndarray:
+def _enclosing_node(trace: Trace, q_ts: np.ndarray, q_end: np.ndarray) -> np.ndarray:
     """Per op, the innermost autograd node op enclosing it (itself included), -1: "autograd::engine::
     evaluate_function: XBackward0", or in traces that have no such wrapper, the "XBackward" op itself."""
     ops = trace.ops
@@ -315,7 +336,7 @@ def _enclosing_node(trace: Trace) -> np.ndarray:
     if not len(nodes):
         return out
     parent = _nesting_parents(ops.thread[nodes], ops.ts[nodes], ops.end[nodes])
-    inner = _innermost(ops.thread[nodes], ops.ts[nodes], ops.end[nodes], parent, ops.thread, ops.ts, ops.end)
+    inner = _innermost(ops.thread[nodes], ops.ts[nodes], ops.end[nodes], parent, ops.thread, q_ts, q_end)
     has = inner >= 0
     out[has] = nodes[inner[has]]
     return out
