@@ -79,19 +79,22 @@ def test_over_the_cap_short_kernels_of_one_category_become_buckets(tmp_path, mon
     assert "drawn as one bucket" in t["aggregation"]
 
 
-def test_alternating_categories_fall_back_to_mixed_buckets(monkeypatch):
-    monkeypatch.setattr(tl, "CAP", 4)
+def test_alternating_categories_fall_back_to_mixed_buckets():
     import numpy as np
+
+    from traceana.diagnose import buckets as bk
 
     n = 20
     stream = np.zeros(n, dtype=np.int64)
     s = np.arange(n) * 3.0
     e = s + 2
     c = np.arange(n) % 2  # compute, memory, compute, ...
-    assert tl._count(stream, s, e, c, np.inf, same_cat=True) == 20  # no neighbours share a category
-    q = tl._threshold(stream, s, e, c, same_cat=False)
-    assert tl._count(stream, s, e, c, q, same_cat=False) <= 4
-    assert tl._count(stream, s, e, c, q / 1.02, same_cat=False) > 4  # the smallest such threshold
+    assert bk._count(stream, s, e, c, np.inf, same_cat=True) == 20  # no neighbours share a category
+    q = bk._threshold(stream, s, e, c, same_cat=False, cap=4)
+    assert bk._count(stream, s, e, c, q, same_cat=False) <= 4
+    assert bk._count(stream, s, e, c, q / 1.02, same_cat=False) > 4  # the smallest such threshold
+    b = bk.buckets(stream, s, e, c, 4)
+    assert b.mixed and b.aggregated and len(b.first) <= 4 and int(b.n.sum()) == 20
 
 
 def test_without_steps_the_busiest_stretch_is_drawn(tmp_path, monkeypatch):
