@@ -253,7 +253,7 @@ def _links(lane: Mapping[str, Any], m: int, n: int, n_kernels: int, n_threads: i
 def _track(cols: Any, n_names: int, room: int) -> dict[str, list] | None:
     """One CPU track's checked columns (start, dur, name, n, busy), at most `room` long; None when unusable."""
     c = mapping(cols)
-    start = _column(c.get("start"))
+    start = _column(c.get("start")) if c else None
     if start is None:
         return None
     m = len(start)
@@ -263,7 +263,7 @@ def _track(cols: Any, n_names: int, room: int) -> dict[str, list] | None:
     k = min(m, room)
     out = {"start": start[:k], "dur": dur[:k], "name": [x if 0 <= x < n_names else -1 for x in name[:k]],
            "n": (_column(c.get("n"), m, True) or [1] * m)[:k]}
-    busy = _column(c.get("busy"), m)
+    busy = _column(c.get("busy"), m) if "busy" in c else None
     if busy is not None:
         out["busy"] = busy[:k]
     return out
@@ -334,7 +334,8 @@ def _caption(tl: dict[str, Any] | None, a: Mapping[str, Any]) -> dict[str, Any] 
     legend = [{"label": TL_LABELS.get(k, k), "colour": COLOURS.get(k, "#999999"), "title": TIPS.get(k, "")}
               for k in [tl["categories"][c] for c in cats] + [tl["causes"][c] for c in causes
                                                                 if 0 <= c < len(tl["causes"])]]
-    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"])}
+    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"]), "threads": len(tl["threads"]),
+            "notes": tl["notes"]}
 
 
 def window_text(a: Mapping[str, Any]) -> str:
