@@ -134,3 +134,59 @@ def test_json_keeps_number_lists_on_one_line(tmp_path):
     out = render_json(analyze(synth.write(tmp_path, synth.trace(ev))))
     assert '"start": [0,30]' in out and '"dur": [20,20]' in out
     assert json.loads(out)["timeline"]["lanes"][0]["n"] == [1, 1]
+
+
+def test_kernels_carry_their_name_correlation_and_launch_and_the_launching_threads_are_drawn(tmp_path):
+    ev = [synth.annotation("ProfilerStep#1", 0, 200, tid=1),
+          synth.annotation("## forward ##", 2, 60, tid=1),
+          synth.annotation("## nested ##", 3, 10, tid=1),  # inside ## forward ##: not outermost
+          # thread 1: aten::linear [5, 25) holding aten::mm [6, 20) which launches gemm_a at 10 (corr 1)
+          synth.op("aten::linear", 5, 20, 1, dims=MM[0], types=MM[1], tid=1),
+          synth.op("aten::mm", 6, 14, 2, dims=MM[0], types=MM[1], tid=1),
+          synth.launch(10, 1, ext=2, tid=1),
+          synth.kernel("void gemm_a<float, 128>(float*)", 40, 20, 1, ext=2),
+          # thread 2 (the backward thread): aten::add [30, 40) launches add_k at 32 (corr 2)
+          synth.op("aten::add", 30, 10, 3, dims=[[64], [64]], types=["float", "float"], tid=2),
+          synth.launch(32, 2, ext=3, tid=2),
+          synth.kernel("add_k", 70, 5, 2, ext=3),
+          # a memset with no launch recorded
+          synth.kernel("Memset (Device)", 90, 1, 99, cat="gpu_memset")]
+    a = _analyze(tmp_path, ev)
+    t = a["timeline"]
+    # the GPU window: the first kernel's start 40 to the last one's end 91; the CPU step 0 .. 200 is -40 .. 160
+    assert t["start_us"] == 40.0 and t["dur_us"] == 51.0 and t["cpu_range"] == [-40, 160]
+    (lane,) = t["lanes"]
+    assert [t["kernels"][k] for k in lane["kernel"]] == ["void gemm_a<float, 128>(float*)", "add_k", "Memset (Device)"]
+    assert lane["corr"] == [1, 2, 99]
+    # launches at 10 and 32 on the clock, 10 - 40 = -30 and 32 - 40 = -8 from the window start; none for the memset
+    assert lane["launch"] == [-30, -8, 0]
+    threads = [th["thread"] for th in t["threads"]]
+    assert threads == ["1/1", "1/2"]  # the step's thread first, then the other launching thread
+    assert lane["thread"] == [0, 1, -1]
+    assert [th["launched"] for th in t["threads"]] == [1, 1]
+    first, second = t["threads"]
+    # outermost ops only: aten::linear (aten::mm is inside it), clipped to nothing; times from the window start
+    assert [t["cpu_names"][i] for i in first["ops"]["name"]] == ["aten::linear"]
+    assert first["ops"]["start"] == [-35] and first["ops"]["dur"] == [20]  # 5 - 40, 25 - 5
+    assert [t["cpu_names"][i] for i in first["annotations"]["name"]] == ["## forward ##"]  # not ProfilerStep, not nested
+    assert [t["cpu_names"][i] for i in second["ops"]["name"]] == ["aten::add"] and "annotations" not in second
+    assert t["cpu_events"] == t["cpu_intervals"] == 3 and t["threads_omitted"] == 0
+
+
+def test_cpu_intervals_over_their_cap_merge_into_named_buckets(tmp_path, monkeypatch):
+    from traceana.diagnose import timeline_cpu
+
+    monkeypatch.setattr(timeline_cpu, "CPU_CAP", 5)
+    ev = [synth.annotation("ProfilerStep#1", 0, 400)]
+    # 20 outermost 1 µs ops, 2 µs apart, then one 30 µs op that launches the only kernel
+    ev += [synth.op("aten::view", 10 + 3 * i, 1, 100 + i) for i in range(20)]
+    ev += [synth.op("aten::mm", 100, 30, 1, dims=MM[0], types=MM[1]), synth.launch(105, 1, ext=1),
+           synth.kernel("gemm_a", 150, 10, 1, ext=1)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    (th,) = t["threads"]
+    ops = th["ops"]
+    assert t["cpu_events"] == 21 and t["cpu_intervals"] == len(ops["start"]) <= 5
+    assert sum(ops["n"]) == 21 and sum(ops["busy"]) == pytest.approx(20 * 1 + 30)
+    assert t["cpu_names"][ops["name"][-1]] == "aten::mm" and ops["n"][-1] == 1 and ops["dur"][-1] == 30
+    assert "aten::view" in [t["cpu_names"][i] for i in ops["name"]]  # a bucket named after its longest op
+    assert "named after its longest" in t["cpu_aggregation"]
