@@ -335,7 +335,7 @@ def _caption(tl: dict[str, Any] | None, a: Mapping[str, Any]) -> dict[str, Any] 
               for k in [tl["categories"][c] for c in cats] + [tl["causes"][c] for c in causes
                                                                 if 0 <= c < len(tl["causes"])]]
     return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"]), "threads": len(tl["threads"]),
-            "notes": tl["notes"]}
+            "annotations": any("annotations" in th for th in tl["threads"]), "notes": tl["notes"]}
 
 
 def window_text(a: Mapping[str, Any]) -> str:
