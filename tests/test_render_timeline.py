@@ -198,3 +198,26 @@ def test_link_columns_out_of_range_or_missing_read_as_none():
     one, two = t["lanes"]
     assert one["kernel"] == [0, -1] and one["thread"] == [-1, -1]  # no thread 0 is drawn
     assert two["kernel"] == [-1] and two["corr"] == [-1] and two["thread"] == [-1] and two["launch"] == [0.0]
+
+
+def test_many_long_kernel_names_keep_the_page_bounded():
+    # 20,000 drawn kernels, each with its own 300-character name, and 10,000 CPU ops with their own names
+    n = 20_000
+    names = [f"void kernel_{i}<" + "x" * 300 + ">()" for i in range(n)]
+    a = {"timeline": {"dur_us": float(n), "categories": ["memory"], "kernels": names,
+                      "cpu_names": [f"aten::op_{i}" for i in range(10_000)],
+                      "threads": [{"thread": "1/1", "launched": n,
+                                   "ops": {"start": list(range(10_000)), "dur": [0.5] * 10_000,
+                                           "name": list(range(10_000)), "n": [1] * 10_000}}],
+                      "lanes": [{"stream": 7, "start": list(range(n)), "dur": [0.5] * n, "op": [-1] * n, "cat": [0] * n,
+                                 "n": [1] * n, "kernel": list(range(n)), "corr": list(range(n)), "thread": [0] * n,
+                                 "launch": list(range(n))}]}}
+    t = timeline_data(a, [], [], set())
+    # the first 5,000 names are kept (the other kernels' hover shows their op), each full name cut to
+    # max(80, min(400, 400,000 / 5,000 = 80)) = 80 characters: 400,000 characters in all
+    assert len(t["kernels"]["full"]) == len(t["kernels"]["short"]) == 5_000
+    assert {len(f) for f in t["kernels"]["full"]} == {80}
+    lane = t["lanes"][0]
+    assert lane["kernel"][4_999] == 4_999 and lane["kernel"][5_000] == -1
+    assert len(json.dumps(t)) < 2_500_000  # 20,000 x 7 columns of short numbers + 5,000 x (80 + <= 100) characters
+    assert len(t["threads"][0]["ops"]["start"]) == 10_000 and len(t["cpu_names"]) == 10_000

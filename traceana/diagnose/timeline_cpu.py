@@ -23,7 +23,7 @@ MAX_THREADS = 8
 #: At most this many CPU intervals (ops and annotations, all threads) are kept; over it, short ones merge.
 CPU_CAP = 10_000
 #: Names (kernel and CPU) are kept to this many characters.
-MAX_NAME = 2000
+MAX_NAME = 1000
 _STEP = re.compile(r"^ProfilerStep#[0-9]+$")
 _ROUND = 2
 

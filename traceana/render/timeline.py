@@ -70,10 +70,14 @@ TIPS: dict[str, str] = {
 MAX_INTERVALS = 50_000
 MAX_GAPS = 5_000
 MAX_LANES = 64
-#: ... and at most this many CPU threads and CPU intervals, kernel names and CPU names.
+#: ... and at most this many CPU threads and CPU intervals, kernel names and CPU names (an interval whose
+#: name is beyond the table shows its op's name; shortening a long C++ name takes ~0.3 ms).
 MAX_THREADS = 16
 MAX_CPU_INTERVALS = 20_000
-MAX_NAMES = 20_000
+MAX_NAMES = 5_000
+MAX_CPU_NAMES = 20_000
+#: The full kernel names (shown under the short one in the hover) take about this many characters in all.
+FULL_NAMES_CHARS = 400_000
 _EXACT = 2 ** 53  # ints below this survive int(float(x)) unchanged
 
 
@@ -191,9 +195,10 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         return None
     cats = [text(c, 30) for c in seq(t.get("categories"))][:32]
     causes = [text(c, 30) for c in seq(t.get("gap_causes"))][:8]
-    raw_kernels = [text(k, 2000) for k in seq(t.get("kernels"))][:MAX_NAMES]
-    kernels = {"short": kernel_names(raw_kernels, 100), "full": [text(k, 400) for k in raw_kernels]}
-    cpu_names = [short_name(x, 120) or "(unnamed)" for x in seq(t.get("cpu_names"))][:MAX_NAMES]
+    raw_kernels = [text(k, 1000) for k in seq(t.get("kernels"))[:MAX_NAMES]]
+    kernels = {"short": kernel_names(raw_kernels, 100),
+               "full": [text(k, _full_limit(len(raw_kernels))) for k in raw_kernels]}
+    cpu_names = [short_name(text(x, 1000), 120) or "(unnamed)" for x in seq(t.get("cpu_names"))[:MAX_CPU_NAMES]]
     threads = _threads(t, len(cpu_names))
     lanes, used, total = [], set(), 0
     for lane in [mapping(x) for x in seq(t.get("lanes"))][:MAX_LANES]:
@@ -235,6 +240,12 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         "kernels": kernels, "threads": threads, "cpu_names": cpu_names,
         "cpu_range": _column(t.get("cpu_range"), 2), "notes": drawing_notes(t),
     }
+
+
+def _full_limit(n: int) -> int:
+    """How much of each full kernel name the page keeps: 400 characters, less when there are many
+    names (about FULL_NAMES_CHARS in all, never under 80)."""
+    return max(80, min(400, FULL_NAMES_CHARS // max(n, 1)))
 
 
 def _links(lane: Mapping[str, Any], m: int, n: int, n_kernels: int, n_threads: int) -> dict[str, list]:
