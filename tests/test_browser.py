@@ -305,6 +305,26 @@ def test_hostile_trace_report_runs_no_script(browser, tmp_path):
         1 for o in analysis["ops"] if (o.get("flops") or 0) > 0)
     assert hover_each_point_kind(browser, analysis) >= 1
     click_header(browser, "name")
+    # the timeline: every kernel's hover names it (markup shown as text), and a hostile search runs nothing
+    page = json.loads(browser.js("document.getElementById('data').textContent"))["timeline"]
+    lane = page["lanes"][0]
+    browser.js("document.getElementById('step-timeline').scrollIntoView({block: 'start'})")
+    named = 0
+    for i in range(len(lane["start"])):
+        start, dur = lane["start"][i], lane["dur"][i]
+        where = browser.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), r = c.getBoundingClientRect();
+            c.timeline.setView({start - dur / 4}, {start + dur * 1.25});
+            return {{x: r.left + c.timeline.x({start + dur / 2}), y: r.top + c.timeline.y(0)}}; }})()""")
+        browser.page("Input.dispatchMouseEvent", type="mouseMoved", x=where["x"], y=where["y"])
+        name = browser.js("document.querySelector('#tl-tip .t-name').textContent")
+        if lane["kernel"][i] >= 0:
+            assert name == page["kernels"]["short"][lane["kernel"][i]]
+            named += 1
+    assert named == len(lane["start"]) >= 5
+    assert browser.js("""(() => { const s = document.getElementById('tl-search');
+        s.value = '</script><img src=x onerror=alert(9)>'; s.dispatchEvent(new Event('input'));
+        return document.getElementById('tl-found').textContent; })()""") == "0 kernels and 0 CPU ops match"
+    assert browser.js("document.querySelectorAll('img').length") == 0
     found = problems(browser, url)
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
 
