@@ -100,7 +100,7 @@
     var ctx = canvas.getContext("2d");
     var lanes = T.lanes, cats = T.categories || [], causes = T.causes || [], colours = T.colours || {};
     var labels = T.labels || {}, ops = T.ops || {}, gaps = T.gaps || { start: [], dur: [], cause: [] };
-    var kernels = T.kernels || { short: [], full: [] }, cpuNames = T.cpu_names || [];
+    var kernels = T.kernels || { short: [], full: [] }, cpuNames = T.cpu_names || [], calls = T.calls || [];
     var dur = isNum(T.dur) && T.dur > 0 ? T.dur : 1;
     var lo = 0, hi = dur;  // the drawn domain: the GPU window and the CPU side's range
     [T.cpu_range, Array.isArray(T.cpu) && T.cpu.length === 2 ? [T.cpu[0], T.cpu[0] + T.cpu[1]] : null].forEach(function (r) {
@@ -434,7 +434,13 @@
       row("stream", lane.stream);
       if (lane.corr && lane.corr[i] >= 0) { row("correlation", lane.corr[i]); }
       var th = lane.thread ? lane.thread[i] : -1, thread = th >= 0 && T.threads ? T.threads[th] : null;
-      row("launched", thread ? fmtAt(lane.launch[i]) + " on thread " + thread.tid : "no launch drawn");
+      var call = lane.call && lane.call[i] >= 0 ? calls[lane.call[i]] : null;
+      if (call === null || call === undefined) {
+        row("launched", "no launch in the trace");
+      } else {
+        row("launched by", call + " at " + fmtAt(lane.launch[i]));
+        row("on thread", thread ? thread.tid : "one not drawn");
+      }
       if (k >= 0 && kernels.full[k] && kernels.full[k] !== kernels.short[k]) {
         var full = document.createElement("div");
         full.className = "t-full";

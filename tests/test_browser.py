@@ -413,7 +413,8 @@ def check_timeline(b: Chromium, analysis: dict, shots: Path | None = None) -> No
     if op >= 0:
         assert analysis["ops"][op]["name"] in tip["text"] and analysis["ops"][op]["bound"] in tip["text"]
     assert f"correlation{lane['corr'][k]}" in tip["text"]
-    assert f"on thread {t['threads'][th]['thread'].rsplit('/', 1)[-1]}" in tip["text"]
+    assert f"on thread{t['threads'][th]['thread'].rsplit('/', 1)[-1]}" in tip["text"]  # cells, no space between
+    assert f"launched by{t['calls'][lane['call'][k]]} at " in tip["text"]
     assert b.js(f"{canvas}.hover()") == {"lane": li, "i": k}
     # the link: the launch's mark on its thread's track is drawn in the link colour (#d6336c)
     pixel = b.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), t = c.timeline;

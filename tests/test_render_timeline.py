@@ -139,11 +139,12 @@ def test_qwen_hover_names_the_kernel_its_op_and_its_launch():
     assert op["bound"] == row["bound"] == "memory" and op["roof"] == fmt_pct(row["roof_pct"]) == "19.4%"
     assert op["verdict"] == "memory, 19.4% of roof"
     # the link: launched at 1428625764923.494 - 1428625731933.096 = 32990.398 on thread 25286, the only one drawn
-    assert lane["launch"][i] == 32990.4
+    assert lane["launch"][i] == 32990.4 and t["calls"][lane["call"][i]] == "cudaLaunchKernel"
     (th,) = t["threads"]
     assert lane["thread"][i] == 0 and th["thread"] == "25286/25286" and th["tid"] == "25286"
     # 1,699 kernels in the window; 1,198 launched from that thread, the other 501 have no launch in the trace
     assert th["launched"] == "1,198" and sum(x == -1 for x in lane["thread"]) == 501 == 1699 - 1198
+    assert sum(c == -1 for c in lane["call"]) == 501
     # the thread's outermost op around the launch: aten::scaled_dot_product_attention, 1428625764882.633 for
     # 54.971 µs: 1428625764882.633 - 1428625731933.096 = 32949.537
     ops = th["ops"]
@@ -178,7 +179,8 @@ def test_hostile_kernel_op_and_thread_names_stay_data():
                       "threads": [{"thread": f"1/{evil}", "launched": 1,
                                    "ops": {"start": [-5], "dur": [4], "name": [0], "n": [1]}}],
                       "lanes": [{"stream": evil, "events": 1, "busy_us": 2.0, "start": [0], "dur": [2], "op": [0],
-                                 "cat": [0], "n": [1], "kernel": [0], "corr": [5], "thread": [0], "launch": [-3]}]}}
+                                 "cat": [0], "n": [1], "kernel": [0], "corr": [5], "call": [0], "thread": [0],
+                                 "launch": [-3]}], "calls": [evil]}}
     page = render_html(a)
     assert "<img" not in page
     block = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1)
@@ -186,17 +188,19 @@ def test_hostile_kernel_op_and_thread_names_stay_data():
     t = json.loads(block)["timeline"]
     assert t["kernels"]["full"] == [f"void {evil}<int>()"] and t["cpu_names"] == [evil]
     assert t["threads"][0]["thread"] == f"1/{evil}" and t["lanes"][0]["stream"] == evil[:19] + "…"  # cut to 20
-    assert t["lanes"][0]["thread"] == [0] and t["lanes"][0]["launch"] == [-3]
+    assert t["lanes"][0]["thread"] == [0] and t["lanes"][0]["launch"] == [-3] and t["calls"] == [evil]
 
 
 def test_link_columns_out_of_range_or_missing_read_as_none():
-    a = {"timeline": {"dur_us": 10.0, "categories": ["memory"], "kernels": ["k"], "threads": [],
+    a = {"timeline": {"dur_us": 10.0, "categories": ["memory"], "kernels": ["k"], "calls": ["cudaLaunchKernel"],
+                      "threads": [],
                       "lanes": [{"stream": 1, "start": [0, 5], "dur": [1, 1], "op": [-1, -1], "cat": [0, 0],
-                                 "kernel": [0, 7], "corr": [1, 2], "thread": [0, -1], "launch": [1, 2]},
+                                 "kernel": [0, 7], "corr": [1, 2], "call": [0, 0], "thread": [0, -1], "launch": [1, 2]},
                                 {"stream": 2, "start": [0], "dur": [1], "op": [-1], "cat": [0]}]}}
     t = timeline_data(a, [], [], set())
     one, two = t["lanes"]
     assert one["kernel"] == [0, -1] and one["thread"] == [-1, -1]  # no thread 0 is drawn
+    assert one["call"] == [0, 0] and one["launch"] == [1, 2]  # launched, on a thread not drawn
     assert two["kernel"] == [-1] and two["corr"] == [-1] and two["thread"] == [-1] and two["launch"] == [0.0]
 
 
@@ -210,7 +214,8 @@ def test_many_long_kernel_names_keep_the_page_bounded():
                                    "ops": {"start": list(range(10_000)), "dur": [0.5] * 10_000,
                                            "name": list(range(10_000)), "n": [1] * 10_000}}],
                       "lanes": [{"stream": 7, "start": list(range(n)), "dur": [0.5] * n, "op": [-1] * n, "cat": [0] * n,
-                                 "n": [1] * n, "kernel": list(range(n)), "corr": list(range(n)), "thread": [0] * n,
+                                 "n": [1] * n, "kernel": list(range(n)), "corr": list(range(n)), "call": [-1] * n,
+                                 "thread": [0] * n,
                                  "launch": list(range(n))}]}}
     t = timeline_data(a, [], [], set())
     # the first 5,000 names are kept (the other kernels' hover shows their op), each full name cut to

@@ -160,6 +160,7 @@ def test_kernels_carry_their_name_correlation_and_launch_and_the_launching_threa
     assert lane["corr"] == [1, 2, 99]
     # launches at 10 and 32 on the clock, 10 - 40 = -30 and 32 - 40 = -8 from the window start; none for the memset
     assert lane["launch"] == [-30, -8, 0]
+    assert [t["calls"][c] for c in lane["call"][:2]] == ["cudaLaunchKernel"] * 2 and lane["call"][2] == -1
     threads = [th["thread"] for th in t["threads"]]
     assert threads == ["1/1", "1/2"]  # the step's thread first, then the other launching thread
     assert lane["thread"] == [0, 1, -1]

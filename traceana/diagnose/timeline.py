@@ -83,8 +83,8 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
         "idle_by_device": [{"device": int(d), "idle_us": accs[int(d)].by_category["idle"],
                             "idle_by_cause": accs[int(d)].idle_by_cause()} for d in distinct(gpu.device).tolist()],
         "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
-                 "kernel indexes `kernels`; thread indexes `threads` (-1: launch not drawn), launch is the launching "
-                 "runtime call's start; a CPU track's name indexes `cpu_names`; gap cause indexes `gap_causes`"),
+                 "kernel indexes `kernels`; call indexes `calls` (the launching runtime call, -1: none recorded), launch "
+                 "is its start, thread indexes `threads` (-1: none, or its thread not drawn); a CPU track's name indexes `cpu_names`; gap cause indexes `gap_causes`"),
     }
 
 
@@ -161,15 +161,21 @@ def _cpu_side(trace: Trace, links: Links, lanes: list[dict], window: dict, t0: f
     row_of[threads] = np.arange(len(threads))
     row = row_of[l_thread]  # -1 (no launch) indexes the spare last slot: -1
     codes, kidx = np.unique(gpu.name[every], return_inverse=True)
+    l_name = np.where(has, la.name[np.maximum(launch, 0)], -1) if len(la) else np.full(len(every), -1)
+    calls, cidx = np.unique(l_name[has], return_inverse=True)
+    call = np.full(len(every), -1, dtype=np.int64)
+    call[has] = cidx
     at = 0
     for lane, ev in zip(lanes, evs):
         sl = slice(at, at + len(ev))
         at += len(ev)
         lane["kernel"] = kidx[sl].astype(np.int64).tolist()
         lane["corr"] = gpu.corr[ev].astype(np.int64).tolist()
+        lane["call"] = call[sl].tolist()
         lane["thread"] = row[sl].tolist()
-        lane["launch"] = _nums(np.where(row[sl] >= 0, l_ts[sl] - t0, 0.0))
+        lane["launch"] = _nums(np.where(has[sl], l_ts[sl] - t0, 0.0))
     return {"kernels": [trace.names[c][:MAX_NAME] for c in codes.tolist()],
+            "calls": [trace.names[c][:MAX_NAME] for c in calls.tolist()],
             **cpu_tracks(trace, threads, launched, omitted, t0, lo, hi)}
 
 

@@ -198,6 +198,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
     raw_kernels = [text(k, 1000) for k in seq(t.get("kernels"))[:MAX_NAMES]]
     kernels = {"short": kernel_names(raw_kernels, 100),
                "full": [text(k, _full_limit(len(raw_kernels))) for k in raw_kernels]}
+    calls = [text(c, 80) for c in seq(t.get("calls"))[:64]]
     cpu_names = [short_name(text(x, 1000), 120) or "(unnamed)" for x in seq(t.get("cpu_names"))[:MAX_CPU_NAMES]]
     threads = _threads(t, len(cpu_names))
     lanes, used, total = [], set(), 0
@@ -217,7 +218,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
             cols["busy"] = busy[:n]
         cols["op"] = [o if 0 <= o < len(ops) else -1 for o in cols["op"]]
         cols["cat"] = [c if 0 <= c < len(cats) else -1 for c in cols["cat"]]
-        cols.update(_links(lane, len(start), n, len(raw_kernels), len(threads)))
+        cols.update(_links(lane, len(start), n, len(raw_kernels), len(calls), len(threads)))
         used.update(o for o in cols["op"] if o >= 0)
         total += n
         lanes.append({"stream": text(lane.get("stream"), 20), "events": fmt_int(lane.get("events")),
@@ -237,7 +238,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         "labels": {k: TL_LABELS.get(k, k) for k in (*cats, *causes)},
         "ops": {str(i): _op_info(ops[i], anchors[i], anchors[i] in in_table) for i in sorted(used)},
         "cpu": _cpu_window(mapping(t.get("window"))),
-        "kernels": kernels, "threads": threads, "cpu_names": cpu_names,
+        "kernels": kernels, "calls": calls, "threads": threads, "cpu_names": cpu_names,
         "cpu_range": _column(t.get("cpu_range"), 2), "notes": drawing_notes(t),
     }
 
@@ -248,16 +249,17 @@ def _full_limit(n: int) -> int:
     return max(80, min(400, FULL_NAMES_CHARS // max(n, 1)))
 
 
-def _links(lane: Mapping[str, Any], m: int, n: int, n_kernels: int, n_threads: int) -> dict[str, list]:
+def _links(lane: Mapping[str, Any], m: int, n: int, n_kernels: int, n_calls: int, n_threads: int) -> dict[str, list]:
     """A lane's kernel name, correlation id and launch columns (m long in the analysis, cut to n);
     a column that is missing or malformed reads as none (-1)."""
     kernel = _column(lane.get("kernel"), m, True) or [-1] * m
     corr = _column(lane.get("corr"), m, True) or [-1] * m
-    thread = _column(lane.get("thread"), m, True)
+    call, thread = _column(lane.get("call"), m, True), _column(lane.get("thread"), m, True)
     launch = _column(lane.get("launch"), m)
-    if thread is None or launch is None:
-        thread, launch = [-1] * m, [0.0] * m
+    if call is None or thread is None or launch is None:
+        call, thread, launch = [-1] * m, [-1] * m, [0.0] * m
     return {"kernel": [k if 0 <= k < n_kernels else -1 for k in kernel[:n]], "corr": corr[:n],
+            "call": [c if 0 <= c < n_calls else -1 for c in call[:n]],
             "thread": [x if 0 <= x < n_threads else -1 for x in thread[:n]], "launch": launch[:n]}
 
 
