@@ -35,7 +35,7 @@ from traceana.roofline import PEAK_LABEL
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
 # notes that say where time went which no lever here can recover: kept past the cap
-ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized"})
+ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized", "stream_wait"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
