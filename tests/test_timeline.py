@@ -191,3 +191,19 @@ def test_cpu_intervals_over_their_cap_merge_into_named_buckets(tmp_path, monkeyp
     assert t["cpu_names"][ops["name"][-1]] == "aten::mm" and ops["n"][-1] == 1 and ops["dur"][-1] == 30
     assert "aten::view" in [t["cpu_names"][i] for i in ops["name"]]  # a bucket named after its longest op
     assert "named after its longest" in t["cpu_aggregation"]
+
+
+def test_without_steps_the_cpu_side_starts_at_the_first_launch(tmp_path):
+    ev = [synth.op("aten::mm", 5, 10, 1, dims=MM[0], types=MM[1]), synth.launch(8, 1, ext=1),
+          synth.kernel("gemm_a", 100, 20, 1, ext=1),
+          synth.op("aten::mm", 20, 10, 2, dims=MM[0], types=MM[1]), synth.launch(22, 2, ext=2),
+          synth.kernel("gemm_a", 130, 20, 2, ext=2)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    # the whole span, 100 .. 150 (50 µs); the first launch at 8 is 92 µs before it, over one window length
+    # (50 µs): the CPU side starts at 100 - 50 = 50, i.e. -50 from the window start
+    assert t["window"]["kind"] == "span" and t["start_us"] == 100.0 and t["dur_us"] == 50.0
+    assert t["cpu_range"] == [-50, 50]
+    (th,) = t["threads"]
+    assert th["thread"] == "1/1" and th["launched"] == 2 and t["lanes"][0]["thread"] == [0, 0]
+    assert t["lanes"][0]["launch"] == [-92, -78]  # 8 - 100, 22 - 100: the link reaches past the drawn CPU range
+    assert th["ops"] == {"start": [], "dur": [], "name": [], "n": []}  # both ops ended before -50
