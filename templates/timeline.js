@@ -4,7 +4,7 @@
  * step had more than the cap), coloured by its op's bound or its class; idle gaps are shaded by cause
  * across the streams; collectives get a mark above their lane. Hovering a kernel names it and its op
  * and draws the link from its launching runtime call on its CPU thread. The search box highlights the
- * kernels and ops whose name holds the text. Zoom: wheel, the buttons, + / -, or drag across a stretch;
+ * kernels and ops whose name holds the text; Enter brings the next match into view. Zoom: wheel, the buttons, + / -, or drag across a stretch;
  * pan: Shift + wheel, horizontal wheel, the arrow buttons or keys. Text only ever reaches the page
  * through textContent.
  *
@@ -514,12 +514,36 @@
       match = m;
       m.kernels = nk;
       m.cpuOps = nc;
+      m.next = 0;
       if (found) {
         found.textContent = nk + " kernel" + (nk === 1 ? "" : "s") + " and " + nc + " CPU op" + (nc === 1 ? "" : "s")
           + " match";
       }
       draw();
       return { kernels: nk, cpu: nc };
+    }
+
+    // Enter in the search box: the next match (by start, GPU and CPU together) brought into view
+    function nextMatch() {
+      if (!match) { return null; }
+      var hits = [];
+      lanes.forEach(function (lane) {
+        for (var i = 0; i < lane.start.length; i += 1) {
+          if (match.kernel[lane.kernel[i]] === true || match.op[lane.op[i]] === true) { hits.push([lane.start[i], lane.dur[i]]); }
+        }
+      });
+      tracks.forEach(function (tr) {
+        if (tr.kind !== "cpu") { return; }
+        for (var i = 0; i < tr.c.start.length; i += 1) {
+          if (match.cpu[tr.c.name[i]] === true) { hits.push([tr.c.start[i], tr.c.dur[i]]); }
+        }
+      });
+      if (!hits.length) { return null; }
+      hits.sort(function (x, y) { return x[0] - y[0]; });
+      var h = hits[match.next % hits.length], span = Math.min(view.b - view.a, Math.max(h[1] * 20, 1));
+      match.next += 1;
+      setView(h[0] + h[1] / 2 - span / 2, h[0] + h[1] / 2 + span / 2);
+      return h;
     }
 
     function local(ev) {
@@ -584,7 +608,9 @@
     if (search) {
       search.hidden = false;
       search.addEventListener("input", function () { find(search.value); });
-      search.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { search.value = ""; find(""); } });
+      search.addEventListener("keydown", function (ev) {
+        if (ev.key === "Escape") { search.value = ""; find(""); } else if (ev.key === "Enter") { ev.preventDefault(); nextMatch(); }
+      });
     }
     window.addEventListener("resize", resize);
     resize();
@@ -594,7 +620,7 @@
       threads: layout.threadTrack.length,
       cpuY: function (th) { var tr = tracks[layout.threadTrack[th]]; return tr ? tr.y + tr.h / 2 : null; },
       hover: function () { return hover ? { lane: hover.li, i: hover.i } : null; },
-      find: find, tracks: tracks };
+      find: find, next: nextMatch, tracks: tracks };
   }
 
   var data = readData();

@@ -444,6 +444,15 @@ def check_timeline(b: Chromium, analysis: dict, shots: Path | None = None) -> No
                      "match"), found
     if shots:
         shoot(b, shots.with_name(shots.stem + "-search.png"))
+    # Enter: the first match (by start) is brought into view, zoomed to at most 20 times its length
+    first = min(((ln["start"][i], ln["dur"][i]) for ln in page["lanes"] for i in range(len(ln["start"]))
+                 if ln["kernel"][i] in hit_k or q in ops.get(ln["op"][i], "")), default=None)
+    cpu = [(th_[kind]["start"][i], th_[kind]["dur"][i]) for th_ in page["threads"] for kind in ("ops", "annotations")
+           if kind in th_ for i, nm in enumerate(th_[kind]["name"]) if q in page["cpu_names"][nm].lower()]
+    first = min([x for x in [first, *cpu] if x is not None])
+    b.js("""document.getElementById('tl-search').dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}))""")
+    a4, b4 = b.js(view)
+    assert a4 <= first[0] + 1e-6 and first[0] + first[1] <= b4 + 1e-6 and b4 - a4 <= max(first[1] * 20, 1) + 1e-6
     b.js("""(() => { const s = document.getElementById('tl-search');
         s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); })()""")
     assert b.js("document.getElementById('tl-found').textContent") == ""
