@@ -207,3 +207,16 @@ def test_without_steps_the_cpu_side_starts_at_the_first_launch(tmp_path):
     assert th["thread"] == "1/1" and th["launched"] == 2 and t["lanes"][0]["thread"] == [0, 0]
     assert t["lanes"][0]["launch"] == [-92, -78]  # 8 - 100, 22 - 100: the link reaches past the drawn CPU range
     assert th["ops"] == {"start": [], "dur": [], "name": [], "n": []}  # both ops ended before -50
+
+
+def test_the_step_thread_comes_first_even_when_another_thread_launched_more(tmp_path):
+    # the step is annotated on thread 1, which launches one kernel; thread 2 launches two
+    t0 = 1_428_625_731_896.179  # a wall-clock µs timestamp, as real traces have
+    ev = [synth.annotation("ProfilerStep#3", t0, 500, tid=1),
+          synth.op("aten::mm", t0 + 1, 10, 1, dims=MM[0], types=MM[1], tid=1), synth.launch(t0 + 2, 1, ext=1, tid=1),
+          synth.kernel("gemm_a", t0 + 50, 10, 1, ext=1)]
+    for i in (2, 3):
+        ev += [synth.op("aten::mm", t0 + 10 * i, 5, i, dims=MM[0], types=MM[1], tid=2),
+               synth.launch(t0 + 10 * i + 1, i, ext=i, tid=2), synth.kernel("gemm_a", t0 + 50 + 20 * i, 10, i, ext=i)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    assert [(th["thread"], th["launched"]) for th in t["threads"]] == [("1/1", 1), ("1/2", 2)]

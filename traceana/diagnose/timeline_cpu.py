@@ -49,7 +49,7 @@ def step_thread(trace: Trace, name: str | None, start: float) -> int | None:
     if name is None or not len(ann) or name not in trace.names:
         return None
     code = trace.names.index(name)
-    hit = np.flatnonzero((ann.name == code) & (ann.ts == start))
+    hit = np.flatnonzero((ann.name == code) & (np.abs(ann.ts - start) < 0.01))
     return int(ann.thread[hit[0]]) if len(hit) else None
 
 
