@@ -4,9 +4,9 @@
  * step had more than the cap), coloured by its op's bound or its class; idle gaps are shaded by cause
  * across the streams; collectives get a mark above their lane. Hovering a kernel names it and its op
  * and draws the link from its launching runtime call on its CPU thread. The search box highlights the
- * kernels and ops whose name holds the text; Enter brings the next match into view. Zoom: wheel, the buttons, + / -, or drag across a stretch;
- * pan: Shift + wheel, horizontal wheel, the arrow buttons or keys. Text only ever reaches the page
- * through textContent.
+ * kernels and ops whose name holds the text; Enter brings the next match into view. Zoom: wheel, the
+ * buttons, + / -, or drag across a stretch; pan: Shift + wheel, horizontal wheel, the arrow buttons or keys.
+ * Text only ever reaches the page through textContent.
  *
  * A new kind of track: push {kind, label, sub, h, ...} in buildTracks and add a painter to PAINT (and a
  * hit test to HIT for its tooltip); the axis, zoom, pan and layout need nothing else. */
@@ -70,7 +70,8 @@
       var ops = cols(th.ops), ann = cols(th.annotations);
       threadTrack.push(-1);
       if (ann) {
-        tracks.push({ kind: "cpu", what: "annotations", thread: th, c: ann, h: 12, colour: CPU_ANN, label: "", sub: "" });
+        tracks.push({ kind: "cpu", what: "annotations", thread: th, c: ann, h: 12, colour: CPU_ANN, label: "",
+          sub: "" });
       }
       if (ops) {
         threadTrack[ti] = tracks.length;
@@ -103,7 +104,8 @@
     var kernels = T.kernels || { short: [], full: [] }, cpuNames = T.cpu_names || [], calls = T.calls || [];
     var dur = isNum(T.dur) && T.dur > 0 ? T.dur : 1;
     var lo = 0, hi = dur;  // the drawn domain: the GPU window and the CPU side's range
-    [T.cpu_range, Array.isArray(T.cpu) && T.cpu.length === 2 ? [T.cpu[0], T.cpu[0] + T.cpu[1]] : null].forEach(function (r) {
+    var stepRange = Array.isArray(T.cpu) && T.cpu.length === 2 ? [T.cpu[0], T.cpu[0] + T.cpu[1]] : null;
+    [T.cpu_range, stepRange].forEach(function (r) {
       if (Array.isArray(r) && isNum(r[0]) && isNum(r[1])) { lo = Math.min(lo, r[0]); hi = Math.max(hi, r[1]); }
     });
     var comm = cats.indexOf("communication");
@@ -248,6 +250,11 @@
       return k >= 0 && k < kernels.short.length ? kernels.short[k] : "";
     }
 
+    // a bucket is drawn fainter the less of it was busy
+    function busyAlpha(c, i) {
+      return Array.isArray(c.busy) && c.dur[i] > 0 ? 0.35 + 0.65 * Math.min(c.busy[i] / c.dur[i], 1) : 1;
+    }
+
     function opName(lane, i) {
       var op = ops[String(lane.op[i])];
       return op ? op.name : "";
@@ -256,18 +263,13 @@
     var PAINT = {
       cpu: function (tr) {
         var c = tr.c;
-        paintIntervals(tr, c, function () { return tr.colour; },
-          function (i) { return Array.isArray(c.busy) && c.dur[i] > 0 ? 0.35 + 0.65 * Math.min(c.busy[i] / c.dur[i], 1) : 1; },
-          function (i) { return match.cpu[c.name[i]] === true; },
-          function (i) { return cpuNames[c.name[i]] || ""; });
+        paintIntervals(tr, c, function () { return tr.colour; }, function (i) { return busyAlpha(c, i); },
+          function (i) { return cpuHit(match, c, i); }, function (i) { return cpuNames[c.name[i]] || ""; });
       },
       gpu: function (tr) {
         var lane = tr.lane, y = tr.y, marks = [];
         paintIntervals(tr, lane, function (i) { return colourOf(lane.cat[i]); },
-          function (i) {
-            return Array.isArray(lane.busy) && lane.dur[i] > 0 ? 0.35 + 0.65 * Math.min(lane.busy[i] / lane.dur[i], 1) : 1;
-          },
-          function (i) { return match.kernel[lane.kernel[i]] === true || match.op[lane.op[i]] === true; },
+          function (i) { return busyAlpha(lane, i); }, function (i) { return gpuHit(match, lane, i); },
           function (i) { return kernelName(lane, i) || opName(lane, i); });
         if (comm >= 0) {  // collectives: a small mark above the lane where one starts
           var i = Math.max(floorIndex(lane.start, view.a), 0);
@@ -418,7 +420,9 @@
       var cat = labels[cats[lane.cat[i]]] || cats[lane.cat[i]] || "\u2014";
       var bucket = lane.n[i] > 1;
       name.textContent = kernelName(lane, i) || (op ? op.name : cat);
-      if (bucket) { row("merged", lane.n[i] + " short kernels" + (Array.isArray(lane.busy) ? ", busy " + fmtUs(lane.busy[i]) : "")); }
+      if (bucket) {
+        row("merged", lane.n[i] + " short kernels" + (Array.isArray(lane.busy) ? ", busy " + fmtUs(lane.busy[i]) : ""));
+      }
       row(bucket ? "bucket" : "duration", fmtUs(lane.dur[i]));
       row("at", fmtAt(lane.start[i]));
       row(bucket ? "op (longest kernel)" : "op", op ? op.name : "\u2014");
@@ -492,29 +496,35 @@
 
     function hide() { tip.hidden = true; setHover(null); }
 
-    // search: the kernels (short or full name), ops and CPU names holding the text, case-insensitive
-    function find(q) {
-      q = String(q || "").trim().toLowerCase();
-      if (!q) { match = null; if (found) { found.textContent = ""; } draw(); return null; }
-      var m = { kernel: {}, op: {}, cpu: {} }, nk = 0, nc = 0;
-      kernels.short.forEach(function (s, k) {
-        if (s.toLowerCase().indexOf(q) >= 0 || String(kernels.full[k] || "").toLowerCase().indexOf(q) >= 0) { m.kernel[k] = true; }
-      });
-      Object.keys(ops).forEach(function (k) { if (String(ops[k].name).toLowerCase().indexOf(q) >= 0) { m.op[k] = true; } });
-      cpuNames.forEach(function (s, k) { if (String(s).toLowerCase().indexOf(q) >= 0) { m.cpu[k] = true; } });
+    function holds(name, q) { return String(name || "").toLowerCase().indexOf(q) >= 0; }
+    function gpuHit(m, lane, i) { return m.kernel[lane.kernel[i]] === true || m.op[lane.op[i]] === true; }
+    function cpuHit(m, c, i) { return m.cpu[c.name[i]] === true; }
+
+    // every matched interval: fn(start, dur, count, isGpu)
+    function eachHit(m, fn) {
       lanes.forEach(function (lane) {
         for (var i = 0; i < lane.start.length; i += 1) {
-          if (m.kernel[lane.kernel[i]] === true || m.op[lane.op[i]] === true) { nk += lane.n[i]; }
+          if (gpuHit(m, lane, i)) { fn(lane.start[i], lane.dur[i], lane.n[i], true); }
         }
       });
       tracks.forEach(function (tr) {
         if (tr.kind !== "cpu") { return; }
-        for (var i = 0; i < tr.c.start.length; i += 1) { if (m.cpu[tr.c.name[i]] === true) { nc += tr.c.n[i]; } }
+        for (var i = 0; i < tr.c.start.length; i += 1) {
+          if (cpuHit(m, tr.c, i)) { fn(tr.c.start[i], tr.c.dur[i], tr.c.n[i], false); }
+        }
       });
+    }
+
+    // search: the kernels (short or full name), ops and CPU names holding the text, case-insensitive
+    function find(q) {
+      q = String(q || "").trim().toLowerCase();
+      if (!q) { match = null; if (found) { found.textContent = ""; } draw(); return null; }
+      var m = { kernel: {}, op: {}, cpu: {}, next: 0 }, nk = 0, nc = 0;
+      kernels.short.forEach(function (s, k) { if (holds(s, q) || holds(kernels.full[k], q)) { m.kernel[k] = true; } });
+      Object.keys(ops).forEach(function (k) { if (holds(ops[k].name, q)) { m.op[k] = true; } });
+      cpuNames.forEach(function (s, k) { if (holds(s, q)) { m.cpu[k] = true; } });
+      eachHit(m, function (s, d, n, gpu) { if (gpu) { nk += n; } else { nc += n; } });
       match = m;
-      m.kernels = nk;
-      m.cpuOps = nc;
-      m.next = 0;
       if (found) {
         found.textContent = nk + " kernel" + (nk === 1 ? "" : "s") + " and " + nc + " CPU op" + (nc === 1 ? "" : "s")
           + " match";
@@ -527,17 +537,7 @@
     function nextMatch() {
       if (!match) { return null; }
       var hits = [];
-      lanes.forEach(function (lane) {
-        for (var i = 0; i < lane.start.length; i += 1) {
-          if (match.kernel[lane.kernel[i]] === true || match.op[lane.op[i]] === true) { hits.push([lane.start[i], lane.dur[i]]); }
-        }
-      });
-      tracks.forEach(function (tr) {
-        if (tr.kind !== "cpu") { return; }
-        for (var i = 0; i < tr.c.start.length; i += 1) {
-          if (match.cpu[tr.c.name[i]] === true) { hits.push([tr.c.start[i], tr.c.dur[i]]); }
-        }
-      });
+      eachHit(match, function (s, d) { hits.push([s, d]); });
       if (!hits.length) { return null; }
       hits.sort(function (x, y) { return x[0] - y[0]; });
       var h = hits[match.next % hits.length], span = Math.min(view.b - view.a, Math.max(h[1] * 20, 1));
@@ -609,7 +609,13 @@
       search.hidden = false;
       search.addEventListener("input", function () { find(search.value); });
       search.addEventListener("keydown", function (ev) {
-        if (ev.key === "Escape") { search.value = ""; find(""); } else if (ev.key === "Enter") { ev.preventDefault(); nextMatch(); }
+        if (ev.key === "Escape") {
+          search.value = "";
+          find("");
+        } else if (ev.key === "Enter") {
+          ev.preventDefault();
+          nextMatch();
+        }
       });
     }
     window.addEventListener("resize", resize);

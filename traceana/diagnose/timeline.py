@@ -83,8 +83,9 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
         "idle_by_device": [{"device": int(d), "idle_us": accs[int(d)].by_category["idle"],
                             "idle_by_cause": accs[int(d)].idle_by_cause()} for d in distinct(gpu.device).tolist()],
         "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
-                 "kernel indexes `kernels`; call indexes `calls` (the launching runtime call, -1: none recorded), launch "
-                 "is its start, thread indexes `threads` (-1: none, or its thread not drawn); a CPU track's name indexes `cpu_names`; gap cause indexes `gap_causes`"),
+                 "kernel indexes `kernels`; call indexes `calls` (the launching runtime call, -1: none recorded), "
+                 "launch is its start, thread indexes `threads` (-1: none, or its thread not drawn); a CPU track's "
+                 "name indexes `cpu_names`; gap cause indexes `gap_causes`"),
     }
 
 
