@@ -34,7 +34,7 @@ from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.buckets import buckets
-from traceana.diagnose.timeline_cpu import MAX_NAME, cpu_tracks, pick_threads, step_thread
+from traceana.diagnose.timeline_cpu import cpu_tracks, name_table, pick_threads, step_thread
 from traceana.link import Links
 from traceana.load.model import Trace
 from traceana.rank_facts import _steps as profiler_steps
@@ -157,13 +157,13 @@ def _cpu_side(trace: Trace, links: Links, lanes: list[dict], window: dict, t0: f
     else:  # the window itself, from its first launch (at most one window length earlier)
         lo = max(float(l_ts[has].min()), t0 - (t1 - t0)) if has.any() else t0
         lo, hi, own = min(lo, t0), t1, None
-    threads, launched, omitted = pick_threads(l_thread, own)
+    threads, launched, omitted = pick_threads(l_thread, own, trace.threads)
     row_of = np.full(len(trace.threads) + 1, -1, dtype=np.int64)
     row_of[threads] = np.arange(len(threads))
     row = row_of[l_thread]  # -1 (no launch) indexes the spare last slot: -1
-    codes, kidx = np.unique(gpu.name[every], return_inverse=True)
+    kernels, kidx = name_table(gpu.name[every], trace.names)
     l_name = np.where(has, la.name[np.maximum(launch, 0)], -1) if len(la) else np.full(len(every), -1)
-    calls, cidx = np.unique(l_name[has], return_inverse=True)
+    calls, cidx = name_table(l_name[has], trace.names)
     call = np.full(len(every), -1, dtype=np.int64)
     call[has] = cidx
     at = 0
@@ -175,8 +175,7 @@ def _cpu_side(trace: Trace, links: Links, lanes: list[dict], window: dict, t0: f
         lane["call"] = call[sl].tolist()
         lane["thread"] = row[sl].tolist()
         lane["launch"] = _nums(np.where(has[sl], l_ts[sl] - t0, 0.0))
-    return {"kernels": [trace.names[c][:MAX_NAME] for c in codes.tolist()],
-            "calls": [trace.names[c][:MAX_NAME] for c in calls.tolist()],
+    return {"kernels": kernels, "calls": calls,
             **cpu_tracks(trace, threads, launched, omitted, t0, lo, hi)}
 
 

@@ -32,12 +32,24 @@ def _nums(a: np.ndarray) -> list:
     return [int(x) if x.is_integer() else x for x in np.round(a, _ROUND).tolist()]
 
 
-def pick_threads(launch_threads: np.ndarray, step_thread: int | None) -> tuple[list[int], dict[int, int], int]:
-    """Thread codes to draw: the step's thread, then by kernels launched (most first; ties by code).
-    Also the drawn kernels each launched and how many launching threads were left out."""
+def name_table(codes: np.ndarray, names: list[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct names of `codes` (each cut to MAX_NAME), sorted by the name itself (so the table
+    does not depend on the order events came in), and each code's index into it."""
+    uniq, inv = np.unique(codes, return_inverse=True)
+    table = [names[c][:MAX_NAME] for c in uniq.tolist()]
+    order = sorted(range(len(table)), key=table.__getitem__)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return [table[i] for i in order], rank[inv].astype(np.int64)
+
+
+def pick_threads(launch_threads: np.ndarray, step_thread: int | None,
+                 names: list[str]) -> tuple[list[int], dict[int, int], int]:
+    """Thread codes to draw: the step's thread, then by kernels launched (most first; ties by the
+    thread's name). Also the drawn kernels each launched and how many launching threads were left out."""
     codes, counts = np.unique(launch_threads[launch_threads >= 0], return_counts=True)
     launched = dict(zip(codes.tolist(), counts.tolist()))
-    order = sorted(launched, key=lambda t: (-launched[t], t))
+    order = sorted(launched, key=lambda t: (-launched[t], names[t]))
     if step_thread is not None:
         order = [step_thread] + [t for t in order if t != step_thread]
     return order[:MAX_THREADS], launched, max(0, len(order) - MAX_THREADS)
@@ -53,9 +65,10 @@ def step_thread(trace: Trace, name: str | None, start: float) -> int | None:
     return int(ann.thread[hit[0]]) if len(hit) else None
 
 
-def _outermost(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Indices (sorted by start) of the intervals no other one encloses."""
-    order = np.lexsort((-end, ts))
+def _outermost(ts: np.ndarray, end: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Indices (sorted by start) of the intervals no other one encloses; ties by `rank` (the name's
+    place in sorted order: the result does not depend on the order events came in)."""
+    order = np.lexsort((rank, -end, ts))
     ts, end = ts[order], end[order]
     before = np.maximum.accumulate(end)
     keep = np.ones(len(ts), dtype=bool)
@@ -84,7 +97,7 @@ def cpu_tracks(trace: Trace, threads: list[int], launched: dict[int, int], omitt
             idx = np.flatnonzero(m)
             if not len(idx) and kind == "annotations":
                 continue
-            idx = idx[_outermost(src.ts[idx], src.end[idx])]
+            idx = idx[_outermost(src.ts[idx], src.end[idx], name_table(src.name[idx], trace.names)[1])]
             s = np.maximum(src.ts[idx], lo) - t0
             e = np.maximum(np.minimum(src.end[idx], hi) - t0, s)
             parts.append((len(rows), kind, src.name[idx], s, e))
@@ -95,9 +108,7 @@ def cpu_tracks(trace: Trace, threads: list[int], launched: dict[int, int], omitt
     s = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
     e = np.concatenate([p[4] for p in parts]) if parts else np.zeros(0)
     b = buckets(track, s, e, np.zeros(len(s), dtype=np.int64), CPU_CAP)
-    rep_name = name[b.rep] if len(s) else name
-    codes, idx = np.unique(rep_name, return_inverse=True)
-    names = [trace.names[c][:MAX_NAME] for c in codes.tolist()]
+    names, idx = name_table(name[b.rep] if len(s) else name, trace.names)
     of = track[b.first] if len(s) else track
     for i, (r, kind, *_rest) in enumerate(parts):
         k = np.flatnonzero(of == i)
