@@ -85,7 +85,7 @@ def cpu_tracks(trace: Trace, threads: list[int], launched: dict[int, int], omitt
         codes = np.unique(ann.name)
         not_step[codes] = [not _STEP.match(trace.names[c]) for c in codes.tolist()]
     rows: list[dict] = []
-    parts = []  # per track: (name codes, start, end) clipped, times from t0
+    parts = []  # per track: (its row, kind, name codes, start, end), clipped, times from t0
     for th in threads:
         row = {"thread": trace.threads[th], "launched": int(launched.get(th, 0))}
         for kind, src, extra in (("ops", ops, None), ("annotations", ann, not_step)):
