@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build traceana/devices/table.csv from the shared GPU reference data.
+"""Build traceana/roofline/devices/table.csv from the shared GPU reference data.
 
 How the committed table was made:
 
