@@ -117,7 +117,7 @@ _OVERWRITE = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "berno
 
 def device_row(key: str = DEVICE_KEY) -> dict:
     """The device's row of traceana/roofline/devices/table.csv (peaks in TFLOP/s, bandwidth in GB/s)."""
-    with open(REPO / "traceana" / "devices" / "table.csv", newline="") as f:
+    with open(REPO / "traceana" / "roofline" / "devices" / "table.csv", newline="") as f:
         return next(r for r in csv.DictReader(f) if r["key"] == key)
 
 

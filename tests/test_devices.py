@@ -437,7 +437,7 @@ def test_table_csv_equals_build_output(tmp_path) -> None:
     subprocess.run([sys.executable, str(REPO / "scripts" / "build_device_table.py"),
                     "--specs", str(specs), "--notes", str(notes), "--out", str(out)],
                    check=True, capture_output=True)
-    committed = REPO / "traceana" / "devices" / "table.csv"
+    committed = REPO / "traceana" / "roofline" / "devices" / "table.csv"
     assert out.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 

@@ -171,7 +171,7 @@ def scanner_built() -> bool:
         return False
     from importlib.machinery import EXTENSION_SUFFIXES
 
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "load")
+    here = os.path.dirname(os.path.abspath(__file__))
     return any(os.path.exists(os.path.join(here, "_scan" + suffix)) for suffix in EXTENSION_SUFFIXES)
 
 
