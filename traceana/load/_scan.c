@@ -551,6 +551,7 @@ typedef struct {
     vec raw_vals;           /* span per index */
     /* columns */
     vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_groups, gp_gnode;
+    vec gp_ord, op_ord;     /* int64 place of the event in traceEvents (traceana.annotate) */
     vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
@@ -565,7 +566,7 @@ static PyObject *Unsupported;
 
 #define VECS(s) {&s->name_flags, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
     &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,    \
-    &s->op_name,                                                                                                \
+    &s->gp_ord, &s->op_ord, &s->op_name,                                                                      \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
     &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
     &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end}
@@ -1126,7 +1127,7 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
     if (role == 0) {
         const tok *stream = (A[A_STREAM].t != T_ABSENT && A[A_STREAM].t != T_NULL) ? &A[A_STREAM] : &ev->tid;
         NOMEM(push_i(&s->gp_name, code) || push_b(&s->gp_kind, (int8_t)kind) || push_d(&s->gp_ts, ts) ||
-              push_d(&s->gp_dur, dur));
+              push_d(&s->gp_dur, dur) || push_l(&s->gp_ord, (int64_t)(s->n_events - 1)));
         if (push_id(s, &s->gp_pid, F_GP_PID, &ev->pid) || push_id(s, &s->gp_dev, F_GP_DEVICE, &A[A_DEVICE]) ||
             push_id(s, &s->gp_stream, F_GP_STREAM, stream) || push_id(s, &s->gp_corr, F_GP_CORR, &A[A_CORR]) ||
             push_id(s, &s->gp_ext, F_GP_EXT, ext) || push_num(s, &s->gp_bytes, F_GP_BYTES, &A[A_BYTES]) ||
@@ -1146,7 +1147,7 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
     if (role == 1) {
         Py_ssize_t row = (Py_ssize_t)(s->op_ts.n / sizeof(double));
         NOMEM(push_i(&s->op_name, code) || push_i(&s->op_thread, thread) || push_d(&s->op_ts, ts) ||
-              push_d(&s->op_end, end));
+              push_d(&s->op_end, end) || push_l(&s->op_ord, (int64_t)(s->n_events - 1)));
         if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
             push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]))
             return -1;
@@ -1334,7 +1335,7 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
         {"gp_name", &s->gp_name}, {"gp_kind", &s->gp_kind}, {"gp_device", &s->gp_dev}, {"gp_pid", &s->gp_pid},
         {"gp_stream", &s->gp_stream}, {"gp_ts", &s->gp_ts}, {"gp_dur", &s->gp_dur}, {"gp_corr", &s->gp_corr},
         {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_groups", &s->gp_groups},
-        {"gp_gnode", &s->gp_gnode},
+        {"gp_gnode", &s->gp_gnode}, {"gp_ord", &s->gp_ord}, {"op_ord", &s->op_ord},
         {"op_name", &s->op_name}, {"op_thread", &s->op_thread}, {"op_ts", &s->op_ts}, {"op_end", &s->op_end},
         {"op_ext", &s->op_ext}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
         {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},

@@ -41,11 +41,11 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     threads: dict[tuple, int] = {}
     # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
     op = {k: array("d") if k in ("ts", "end") else [] for k in
-          ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
+          ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb", "ord")}
     la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
           ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
-           "gnode")}
+           "gnode", "ord")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
     shapes: dict[bytes, bytes] = {}
@@ -61,8 +61,9 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks, g_groups, g_node = (
         gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "groups", "gnode"))
     o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
-    o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
-        op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
+    o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb, o_ord = (
+        op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb", "ord"))
+    g_ord = gp["ord"].append
     l_name, l_thread, l_ts, l_end, l_corr, l_ext, l_kernel = (
         la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel"))
     a_name, a_thread, a_ts, a_end = (an[k].append for k in ("name", "thread", "ts", "end"))
@@ -71,8 +72,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
 
     n_events = 0
     for events in (chunks if chunks is not None else (doc.traceEvents,)):
-        n_events += len(events)
-        for ev in events:
+        # k: the event's place in traceEvents (Trace ops / gpu .ordinal: traceana.annotate finds it again)
+        for k, ev in enumerate(events, n_events):
             if ev.ph != "X":
                 no_ph += not ev.ph
                 continue
@@ -109,6 +110,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 g_kind(kind_of(cat))
                 g_ts(ts)
                 g_dur(dur)
+                g_ord(k)
                 g_pid(ev.pid)
                 if a is None:
                     g_dev(None)
@@ -151,6 +153,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 o_thread(thread)
                 o_ts(ts)
                 o_end(end)
+                o_ord(k)
                 if a is None:
                     o_ext(None)
                     o_dims(empty)
@@ -198,6 +201,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 a_thread(thread)
                 a_ts(ts)
                 a_end(end)
+        n_events += len(events)
         events = None  # free this chunk before the next one is decoded
 
     i32, f64 = np.int32, np.float64
@@ -205,6 +209,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "op_ts": np.array(op["ts"], f64), "op_end": np.array(op["end"], f64), "op_ext": _ints(op["ext"]),
             "op_dims": op["dims"], "op_types": op["types"], "op_strides": op["strides"], "op_concrete": op["concrete"],
             "op_kflop": _floats(op["kflop"]), "op_kgb": _floats(op["kgb"]),
+            "op_ord": np.array(op["ord"], np.int64),
             "la_name": np.array(la["name"], i32), "la_thread": np.array(la["thread"], i32),
             "la_ts": np.array(la["ts"], f64), "la_end": np.array(la["end"], f64), "la_corr": _ints(la["corr"]),
             "la_ext": _ints(la["ext"]), "la_kernel": np.array(la["kernel"], i32),
@@ -213,6 +218,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "gp_ts": np.array(gp["ts"], f64), "gp_dur": np.array(gp["dur"], f64), "gp_corr": _ints(gp["corr"]),
             "gp_ext": _ints(gp["ext"]), "gp_bytes": _floats(gp["bytes"]), "gp_gnode": _ints(gp["gnode"]),
             "gp_blocks": _floats(gp["blocks"]), "gp_groups": _floats(gp["groups"]),
+            "gp_ord": np.array(gp["ord"], np.int64),
             "an_name": np.array(an["name"], i32), "an_thread": np.array(an["thread"], i32),
             "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64)}
     counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
@@ -232,14 +238,14 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
         warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
     c = cols
     ops = CpuOps(c["op_name"], c["op_thread"], c["op_ts"], c["op_end"], c["op_ext"], c["op_dims"], c["op_types"],
-                 c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"])
+                 c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"], ordinal=c["op_ord"])
     launches = Launches(c["la_name"], c["la_thread"], c["la_ts"], c["la_end"], c["la_corr"], c["la_ext"],
                         c["la_kernel"])
     device = c["gp_device"]
     device = np.where(device >= 0, device, c["gp_pid"])
     blocks = _launch_blocks(names, c["la_name"], c["la_corr"], c["gp_corr"], c["gp_blocks"], c["gp_groups"])
     gpu = GpuEvents(c["gp_name"], c["gp_kind"], device, c["gp_stream"], c["gp_ts"], c["gp_dur"], c["gp_corr"],
-                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], blocks)
+                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], blocks, ordinal=c["gp_ord"])
     anns = Annotations(c["an_name"], c["an_thread"], c["an_ts"], c["an_end"])
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
     distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None

@@ -27,6 +27,9 @@ class CpuOps:
     # (record_param_comms' collective, sizes and group: load.columns.comm_events / attach_comm,
     # read on the normal {"traceEvents": [...]} load path)
     extra: dict[int, tuple] = field(default_factory=dict)
+    # int64 place of each op's event in the file's traceEvents list (-1: an op traceana made, e.g. a
+    # graph replay's capturing op); how traceana.annotate finds the event again in the text
+    ordinal: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -64,6 +67,7 @@ class GpuEvents:
     graph_node: np.ndarray  # int64 `graph node id` of an event replayed from a CUDA graph, -1 when absent
     # float64 thread blocks of the launch grid (x*y*z), nan when not recorded (memcpy, old traces)
     blocks: np.ndarray | None = None
+    ordinal: np.ndarray | None = None  # int64 place of the event in traceEvents (as CpuOps.ordinal)
 
     def __len__(self) -> int:
         return len(self.ts)
