@@ -231,6 +231,7 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
     """The Trace from its columns (numpy arrays by role, shape args as lists of bytes), its name
     and thread tables in code order and the load's counts; shared by build_trace and the C scan."""
     n_events, no_ph, bad_time = counts["n_events"], counts["no_ph"], counts["bad_time"]
+    n_events -= _added_events(doc, n_events)
     t_min, t_max = counts["t_min"], counts["t_max"]
     if n_events and no_ph == n_events:
         raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
@@ -263,6 +264,16 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
                  distributed=distributed,
                  record_shapes=record_shapes, n_events=n_events, span_us=span,
                  warnings=warnings)
+
+
+def _added_events(doc: TraceDoc, n_events: int) -> int:
+    """How many events `traceana annotate` added to this trace (its counter tracks), by the header it
+    puts first in the document: they are counted out of the trace's events."""
+    head = getattr(doc, "traceana", None)
+    if not isinstance(head, dict) or not str(head.get("schema", "")).startswith("traceana.annotated/"):
+        return 0
+    n = head.get("counter_events")
+    return n if type(n) is int and 0 <= n <= n_events else 0
 
 
 _COMM_MARK = b'"record_param_comms"'

@@ -1,0 +1,307 @@
+"""The trace's text rewritten in one streaming pass: each event's bytes kept, verdicts inserted.
+
+The text arrives in pieces (traceana.prefetch.Pieces: read and gzip-inflated a few MB at a time in a
+thread). Outside the traceEvents list the text is copied as it is; a small tokenizer (strings with
+their escapes, nesting depth) finds the list. Inside it, events are split in bulk: the piece is cut
+after a `}` that is followed by `,` or `]`, and msgspec decodes `[` + the text up to the cut + `]` as a
+list of raw (undecoded) events. That decode succeeds only when the cut falls between two events
+of the list (a cut inside a string or a nested value leaves a string or a bracket open), so the
+events it returns are exactly the file's; when no cut decodes (an event msgspec refuses: NaN, bad
+UTF-8, or an event longer than what is buffered), the next event is delimited by the tokenizer alone.
+
+An event the analysis gave a verdict (its place in the list, the loader's ordinal) gets
+`"traceana": {...}` inserted before the closing brace of its args object, or `"args": {"traceana":
+{..., "args_added": true}}` before its own closing brace when it has no args; nothing else of
+it changes. The counter events follow the last event. Memory: the current piece, the one event
+that straddles two pieces, and the output of one piece, whatever the size of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+import msgspec
+import numpy as np
+
+from traceana.errors import BadInput
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+class _Args(msgspec.Struct):
+    args: msgspec.Raw = msgspec.Raw()
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+_WS = re.compile(rb"[ \t\r\n]*")
+_STR_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # the rest of a string after its opening quote
+_STRUCT = re.compile(rb'["{}\[\]]')
+_SCALAR = re.compile(rb"[^ \t\r\n,\]}]*")
+_CUT = re.compile(rb"\}[ \t\r\n]*[,\]]")
+_ARGS_KEY = re.compile(rb'"args"[ \t\r\n]*:[ \t\r\n]*\Z')
+_CUT_TRIES = 4
+_WINDOW = 1 << 16
+
+
+class _Text:
+    """The text as a moving buffer: `buf[pos:]` is what is not consumed yet; more() appends a piece
+    (dropping what is consumed, after copying it out when copying is on)."""
+
+    def __init__(self, pieces: Iterable[bytes], emit: Callable[[bytes], None]) -> None:
+        self._it = iter(pieces)
+        self._emit = emit
+        self.buf = b""
+        self.pos = 0
+        self.copy_from = -1  # >= 0: the consumed text from here on is copied to the output
+        self.eof = False
+        self.max_buffer = 0
+
+    def more(self) -> bool:
+        piece = next(self._it, None)
+        if piece is None:
+            self.eof = True
+            return False
+        self.flush()
+        self.buf = self.buf[self.pos:] + piece if self.pos < len(self.buf) else piece
+        self.pos = 0
+        if self.copy_from >= 0:
+            self.copy_from = 0
+        self.max_buffer = max(self.max_buffer, len(self.buf))
+        return True
+
+    def flush(self) -> None:
+        if self.copy_from >= 0 and self.pos > self.copy_from:
+            self._emit(self.buf[self.copy_from:self.pos])
+            self.copy_from = self.pos
+
+    def copying(self, on: bool) -> None:
+        if on:
+            self.copy_from = self.pos
+        else:
+            self.flush()
+            self.copy_from = -1
+
+    def skip_ws(self) -> int | None:
+        """The next non-blank byte (consumed up to it), None at the end of the text."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return None
+
+    def value_end(self) -> int:
+        """The end of the JSON value starting at pos (reading more text as needed)."""
+        while True:
+            end = _value_end(self.buf, self.pos)
+            if end is not None:
+                return end
+            if not self.more():
+                raise BadInput("the text ends inside a value")
+
+
+def _value_end(buf: bytes, pos: int) -> int | None:
+    """End offset of the JSON value at buf[pos]; None when buf ends first."""
+    c = buf[pos]
+    if c == 0x22:  # "
+        m = _STR_REST.match(buf, pos + 1)
+        return m.end() if m else None
+    if c in (0x7B, 0x5B):  # { [
+        depth, i = 1, pos + 1
+        while True:
+            m = _STRUCT.search(buf, i)
+            if m is None:
+                return None
+            ch = buf[m.start()]
+            if ch == 0x22:
+                s = _STR_REST.match(buf, m.end())
+                if s is None:
+                    return None
+                i = s.end()
+                continue
+            depth += 1 if ch in (0x7B, 0x5B) else -1
+            i = m.end()
+            if depth == 0:
+                return i
+    end = _SCALAR.match(buf, pos).end()
+    return end if end < len(buf) else None
+
+
+def insert(ev: bytes, payload: bytes) -> bytes | None:
+    """The event with `"traceana": payload` added to its args (None when its args is not an object,
+    or the event cannot be read)."""
+    try:
+        args = bytes(_ARGS.decode(ev).args)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not args:  # no args: add one
+        inner = ev[1:-1].strip()
+        return (ev[:-1] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
+                + b',"args_added":true}}}')
+    if args[:1] != b"{":
+        return None
+    pos = ev.rfind(args)
+    while pos >= 0 and not _ARGS_KEY.search(ev, max(0, pos - 64), pos):
+        pos = ev.rfind(args, 0, pos + len(args) - 1)
+    if pos < 0:
+        return None
+    close = pos + len(args) - 1
+    sep = b'"traceana":' if not args[1:-1].strip() else b',"traceana":'
+    return ev[:close] + sep + payload + ev[close:]
+
+
+class Rewriter:
+    """One pass over the text: `run(pieces)` emits the annotated text. `codes[k]`: the payload index of
+    the k-th event of traceEvents (-1: none). `counters`: the added events' JSON, comma-separated
+    batches. `header`: the JSON object put first in the document under "traceana"."""
+
+    def __init__(self, codes: np.ndarray, payloads: list[bytes], counters: Iterable[bytes], header: bytes,
+                 emit: Callable[[bytes], None]) -> None:
+        self.codes = codes
+        self.payloads = payloads
+        self.counters = counters
+        self.header = header
+        self.emit = emit
+        self.events = 0  # events of traceEvents seen
+        self.annotated = 0
+        self.skipped = 0  # events with a verdict whose args is not an object (left unchanged)
+        self.max_buffer = 0
+
+    def run(self, pieces: Iterable[bytes]) -> None:
+        t = _Text(pieces, self.emit)
+        c = t.skip_ws()
+        if c == 0xEF and t.buf.startswith(b"\xef\xbb\xbf", t.pos):  # a UTF-8 byte-order mark
+            t.pos += 3
+            c = t.skip_ws()
+        if c == 0x5B:  # [ a bare event list: written as {"traceana": ..., "traceEvents": [...]}
+            t.pos += 1
+            self.emit(b'{"traceana":' + self.header + b',"traceEvents":[')
+            self._events(t)
+            self.emit(b"]}")
+        elif c == 0x7B:  # {
+            t.pos += 1
+            self.emit(b'{"traceana":' + self.header + b",")
+            self._document(t)
+        else:
+            raise BadInput("not a JSON object or list")
+        if t.skip_ws() is not None:
+            raise BadInput("text after the end of the document")
+        self.max_buffer = t.max_buffer
+
+    def _document(self, t: _Text) -> None:
+        t.copying(True)
+        seen = False
+        first = True
+        while True:
+            c = t.skip_ws()
+            if c == 0x7D and first:  # {}
+                raise BadInput("not a trace (no 'traceEvents' list)")
+            if c != 0x22:
+                raise BadInput("not a JSON object")
+            end = t.value_end()
+            key = msgspec.json.decode(t.buf[t.pos:end])
+            if first and key == "traceana":
+                raise BadInput("already annotated by traceana; annotate the original trace")
+            t.pos = end
+            if t.skip_ws() != 0x3A:  # :
+                raise BadInput("not a JSON object")
+            t.pos += 1
+            c = t.skip_ws()
+            if key == "traceEvents" and c == 0x5B and not seen:
+                seen = True
+                t.pos += 1
+                t.copying(False)  # the text up to and with the `[`
+                self._events(t)
+                self.emit(b"]")
+                t.copying(True)
+            else:
+                if c is None:
+                    raise BadInput("the text ends early")
+                t.pos = t.value_end()
+            first = False
+            c = t.skip_ws()
+            if c == 0x2C:  # ,
+                t.pos += 1
+                continue
+            if c == 0x7D:  # }
+                t.pos += 1
+                t.copying(False)
+                if not seen:
+                    raise BadInput("not a trace (no 'traceEvents' list)")
+                return
+            raise BadInput("not a JSON object")
+
+    def _events(self, t: _Text) -> None:
+        """From just after `[` to just after the matching `]`: the events, then the counters."""
+        c = t.skip_ws()
+        first = True
+        while c != 0x5D:  # ]
+            if c is None:
+                raise BadInput("the text ends inside traceEvents")
+            if not first:
+                self.emit(b",")
+            first = False
+            self._some_events(t)
+            c = t.skip_ws()
+            if c == 0x2C:
+                t.pos += 1
+                c = t.skip_ws()
+                if c == 0x5D:
+                    raise BadInput("not valid JSON (a comma before ']')")
+            elif c != 0x5D:
+                raise BadInput("not valid JSON inside traceEvents")
+        t.pos += 1
+        for i, part in enumerate(self.counters):
+            self.emit(b"," + part if (i or not first) else part)
+
+    def _some_events(self, t: _Text) -> None:
+        """Events from pos: as many as one decode of the buffered text holds, else exactly one."""
+        buf, start = t.buf, t.pos
+        for cut in _cuts(buf, start):
+            try:
+                raws = _RAW_LIST.decode(b"".join((b"[", memoryview(buf)[start:cut], b"]")))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            self._emit_events(raws, buf, start, cut)
+            t.pos = cut
+            return
+        end = t.value_end()
+        buf = t.buf
+        self._emit_events([buf[t.pos:end]], buf, t.pos, end)
+        t.pos = end
+
+    def _emit_events(self, raws: list, buf: bytes, start: int, end: int) -> None:
+        k, n = self.events, len(raws)
+        if k + n > len(self.codes):
+            raise BadInput(f"has more events than when it was analysed ({len(self.codes)}): it changed meanwhile")
+        self.events = k + n
+        codes = self.codes[k:k + n]
+        hit = np.flatnonzero(codes >= 0)
+        if not len(hit):
+            self.emit(buf[start:end])
+            return
+        parts = list(raws)
+        payloads = self.payloads
+        for p, c in zip(hit.tolist(), codes[hit].tolist()):
+            new = insert(bytes(raws[p]), payloads[c])
+            if new is None:
+                self.skipped += 1
+                continue
+            parts[p] = new
+            self.annotated += 1
+        self.emit(b",".join(parts))
+
+
+def _cuts(buf: bytes, start: int) -> Iterator[int]:
+    """Candidate ends of a run of whole events in buf[start:]: just after a `}` followed by `,` or `]`,
+    the last ones first (a few)."""
+    n = len(buf)
+    window = _WINDOW
+    while True:
+        lo = max(start, n - window)
+        found = [m.start() + 1 for m in _CUT.finditer(buf, lo)]
+        if found or lo == start:
+            break
+        window *= 8
+    yield from reversed(found[-_CUT_TRIES:])
