@@ -83,7 +83,7 @@ def tracks(analysis: dict, parts: Parts) -> dict[int, dict[str, tuple]]:
 
 def _rate_events(name: str, unit: str, dev: int, t: np.ndarray, v: np.ndarray) -> Iterator[dict]:
     for ts, val in zip(t.tolist(), v.tolist()):
-        yield {"ph": "C", "cat": CAT, "name": name, "pid": dev, "ts": ts, "args": {unit: float(f"{val:.6g}")}}
+        yield {"ph": "C", "cat": CAT, "name": name, "pid": dev, "ts": ts, "args": {unit: float(f"{val:.9g}")}}
 
 
 def _idle_events(dev: int, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> Iterator[dict]:

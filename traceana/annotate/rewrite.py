@@ -82,6 +82,11 @@ class _Text:
             self.flush()
             self.copy_from = -1
 
+    def need(self, n: int) -> None:
+        """At least n bytes buffered from pos, unless the text ends first."""
+        while len(self.buf) - self.pos < n and self.more():
+            pass
+
     def skip_ws(self) -> int | None:
         """The next non-blank byte (consumed up to it), None at the end of the text."""
         while True:
@@ -133,8 +138,8 @@ def insert(ev: bytes, payload: bytes) -> bytes | None:
     or the event cannot be read)."""
     try:
         args = bytes(_ARGS.decode(ev).args)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    except (msgspec.DecodeError, msgspec.ValidationError):  # JSON msgspec refuses (NaN, bad UTF-8...)
+        return _insert_slow(ev, payload)
     if not args:  # no args: add one
         inner = ev[1:-1].strip()
         return (ev[:-1] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
@@ -149,6 +154,39 @@ def insert(ev: bytes, payload: bytes) -> bytes | None:
     close = pos + len(args) - 1
     sep = b'"traceana":' if not args[1:-1].strip() else b',"traceana":'
     return ev[:close] + sep + payload + ev[close:]
+
+
+def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
+    """insert() by the tokenizer alone: the event's top-level members one by one."""
+    try:
+        if ev[:1] != b"{":
+            return None
+        pos = _WS.match(ev, 1).end()
+        while ev[pos:pos + 1] == b'"':
+            end = _value_end(ev, pos)
+            key = ev[pos:end]
+            pos = _WS.match(ev, end).end() + 1  # the colon
+            pos = _WS.match(ev, pos).end()
+            end = _value_end(ev, pos)
+            if end is None:
+                return None
+            if key == b'"args"':
+                if ev[pos:pos + 1] != b"{":
+                    return None
+                close = end - 1
+                sep = b'"traceana":' if not ev[pos + 1:close].strip() else b',"traceana":'
+                return ev[:close] + sep + payload + ev[close:]
+            pos = _WS.match(ev, end).end()
+            if ev[pos:pos + 1] != b",":
+                break
+            pos = _WS.match(ev, pos + 1).end()
+        if ev[pos:pos + 1] != b"}":
+            return None
+        inner = ev[1:pos].strip()
+        return (ev[:pos] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
+                + b',"args_added":true}}' + ev[pos:])
+    except (TypeError, IndexError):
+        return None
 
 
 class Rewriter:
@@ -171,9 +209,11 @@ class Rewriter:
     def run(self, pieces: Iterable[bytes]) -> None:
         t = _Text(pieces, self.emit)
         c = t.skip_ws()
-        if c == 0xEF and t.buf.startswith(b"\xef\xbb\xbf", t.pos):  # a UTF-8 byte-order mark
-            t.pos += 3
-            c = t.skip_ws()
+        if c == 0xEF:
+            t.need(3)
+            if t.buf.startswith(b"\xef\xbb\xbf", t.pos):  # a UTF-8 byte-order mark
+                t.pos += 3
+                c = t.skip_ws()
         if c == 0x5B:  # [ a bare event list: written as {"traceana": ..., "traceEvents": [...]}
             t.pos += 1
             self.emit(b'{"traceana":' + self.header + b',"traceEvents":[')
