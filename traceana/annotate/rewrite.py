@@ -34,12 +34,14 @@ class _Args(msgspec.Struct):
 
 
 _ARGS = msgspec.json.Decoder(_Args)
+_ARGS_LIST = msgspec.json.Decoder(list[_Args])
 _WS = re.compile(rb"[ \t\r\n]*")
 _STR_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # the rest of a string after its opening quote
 _STRUCT = re.compile(rb'["{}\[\]]')
 _SCALAR = re.compile(rb"[^ \t\r\n,\]}]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*[,\]]")
 _ARGS_KEY = re.compile(rb'"args"[ \t\r\n]*:[ \t\r\n]*\Z')
+_BLANK = frozenset(b" \t\r\n")
 _CUT_TRIES = 4
 _WINDOW = 1 << 16
 
@@ -133,27 +135,35 @@ def _value_end(buf: bytes, pos: int) -> int | None:
     return end if end < len(buf) else None
 
 
-def insert(ev: bytes, payload: bytes) -> bytes | None:
+def insert(ev: bytes, payload: bytes, args: bytes | None = None) -> bytes | None:
     """The event with `"traceana": payload` added to its args (None when its args is not an object,
-    or the event cannot be read)."""
-    try:
-        args = bytes(_ARGS.decode(ev).args)
-    except (msgspec.DecodeError, msgspec.ValidationError):  # JSON msgspec refuses (NaN, bad UTF-8...)
-        return _insert_slow(ev, payload)
+    or the event cannot be read). `args`: the text of its args value when already decoded (b"": none)."""
+    if args is None:
+        try:
+            args = bytes(_ARGS.decode(ev).args)
+        except (msgspec.DecodeError, msgspec.ValidationError):  # JSON msgspec refuses (NaN, bad UTF-8...)
+            return _insert_slow(ev, payload)
     if not args:  # no args: add one
         inner = ev[1:-1].strip()
         return (ev[:-1] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
                 + b',"args_added":true}}}')
-    if args[:1] != b"{":
+    if args[0] != 0x7B:  # {
         return None
-    pos = ev.rfind(args)
-    while pos >= 0 and not _ARGS_KEY.search(ev, max(0, pos - 64), pos):
-        pos = ev.rfind(args, 0, pos + len(args) - 1)
-    if pos < 0:
-        return None
-    close = pos + len(args) - 1
-    sep = b'"traceana":' if not args[1:-1].strip() else b',"traceana":'
-    return ev[:close] + sep + payload + ev[close:]
+    n = len(args)
+    # where the args value sits: most profilers write it as the event's last member, `"args": {...}}`
+    last = len(ev) - 1
+    while ev[last - 1] in _BLANK:
+        last -= 1
+    pos = last - n
+    if not (ev.endswith(args, 0, last) and (ev.endswith(b'"args": ', 0, pos) or _ARGS_KEY.search(ev, 0, pos))):
+        pos = ev.rfind(args)
+        while pos >= 0 and not _ARGS_KEY.search(ev, max(0, pos - 64), pos):
+            pos = ev.rfind(args, 0, pos + n - 1)
+        if pos < 0:
+            return None
+    close = pos + n - 1
+    sep = b'"traceana":' if _WS.match(args, 1).end() == n - 1 else b',"traceana":'
+    return b"".join((ev[:close], sep, payload, ev[close:]))
 
 
 def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
@@ -299,11 +309,12 @@ class Rewriter:
         """Events from pos: as many as one decode of the buffered text holds, else exactly one."""
         buf, start = t.buf, t.pos
         for cut in _cuts(buf, start):
+            text = b"".join((b"[", memoryview(buf)[start:cut], b"]"))
             try:
-                raws = _RAW_LIST.decode(b"".join((b"[", memoryview(buf)[start:cut], b"]")))
+                raws = _RAW_LIST.decode(text)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 continue
-            self._emit_events(raws, buf, start, cut)
+            self._emit_events(raws, buf, start, cut, text)
             t.pos = cut
             return
         end = t.value_end()
@@ -311,7 +322,7 @@ class Rewriter:
         self._emit_events([buf[t.pos:end]], buf, t.pos, end)
         t.pos = end
 
-    def _emit_events(self, raws: list, buf: bytes, start: int, end: int) -> None:
+    def _emit_events(self, raws: list, buf: bytes, start: int, end: int, text: bytes | None = None) -> None:
         k, n = self.events, len(raws)
         if k + n > len(self.codes):
             raise BadInput(f"has more events than when it was analysed ({len(self.codes)}): it changed meanwhile")
@@ -323,8 +334,10 @@ class Rewriter:
             return
         parts = list(raws)
         payloads = self.payloads
+        # the args of every event of the run in one decode (the text decoded once already: valid)
+        args = _ARGS_LIST.decode(text) if text is not None else None
         for p, c in zip(hit.tolist(), codes[hit].tolist()):
-            new = insert(bytes(raws[p]), payloads[c])
+            new = insert(bytes(raws[p]), payloads[c], None if args is None else bytes(args[p].args))
             if new is None:
                 self.skipped += 1
                 continue
