@@ -31,6 +31,10 @@ SCHEMA = "traceana.annotated/1"
 #: the first bytes of every annotated trace traceana writes (inflated, for .gz)
 MARKER = b'{"traceana":{"schema":"' + SCHEMA.encode() + b'"'
 _OUT_PIECE = 1 << 20
+#: pieces of text the reading thread may hold ready: the rewrite is slower than inflating, so a deep
+#: queue would only hold more text in memory
+_DEPTH = 2
+_PIECE = 2 << 20  # bytes of text per piece (the loader's 8 MB pieces would only hold more in memory here)
 
 
 @dataclass
@@ -117,7 +121,7 @@ def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Writ
     def fill(fd: int) -> None:
         sink = _Sink(fd, out.endswith(".gz"))
         rw = Rewriter(prep.codes, prep.payloads, counters.encoded(prep.tracks), head, sink)
-        pieces = prefetch.Pieces(trace_path, st)
+        pieces = prefetch.Pieces(trace_path, st, _DEPTH, _PIECE)
         try:
             try:
                 rw.run(pieces)

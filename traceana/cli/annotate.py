@@ -30,12 +30,11 @@ def check_annotate_output(out: str, trace: str, force: bool) -> None:
     check_output(out, [trace], force)
 
 
-def annotate_file(trace: str, out: str, analysis: dict, parts, st: os.stat_result):
-    """Write the annotated trace (the trace's columns are released before its text is read again)."""
-    from traceana.annotate.write import prepare, write
+def annotate_file(trace: str, out: str, prep, st: os.stat_result):
+    """Write the annotated trace (prep: traceana.annotate.write.prepare's; the caller has released the
+    trace's columns by then, so they are not in memory while the text is read again)."""
+    from traceana.annotate.write import write
 
-    prep = prepare(analysis, parts)
-    del parts
     return write(trace, st, out, prep)
 
 
@@ -100,6 +99,10 @@ def annotate(trace: str, output: str | None, device_key: str | None, peak_tflops
     with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
         analysis, parts = analyze_parts(trace, opts, bar.stage, bar.fraction)
         bar.stage("annotate")
-        written = annotate_file(trace, out, analysis, parts, st)
+        from traceana.annotate.write import prepare
+
+        prep = prepare(analysis, parts)
+        del analysis, parts
+        written = annotate_file(trace, out, prep, st)
     if not quiet:
         click.echo(annotate_line(written, out))

@@ -145,10 +145,15 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
     with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
+        prep = None
         if annotate_path is None:
             analysis = analyze(trace, opts, bar.stage, bar.fraction)
         else:
+            from traceana.annotate.write import prepare as prepare_annotation
+
             analysis, parts = analyze_parts(trace, opts, bar.stage, bar.fraction)
+            prep = prepare_annotation(analysis, parts)
+            del parts
         bar.stage("render")
         text = extras.render(analysis, fmt)
     write_text(out, text)
@@ -157,8 +162,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     if annotate_path is not None:
         from traceana.cli.annotate import annotate_file, annotate_line
 
-        written = annotate_file(trace, annotate_path, analysis, parts, st)
-        del parts
+        written = annotate_file(trace, annotate_path, prep, st)
         if not quiet:
             click.echo(annotate_line(written, annotate_path), err=out == "-")
     extras.finish(analysis, quiet or out == "-")
