@@ -295,3 +295,24 @@ def test_a_plain_trace_is_not_traceanas(tmp_path):
     p.write_text(json.dumps({"traceEvents": [], "traceana": {"schema": "traceana.annotated/1"}}))
     assert not written_by_traceana(str(p))  # the marker counts only as the document's first member
     msgspec.json.decode(p.read_bytes())
+
+
+def test_cpu_only_recorded_trace_carries_the_cpu_verdicts(tmp_path):
+    """A trace recorded on CPU (no GPU events): each op of a judged signature carries its CPU verdict."""
+    torch = pytest.importorskip("torch")
+    from tests.recorded import record
+
+    lin = torch.nn.Linear(256, 512)
+    x = torch.randn(32, 256)
+    lin(x)
+    doc = record(lambda: lin(x))
+    src = str(tmp_path / "cpu.json")
+    with open(src, "w") as fh:
+        json.dump(doc, fh)
+    ann = _check_round_trip(src, str(tmp_path / "cpu.annotated.json"))
+    assert ann["traceana"]["counter_events"] == 0  # no device, no counter tracks
+    rows = {r["name"]: r for r in analyze(src)["cpu"]["roofline"]["verdicts"]}
+    addmm = [e for e in ann["traceEvents"] if e.get("name") == "aten::addmm"]
+    assert addmm and all(e["args"]["traceana"]["bound"] == rows["aten::addmm"]["bound"] for e in addmm)
+    # 2*M*N*K = 2*32*256*512 = 8388608 FLOPs (bias added on top, as the report counts it)
+    assert addmm[0]["args"]["traceana"]["flops"] == rows["aten::addmm"]["flops"] >= 8388608

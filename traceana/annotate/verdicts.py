@@ -19,6 +19,7 @@ import numpy as np
 
 from traceana.analysis import Parts
 from traceana.diagnose.breakdown import event_rows
+from traceana.signatures import make_call
 
 _ENC = msgspec.json.Encoder()
 
@@ -79,6 +80,49 @@ def findings_by_op(analysis: dict) -> dict[str, list[dict]]:
     return out
 
 
+def cpu_verdict(row: dict) -> dict:
+    """The args a CPU-only trace's op carries: its signature's CPU verdict (analysis["cpu"]["roofline"])."""
+    roof = None
+    if row.get("peak"):
+        roof = (f"{row['peak']} {row['peak_tflops']:g} TFLOP/s (CPU BLAS)" if (row.get("compute_us") or 0)
+                >= (row.get("memory_us") or 0) else "CPU memory bandwidth")
+    out = {"name": row["name"], "bound": row.get("bound"), "roof_pct": _num(row.get("roof_pct")), "roof": roof,
+           "flops": row.get("flops"), "bytes": row.get("bytes"), "achieved_gflops": _num(row.get("achieved_gflops")),
+           "achieved_gbps": _num(row.get("achieved_gbps")), "calls": row.get("calls"),
+           "self_per_call_us": _num(row.get("self_per_call_us")), "text": row.get("text")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _cpu_codes(analysis: dict, parts: Parts, codes: np.ndarray, payloads: list[bytes]) -> None:
+    """A CPU-only trace: each op of a signature the report judged (its top signatures by self time)
+    carries that verdict. Matched by (name, input dims, input types), once per distinct signature."""
+    rows = ((analysis.get("cpu") or {}).get("roofline") or {}).get("verdicts") or []
+    ops = parts.trace.ops
+    if not rows or not len(ops) or ops.ordinal is None:
+        return
+    seen = {}
+    for r in rows:
+        k = (r["name"], msgspec.json.encode(r["input_dims"]), msgspec.json.encode(r["input_types"]))
+        if k not in seen:
+            seen[k] = len(payloads)
+            payloads.append(_ENC.encode(cpu_verdict(r)))
+    names = parts.trace.names
+    code_of: dict[tuple, int] = {}
+    for i, (n, d, t, c) in enumerate(zip(ops.name.tolist(), ops.dims, ops.types, ops.concrete)):
+        key = (n, d, t, c)
+        code = code_of.get(key)
+        if code is None:
+            call = make_call(names[n], d, t, b"", c, ())
+            code = code_of[key] = seen.get((call.name, msgspec.json.encode(_listify(call.dims)),
+                                            msgspec.json.encode(list(call.types))), -1)
+        if code >= 0 and ops.ordinal[i] >= 0:
+            codes[ops.ordinal[i]] = code
+
+
+def _listify(v):
+    return [_listify(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
 def event_codes(analysis: dict, parts: Parts) -> tuple[np.ndarray, list[bytes]]:
     """(code per place in traceEvents, int32, -1 for nothing; the JSON payload of each code)."""
     trace, links = parts.trace, parts.links
@@ -89,6 +133,9 @@ def event_codes(analysis: dict, parts: Parts) -> tuple[np.ndarray, list[bytes]]:
     payloads = [_ENC.encode(v) for v in verdicts]
     codes = np.full(trace.n_events, -1, dtype=np.int32)
     gpu, ops = trace.gpu, trace.ops
+    if not len(gpu):
+        _cpu_codes(analysis, parts, codes, payloads)
+        return codes, payloads
     ev_row = event_rows(len(gpu), parts.groups)
     if len(gpu) and gpu.ordinal is not None:
         has = ev_row >= 0
