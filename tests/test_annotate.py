@@ -216,9 +216,8 @@ def test_recorded_trace_round_trips(tmp_path, recorded_trace):
 _BIG = r"""
 import gzip, os, resource, sys
 import numpy as np
-from traceana import prefetch
-prefetch.PIECE = 1 << 18
 from traceana.annotate.rewrite import Rewriter
+from traceana.annotate.write import text_pieces
 path, n = sys.argv[1], int(sys.argv[2])
 ev = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 1, '
       b'"args": {"device": 0, "stream": 7, "correlation": %d, "grid": [1, 1, 1]}}')
@@ -233,8 +232,8 @@ written = [0]
 def sink(b):
     written[0] += len(b)
 rw = Rewriter(codes, [b'{"op":"op1","bound":"memory"}'], [], b'{"schema":"traceana.annotated/1"}', sink)
-pieces = prefetch.Pieces(path, os.stat(path))
-rw.run(pieces)
+with open(path, "rb") as fh:
+    rw.run(text_pieces(fh, 1 << 18))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(rw.events, rw.annotated, rw.max_buffer, written[0], (after - before) * 1024)
 """
@@ -248,10 +247,9 @@ def test_bounded_memory_on_a_big_trace(tmp_path):
     events, annotated, max_buffer, written, grew = map(int, out.stdout.split())
     assert events == annotated == n
     assert written > 50e6  # every event written back, each with its verdict
-    # pieces of 256 KiB (prefetch.PIECE): the buffer holds at most a piece of up to 2 x PIECE (inflated
-    # parts joined until they reach PIECE) and the unfinished event before it
-    assert max_buffer <= 2 * (1 << 18) + 1000
-    # the process grew by far less than the text (a queue of 8 pieces, a piece's output, numpy's 1.6 MB codes)
+    # pieces of 256 KiB of text: the buffer holds at most a piece and the unfinished event before it
+    assert max_buffer <= (1 << 18) + 1000
+    # the process grew by far less than the text (a piece, its output, numpy's 1.6 MB codes)
     assert grew < written / 4
 
 

@@ -78,14 +78,13 @@ class Pieces:
     when the thread failed, iteration ends early and `error` holds why (the caller then reads
     the file its own way). `done` is the fraction of the file read so far (the progress bar)."""
 
-    def __init__(self, path: str, st: os.stat_result, depth: int = DEPTH, piece: int | None = None) -> None:
+    def __init__(self, path: str, st: os.stat_result) -> None:
         self.path = path
-        self.piece = piece or PIECE
         self.key = _key(st)
         self.size = max(st.st_size, 1)
         self.read = 0
         self.error: BaseException | None = None
-        self._q: queue.Queue = queue.Queue(depth)
+        self._q: queue.Queue = queue.Queue(DEPTH)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traceana-pieces", daemon=True)
         self._thread.start()
@@ -115,7 +114,7 @@ class Pieces:
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
         if not gz:
-            yield from self._raw(fh, self.piece)
+            yield from self._raw(fh, PIECE)
             return
         lib = _inflater()
         d = lib.decompressobj(31)
@@ -123,7 +122,7 @@ class Pieces:
             while data:
                 if d.eof:  # another gzip member follows (cat a.gz b.gz)
                     d = lib.decompressobj(31)
-                out = d.decompress(data, self.piece)
+                out = d.decompress(data, PIECE)
                 if out:
                     yield out
                 data = d.unused_data if d.eof else d.unconsumed_tail
@@ -138,7 +137,7 @@ class Pieces:
                 for text in self._texts(fh):
                     parts.append(text)
                     size += len(text)
-                    if size >= self.piece:
+                    if size >= PIECE:
                         if not self._put(b"".join(parts) if len(parts) > 1 else parts[0]):
                             return
                         parts, size = [], 0

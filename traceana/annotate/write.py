@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
 import numpy as np
 
-from traceana import __version__, prefetch
+from traceana import __version__
 from traceana.analysis import Parts
 from traceana.annotate import counters
 from traceana.annotate.rewrite import Rewriter
@@ -31,10 +32,8 @@ SCHEMA = "traceana.annotated/1"
 #: the first bytes of every annotated trace traceana writes (inflated, for .gz)
 MARKER = b'{"traceana":{"schema":"' + SCHEMA.encode() + b'"'
 _OUT_PIECE = 1 << 20
-#: pieces of text the reading thread may hold ready: the rewrite is slower than inflating, so a deep
-#: queue would only hold more text in memory
-_DEPTH = 2
-_PIECE = 2 << 20  # bytes of text per piece (the loader's 8 MB pieces would only hold more in memory here)
+PIECE = 2 << 20  # bytes of text per piece
+_READ = 1 << 20  # compressed bytes read at a time
 
 
 @dataclass
@@ -105,12 +104,8 @@ class _Sink:
 
 def _deflater():
     """A gzip compressor: ISA-L's (several times faster than zlib at its fast levels) when installed."""
-    try:
-        from isal import isal_zlib
-
-        return isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
-    except ImportError:
-        return zlib.compressobj(1, zlib.DEFLATED, 31)
+    lib = _zlib()
+    return lib.compressobj(1, lib.DEFLATED, 31)
 
 
 def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Written:
@@ -121,18 +116,13 @@ def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Writ
     def fill(fd: int) -> None:
         sink = _Sink(fd, out.endswith(".gz"))
         rw = Rewriter(prep.codes, prep.payloads, counters.encoded(prep.tracks), head, sink)
-        pieces = prefetch.Pieces(trace_path, st, _DEPTH, _PIECE)
         try:
-            try:
-                rw.run(pieces)
-            except BadInput as exc:
-                if pieces.error is not None:
-                    raise _read_error(trace_path, pieces.error) from None
-                raise BadInput(f"{trace_path}: cannot annotate: {exc}") from None
-        finally:
-            pieces.close()
-        if pieces.error is not None:
-            raise _read_error(trace_path, pieces.error)
+            with open(trace_path, "rb") as fh:
+                rw.run(text_pieces(fh))
+        except BadInput as exc:
+            raise BadInput(f"{trace_path}: cannot annotate: {exc}") from None
+        except (OSError, EOFError, zlib.error, _zlib().error) as exc:
+            raise _read_error(trace_path, exc) from None
         if rw.events != len(prep.codes):
             raise BadInput(f"{trace_path}: cannot annotate: {rw.events} events in traceEvents, "
                            f"{len(prep.codes)} when it was analysed (events that could not be read, or it changed)")
@@ -145,11 +135,43 @@ def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Writ
     return done[0]
 
 
+def text_pieces(fh, piece: int = PIECE) -> Iterator[bytes]:
+    """The file's text in pieces of at most `piece` bytes, gzip inflated as it goes (several members
+    too; ISA-L's inflate when installed). EOFError when a gzip stream is cut short."""
+    gz = fh.read(2) == b"\x1f\x8b"
+    fh.seek(0)
+    if not gz:
+        while data := fh.read(piece):
+            yield data
+        return
+    lib = _zlib()
+    d = lib.decompressobj(31)
+    while data := fh.read(_READ):
+        while data:
+            if d.eof:  # another gzip member follows (cat a.gz b.gz)
+                d = lib.decompressobj(31)
+            out = d.decompress(data, piece)
+            if out:
+                yield out
+            data = d.unused_data if d.eof else d.unconsumed_tail
+    while not d.eof and (out := d.decompress(b"", piece)):  # output still held back
+        yield out
+    if not d.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+
+
+def _zlib():
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib
+    except ImportError:
+        return zlib
+
+
 def _key(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _read_error(path: str, exc: BaseException) -> BadInput:
-    if isinstance(exc, (OSError, EOFError, zlib.error)):
-        return BadInput(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
-    return BadInput(f"{path}: cannot read: {type(exc).__name__}: {exc}")
+    return BadInput(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
