@@ -117,14 +117,16 @@ def test_small_trace_verdicts_and_counters(tmp_path):
     assert a["traceana"]["counter_events"] == len(tf) + len(gb) + len(idle) == 14
 
 
-def test_pure_python_loader_gives_the_same(tmp_path, monkeypatch):
-    src = _small(tmp_path)
-    out_c = str(tmp_path / "c.json")
+@pytest.mark.parametrize("rel", [None, "hta/df_index_resolver.json.gz"])
+def test_pure_python_gives_the_same(tmp_path, monkeypatch, rel):
+    """The loader's ordinals and the rewrite, on the C scanner and the Python way: the same annotated trace."""
+    src = _small(tmp_path) if rel is None else shared_trace(rel)
+    out_c = str(tmp_path / "c.json.gz")
     _annotate(src, out_c)
     monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
-    out_py = str(tmp_path / "py.json")
+    out_py = str(tmp_path / "py.json.gz")
     _check_round_trip(src, out_py)
-    assert _load(out_c)["traceEvents"] == _load(out_py)["traceEvents"]
+    assert _load(out_c) == _load(out_py)
 
 
 # ---------------------------------------------------------------- the rewrite on odd text
@@ -147,8 +149,22 @@ ODD = (b'\xef\xbb\xbf {"before": {"a": [1, {"traceEvents": 2}], "s": "}],\\"{"},
        b'{"ph": "X", "ts": NaN, "args": {"z": 1}}\n ], "after": "]}"}\n')
 
 
+@pytest.fixture(params=["C", "Python"])
+def way(request, monkeypatch):
+    """The C scanner's splice, and the Python way (msgspec runs of events, the tokenizer)."""
+    if request.param == "Python":
+        monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("TRACEANA_PURE_PYTHON", raising=False)
+        from traceana.annotate.rewrite import _splice
+
+        if _splice() is None:
+            pytest.skip("the C scanner is not built")
+    return request.param
+
+
 @pytest.mark.parametrize("piece", [1, 3, 7, 64, 1 << 20])
-def test_rewrite_keeps_every_byte_of_every_event(piece):
+def test_rewrite_keeps_every_byte_of_every_event(piece, way):
     codes = [0, 0, 0, 0, 0, 0, 0]  # every event gets the payload
     text, rw = _rewrite(ODD, codes, piece)
     # the standard library reads NaN; everything else is strict JSON
@@ -176,7 +192,7 @@ def test_insert_finds_the_events_own_args():
     assert strip_event(json.loads(insert(b'{"a": 1}', b'{"v":1}'))) == {"a": 1}
 
 
-def test_bare_event_list_becomes_a_document():
+def test_bare_event_list_becomes_a_document(way):
     text, rw = _rewrite(b'[{"ph": "X", "args": {"a": 1}}]', [0], 5)
     assert json.loads(text) == {"traceana": {"schema": "traceana.annotated/1"},
                                 "traceEvents": [{"ph": "X", "args": {"a": 1, "traceana": {"v": 1}}},

@@ -18,6 +18,7 @@ that straddles two pieces, and the output of one piece, whatever the size of the
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 
@@ -215,6 +216,7 @@ class Rewriter:
         self.annotated = 0
         self.skipped = 0  # events with a verdict whose args is not an object (left unchanged)
         self.max_buffer = 0
+        self.splice = _splice()
 
     def run(self, pieces: Iterable[bytes]) -> None:
         t = _Text(pieces, self.emit)
@@ -285,6 +287,39 @@ class Rewriter:
     def _events(self, t: _Text) -> None:
         """From just after `[` to just after the matching `]`: the events, then the counters."""
         c = t.skip_ws()
+        first = self.events
+        if c != 0x5D and self.splice is not None:
+            self._spliced(t)
+        else:
+            self._events_python(t, c)
+        t.pos += 1
+        for i, part in enumerate(self.counters):
+            self.emit(b"," + part if (i or self.events > first) else part)
+
+    def _spliced(self, t: _Text) -> None:
+        """The events by the C scanner's splice (the same insertions, the separators kept as they are);
+        an event it leaves aside goes the Python way. Ends at the list's `]`."""
+        after = False
+        while True:
+            out, t.pos, after, k, annotated, skipped, state = self.splice(
+                t.buf, t.pos, after, self.codes, self.events, self.payloads)
+            self.emit(out)
+            self.events, self.annotated, self.skipped = k, self.annotated + annotated, self.skipped + skipped
+            if state == _SP_END:
+                return
+            if state == _SP_TOO_MANY:
+                raise BadInput(f"has more events than when it was analysed ({len(self.codes)}): it changed meanwhile")
+            if state == _SP_SLOW:
+                if after:  # not a separator where one must be
+                    raise BadInput("not valid JSON inside traceEvents")
+                if t.skip_ws() == 0x5D:
+                    raise BadInput("not valid JSON (a comma before ']')")
+                self._some_events(t)
+                after = True
+            elif not t.more():
+                raise BadInput("the text ends inside traceEvents")
+
+    def _events_python(self, t: _Text, c: int | None) -> None:
         first = True
         while c != 0x5D:  # ]
             if c is None:
@@ -301,9 +336,6 @@ class Rewriter:
                     raise BadInput("not valid JSON (a comma before ']')")
             elif c != 0x5D:
                 raise BadInput("not valid JSON inside traceEvents")
-        t.pos += 1
-        for i, part in enumerate(self.counters):
-            self.emit(b"," + part if (i or not first) else part)
 
     def _some_events(self, t: _Text) -> None:
         """Events from pos: as many as one decode of the buffered text holds, else exactly one."""
@@ -344,6 +376,20 @@ class Rewriter:
             parts[p] = new
             self.annotated += 1
         self.emit(b",".join(parts))
+
+
+_SP_MORE, _SP_END, _SP_SLOW, _SP_TOO_MANY = range(4)  # splice's states (_scan.c)
+
+
+def _splice():
+    """The C scanner's splice when it is built and not switched off (TRACEANA_PURE_PYTHON=1), else None."""
+    if os.environ.get("TRACEANA_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from traceana.load import _scan
+    except ImportError:
+        return None
+    return getattr(_scan, "splice", None)
 
 
 def _cuts(buf: bytes, start: int) -> Iterator[int]:
