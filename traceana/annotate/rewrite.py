@@ -1,8 +1,10 @@
 """The trace's text rewritten in one streaming pass: each event's bytes kept, verdicts inserted.
 
-The text arrives in pieces (traceana.prefetch.Pieces: read and gzip-inflated a few MB at a time in a
-thread). Outside the traceEvents list the text is copied as it is; a small tokenizer (strings with
-their escapes, nesting depth) finds the list. Inside it, events are split in bulk: the piece is cut
+The text arrives in pieces (write.text_pieces: read and gzip-inflated 2 MB at a time). Outside the
+traceEvents list the text is copied as it is; a small tokenizer (strings with their escapes, nesting
+depth) finds the list. Inside it, the C scanner's splice (traceana/load/_scan.c) copies the events
+with the insertions below, separators and all, and stops where the buffer ends. Without the scanner
+(or for an event splice leaves aside: JSON it does not take), events are split in bulk: the piece is cut
 after a `}` that is followed by `,` or `]`, and msgspec decodes `[` + the text up to the cut + `]` as a
 list of raw (undecoded) events. That decode succeeds only when the cut falls between two events
 of the list (a cut inside a string or a nested value leaves a string or a bracket open), so the
