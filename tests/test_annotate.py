@@ -62,7 +62,8 @@ def _small(tmp_path):
     went idle at 118 µs."""
     mm = dict(dims=[[64, 128], [128, 32]], types=["float", "float"])
     ev = [
-        synth.op("aten::mm", 100, 20, 1, **mm), synth.launch(102, 1, 1), synth.kernel("ampere_sgemm_64x32", 105, 10, 1, 1),
+        synth.op("aten::mm", 100, 20, 1, **mm), synth.launch(102, 1, 1),
+        synth.kernel("ampere_sgemm_64x32", 105, 10, 1, 1),
         synth.op("aten::mm", 100, 20, 3, tid=2, **mm), synth.launch(103, 3, 3, tid=2),
         synth.kernel("ampere_sgemm_64x32", 108, 10, 3, 3, stream=8),
         synth.op("aten::add", 190, 20, 2, dims=[[64, 32], [64, 32], []], types=["float", "float", "Scalar"]),

@@ -72,7 +72,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            launch_floor_us: float | None = None, host_link_gbps: float | None = None,
-           network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None, annotate_path: str | None = None,
+           network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None,
+           annotate_path: str | None = None,
            **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
