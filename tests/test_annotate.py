@@ -331,3 +331,22 @@ def test_cpu_only_recorded_trace_carries_the_cpu_verdicts(tmp_path):
     assert addmm and all(e["args"]["traceana"]["bound"] == rows["aten::addmm"]["bound"] for e in addmm)
     # 2*M*N*K = 2*32*256*512 = 8388608 FLOPs (bias added on top, as the report counts it)
     assert addmm[0]["args"]["traceana"]["flops"] == rows["aten::addmm"]["flops"] >= 8388608
+
+
+def test_recorded_train_step_with_stacks_and_memory(tmp_path, recorded_trace):
+    """BertForMaskedLM forward + backward + AdamW step recorded with with_stack and profile_memory (its
+    python_function and [memory] events kept as they are), as recorded on CPU and shaped as a GPU run."""
+    from tests.recorded import gpu_shaped, write as write_gz
+
+    cpu = recorded_trace.train_step()
+    ann = _check_round_trip(cpu, str(tmp_path / "cpu.annotated.json.gz"))
+    kinds = {e.get("cat") for e in ann["traceEvents"]}
+    assert {"python_function", "cpu_instant_event"} <= kinds  # the stacks and the [memory] events, kept
+    assert any("traceana" in (e.get("args") or {}) for e in ann["traceEvents"] if e.get("cat") == "cpu_op")
+    gpu = write_gz(gpu_shaped(_load(cpu)), tmp_path / "gpu.pt.trace.json.gz")
+    ann = _check_round_trip(gpu, str(tmp_path / "gpu.annotated.json.gz"))
+    assert any(e.get("name") == counters.TFLOPS for e in ann["traceEvents"])
+    with_verdict = {e.get("cat") for e in ann["traceEvents"] if "traceana" in (e.get("args") or {})}
+    # kernels, the .item() copies (gpu_memcpy) and the ops that launched them; never a python_function,
+    # [memory] or runtime event
+    assert with_verdict == {"kernel", "gpu_memcpy", "cpu_op"}
