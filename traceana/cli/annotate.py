@@ -67,8 +67,9 @@ def annotate(trace: str, output: str | None, device_key: str | None, peak_tflops
     Every kernel, memcpy and memset, and every op that launched them, gets args.traceana: its op
     signature's bound, % of roof, FLOPs and bytes per call, the roof used, achieved rates, and the
     ids and titles of the findings about it (the ids of `traceana report`'s JSON). Each GPU gets
-    counter tracks: achieved TFLOP/s, DRAM GB/s and the cause of each idle gap. Every original event
-    is kept as it was; the file is read twice, streaming, so memory stays bounded whatever its size."""
+    counter tracks: achieved TFLOP/s, DRAM GB/s and the cause of each idle gap. In a CPU-only trace
+    each op of a signature the report judged carries its CPU verdict. Every original event is kept
+    as it was; the file is read twice, streaming, so memory stays bounded whatever its size."""
     from traceana import prefetch
 
     prefetch.start(trace)
