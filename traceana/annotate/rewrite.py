@@ -254,7 +254,10 @@ class Rewriter:
             if c != 0x22:
                 raise BadInput("not a JSON object")
             end = t.value_end()
-            key = msgspec.json.decode(t.buf[t.pos:end])
+            try:
+                key = msgspec.json.decode(t.buf[t.pos:end])
+            except msgspec.DecodeError:
+                key = None  # a key msgspec cannot read is not one of traceana's
             if first and key == "traceana":
                 raise BadInput("already annotated by traceana; annotate the original trace")
             t.pos = end
