@@ -33,6 +33,8 @@ from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
+from traceana.modules.attribute import places as op_places
+from traceana.modules.table import finding_fields, module_table
 from traceana.link import CAUSES, Links, link
 from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
@@ -101,6 +103,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     if stage:
         stage("link")
     links = link(trace)
+    recorded_ops = len(trace.ops)  # graph replays' synthetic ops are appended after these
     trace, links, capture = attach_capture(trace, links, options.capture, options.find_capture)
     groups = group_ops(trace, links)
     warnings = list(trace.warnings)
@@ -147,6 +150,8 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
+    modules = module_table(op_places(trace, links, recorded_ops), trace, links, ordered, rows, total)  # also each row's module / source
+    finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
@@ -182,6 +187,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
+        "modules": modules,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),

@@ -32,6 +32,9 @@ class CpuOps:
     call_stack: dict[int, str] = field(default_factory=dict)
     # op index -> its "Module Hierarchy" arg (TorchScript modules), only the ops with a non-empty one
     module_hierarchy: dict[int, str] = field(default_factory=dict)
+    # int64 "Sequence number" (autograd: a forward op's node, repeated by the backward's evaluate_function
+    # op), -1 when absent; None when the trace was built without it (tests' hand-made columns)
+    seq: np.ndarray | None = None
     # int64 place of each op's event in the file's traceEvents list (-1: an op traceana made, e.g. a
     # graph replay's capturing op); how traceana.annotate finds the event again in the text
     ordinal: np.ndarray | None = None
