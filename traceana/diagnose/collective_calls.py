@@ -58,6 +58,7 @@ class TraceView:
         # op nesting: ops sorted by (thread, start, longest first), each one's parent (link/attribute.py's sweep)
         order = np.lexsort((-ops.end, ops.ts, ops.thread)) if len(ops) else np.zeros(0, np.int64)
         self.order = order
+        self.sorted_ts = ops.ts[order]  # start of the op at each sorted position (searched per call, never copied)
         self.pos = np.empty(len(ops), dtype=np.int64)
         self.pos[order] = np.arange(len(order))
         th = ops.thread[order]
@@ -89,8 +90,7 @@ class TraceView:
         ops = self.trace.ops
         p = int(self.pos[i])
         hi = int(self.run_end[p])
-        ts = ops.ts[self.order[p:hi]]
-        k = int(np.searchsorted(ts, ops.end[i], side="right"))
+        k = int(np.searchsorted(self.sorted_ts[p:hi], ops.end[i], side="right"))  # a view: O(log n)
         cand = self.order[p:p + k]
         return cand[ops.end[cand] <= ops.end[i]]
 
@@ -98,8 +98,9 @@ class TraceView:
         """GPU events launched on `thread` between lo and hi."""
         if not len(self.la_order):
             return np.zeros(0, np.int64)
-        a = int(np.searchsorted(self.la_thread, thread, side="left"))
-        b = int(np.searchsorted(self.la_thread, thread, side="right"))
+        key = self.la_thread.dtype.type(thread)  # a Python int would make numpy cast the whole array per call
+        a = int(np.searchsorted(self.la_thread, key, side="left"))
+        b = int(np.searchsorted(self.la_thread, key, side="right"))
         x = a + int(np.searchsorted(self.la_ts[a:b], lo, side="left"))
         y = a + int(np.searchsorted(self.la_ts[a:b], hi, side="right"))
         lids = np.sort(self.la_order[x:y])
