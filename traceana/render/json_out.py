@@ -65,6 +65,36 @@ def _one_line(m: re.Match) -> str:
 
 def render_json(analysis: Mapping[str, Any]) -> str:
     """The analysis dict as JSON text (sorted keys, one-space indent, trailing newline); lists of
-    numbers (the timeline's columns, dims) on one line each."""
-    out = json.dumps(to_json_safe(analysis), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
-    return _NUMBER_LIST.sub(_one_line, out) + "\n"
+    numbers (the timeline's columns, dims) on one line each. Encoded a part at a time (each
+    top-level value, each op row): json.dumps(indent=...) builds one small string per token
+    before joining them, ~5x the text in transient objects for the whole document at once."""
+    return "".join(_parts(analysis, 0)) + "\n"
+
+
+_SPLIT_ITEMS = 64  # a list of dicts or lists this long is encoded an item at a time
+
+
+def _parts(value: Any, level: int):
+    """The pieces of json.dumps(to_json_safe(value), sort_keys=True, indent=1) at indent `level`,
+    number lists on one line, split at the top two levels so no piece is the whole document."""
+    pad = " " * (level + 1)
+    if level < 2 and isinstance(value, Mapping) and value:
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+        yield "{"
+        for i, (k, v) in enumerate(items):
+            yield ("\n" if i == 0 else ",\n") + pad + json.dumps(k, ensure_ascii=False) + ": "
+            yield from _parts(v, level + 1)
+        yield "\n" + " " * level + "}"
+        return
+    if (level < 2 and isinstance(value, (list, tuple)) and len(value) >= _SPLIT_ITEMS
+            and all(isinstance(v, (Mapping, list, tuple)) for v in value)):
+        yield "["
+        for i, v in enumerate(value):
+            yield ("\n" if i == 0 else ",\n") + pad
+            yield from _parts(v, level + 1)
+        yield "\n" + " " * level + "]"
+        return
+    text = json.dumps(to_json_safe(value, level), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
+    if level:
+        text = text.replace("\n", "\n" + " " * level)  # strings escape their newlines: only the indent's match
+    yield _NUMBER_LIST.sub(_one_line, text)
