@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import gzip
 import os
 import stat
 import zlib
@@ -15,7 +16,6 @@ import msgspec
 from traceana.errors import BadInput
 from traceana import prefetch
 from traceana.load import stream
-from traceana.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages
@@ -44,25 +44,24 @@ def _regular_file(path: str) -> os.stat_result:
     return st
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure."""
+def read_bytes(path: str) -> bytes | bytearray:
+    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure.
+    Read by prefetch.read_text: inflated a bounded piece at a time, stopped early where the
+    text cannot be JSON (its first byte, a NUL byte), whitespace padding kept short; so memory
+    is bounded by what the text holds, not by how far it inflates."""
     st = _regular_file(path)
     data = prefetch.take(path, st)  # read and gunzipped meanwhile by `traceana report`, if it could
     if data is None:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = prefetch.read_text(path)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
+        except (EOFError, zlib.error) as exc:
+            raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
         except OSError as exc:
-            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-        if data[:2] == b"\x1f\x8b":
-            try:
-                data = _gunzip(data)
-            except (OSError, EOFError, zlib.error) as exc:
+            if isinstance(exc, gzip.BadGzipFile):
                 raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors): not JSON, harmless
-        data = data[3:]
+            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not data or data.isspace():  # (not data.strip(): that copies a 1 GB text to test it)
         raise BadInput(f"{path}: file is empty")
     return data

@@ -1,0 +1,111 @@
+"""Memory bounded by what a trace holds, not by how far it inflates (issue 24): gzip streams of
+GiBs of NUL bytes or whitespace padding are generated here (repeated gzip members of one 16 MB
+block: cheap to write, 2 GiB to inflate) and run through `traceana report` as whole processes,
+with the C scanner and with the Python loader, peak RSS measured by wait4."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from tests import synth as s
+
+BLOCK = 16 << 20
+
+
+def _padded(path, head: bytes, fill: bytes, gib: float, tail: bytes = b"") -> None:
+    """head, then gib GiB of `fill` bytes, then tail, as gzip members (the fill: one member
+    compressed once and written again and again, each inflating to 16 MB)."""
+    member = gzip.compress(fill * BLOCK, 1)
+    with open(path, "wb") as fh:
+        if head:
+            fh.write(gzip.compress(head))
+        for _ in range(int(gib * (1 << 30)) // BLOCK):
+            fh.write(member)
+        if tail:
+            fh.write(gzip.compress(tail))
+
+
+def _report(path, tmp_path, pure: bool) -> tuple[int, float, float, str]:
+    """(exit code, peak RSS in MB, seconds, stderr) of `traceana report path -o x.md`."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("TRACEANA_PURE_PYTHON", None)
+    if pure:
+        env["TRACEANA_PURE_PYTHON"] = "1"
+    out = tmp_path / ("py.md" if pure else "c.md")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "traceana", "report", str(path), "-o", str(out), "--force", "-q"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return (os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, time.perf_counter() - t0,
+            proc.stderr.read())
+
+
+def _trace_text() -> bytes:
+    ev = [s.op("aten::mm", 10, 50, ext=1, dims=[[64, 32], [32, 128]]), s.launch(20, corr=1, ext=1),
+          s.kernel("ampere_sgemm_64x64_nn", 30, 25, corr=1)]
+    return json.dumps(s.trace(ev)).encode()
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["scanner", "python"])
+def test_gigabytes_of_nul_bytes_are_refused_at_once(tmp_path, pure):
+    """2 GiB of NUL bytes gzip'd (~2 MB): no JSON text holds a NUL byte, so reading stops at
+    the first one: one clear line, exit 2, in seconds and well under 300 MB (before: the
+    Python loader inflated all of it, 2 GiB + its copy)."""
+    path = tmp_path / "zeros.json.gz"
+    _padded(path, b"", b"\0", 2)
+    code, rss, seconds, err = _report(path, tmp_path, pure)
+    assert code == 2 and "not valid JSON" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert rss < 300, rss
+    assert seconds < 30, seconds
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["scanner", "python"])
+def test_valid_json_padded_with_gigabytes_of_whitespace_is_read(tmp_path, pure):
+    """A trace followed by 2 GiB of newlines (gzip'd): both loaders read the trace, RSS stays
+    bounded (the Python loader keeps 1 MB of a whitespace run: prefetch.MAX_BLANK)."""
+    path = tmp_path / "padded.json.gz"
+    _padded(path, _trace_text(), b"\n", 2)
+    code, rss, seconds, err = _report(path, tmp_path, pure)
+    assert code == 0, err
+    assert "aten::mm" in (tmp_path / ("py.md" if pure else "c.md")).read_text()
+    assert rss < 300, rss
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["scanner", "python"])
+def test_valid_json_then_nul_padding_is_refused(tmp_path, pure):
+    """The trace, then 1 GiB of NUL bytes: not JSON (trailing characters), said in one line."""
+    path = tmp_path / "nul_tail.json.gz"
+    _padded(path, _trace_text(), b"\0", 1)
+    code, rss, seconds, err = _report(path, tmp_path, pure)
+    assert code == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1, err
+    assert rss < 300, rss
+
+
+def test_reader_keeps_what_the_text_says(tmp_path, monkeypatch):
+    """prefetch.read_text, in 64 KB pieces: a run of whitespace padding over whole pieces keeps
+    MAX_BLANK of it; a run of spaces inside a string is kept whole; a BOM is dropped; a text that
+    does not start like JSON stops at once."""
+    from traceana import prefetch
+
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 16)
+    monkeypatch.setattr(prefetch, "MAX_BLANK", 1 << 16)
+    p = tmp_path / "a.json"
+    run = b" " * (3 << 20)
+    p.write_bytes(b"\xef\xbb\xbf{\"a\": \"q\\\"\", " + run + b"\"b\": \"x" + run + b"\"}\n" + run)
+    text = prefetch.read_text(str(p))
+    assert text.startswith(b'{"a": "q\\"",')
+    # the string's 3 MiB of spaces kept (an escaped quote before it does not fool the check)
+    assert json.loads(bytes(text)) == {"a": 'q"', "b": "x" + " " * (3 << 20)}
+    # the two runs between tokens keep at most MAX_BLANK + a piece each: 3 MiB + 17 + < 4 * 64 KB
+    assert len(text) < (3 << 20) + 17 + 4 * (1 << 16), len(text)
+    p.write_bytes(b"  garbage" + b"x" * (64 << 20))
+    assert len(prefetch.read_text(str(p))) < 1 << 16  # stopped at the first byte that starts no JSON
