@@ -4,6 +4,7 @@ one kernel), as whole processes; wall time and peak RSS per N (issue 24: 100,000
 <= 30 s and <= 1 GB; time should grow about linearly with N).
 
     python bench/bench_names.py [--names 25000,50000,100000] [--format json]
+    python bench/bench_names.py --names 1000000   # refused in seconds (analysis.MAX_NAMES)
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def names_trace(n: int) -> dict:
             "traceEvents": events}
 
 
-def run(path: Path, fmt: str, env: dict | None = None) -> tuple[float, float, int, str]:
-    """(seconds, peak RSS MB, exit code, stderr) of one `traceana report` process."""
+def run(path: Path, fmt: str, env: dict | None = None) -> tuple[float, float, int, str, float]:
+    """(seconds, peak RSS MB, exit code, stderr, CPU seconds) of one `traceana report` process."""
     out = path.with_suffix(f".report.{fmt}")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "traceana", "report", str(path), "-o", str(out), "--force"],
@@ -50,7 +51,7 @@ def run(path: Path, fmt: str, env: dict | None = None) -> tuple[float, float, in
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     err = proc.stderr.read()
-    return seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), err
+    return seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), err, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -63,11 +64,11 @@ def main() -> None:
         for n in [int(x) for x in args.names.split(",")]:
             path = Path(tmp) / f"names_{n}.json"
             path.write_text(json.dumps(names_trace(n)))
-            seconds, rss, code, err = run(path, args.format)
+            seconds, rss, code, err, cpu = run(path, args.format)
             rows.append((n, seconds, rss, code))
             last = err.strip().splitlines()[-1:] if code else []
-            print(f"{n:>9,} names: {seconds:7.2f} s  {rss:7.0f} MB  exit {code}  {' '.join(last)[:160]}",
-                  flush=True)
+            print(f"{n:>9,} names: {seconds:7.2f} s ({cpu:.2f} s CPU)  {rss:7.0f} MB  exit {code}  "
+                  f"{' '.join(last)[:160]}", flush=True)
         if len(rows) > 1 and rows[0][1] > 0:
             n0, t0 = rows[0][0], rows[0][1]
             for n, t, _, _ in rows[1:]:
