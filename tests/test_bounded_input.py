@@ -109,3 +109,52 @@ def test_reader_keeps_what_the_text_says(tmp_path, monkeypatch):
     assert len(text) < (3 << 20) + 17 + 4 * (1 << 16), len(text)
     p.write_bytes(b"  garbage" + b"x" * (64 << 20))
     assert len(prefetch.read_text(str(p))) < 1 << 16  # stopped at the first byte that starts no JSON
+
+
+def test_a_syntax_error_is_refused_without_building_the_document(tmp_path, monkeypatch):
+    """A trailing comma no normalising mends: said from msgspec's own error at once, the
+    standard library's json.loads (the whole document as Python objects: 5.9 GB for a 790 MB
+    trace) never runs; NaN literals still take that path (test_bad_input covers them)."""
+    from traceana.errors import BadInput
+    from traceana.load import decode
+    from traceana.load.reader import load_trace
+
+    def never(*args, **kwargs):
+        raise AssertionError("normalised a text that no normalising can mend")
+
+    monkeypatch.setattr(decode, "_normalize", never)
+    monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
+    text = _trace_text().decode()
+    path = tmp_path / "comma.json"
+    path.write_text(text[:-2] + ",]}")  # ...}] } -> ...},]}
+    with pytest.raises(BadInput, match=r"not valid JSON \(JSON is malformed: trailing comma in array"):
+        load_trace(str(path))
+
+
+def _big_trace(path, copies: int, tail: str) -> None:
+    ev = json.loads(_trace_text())["traceEvents"]
+    events = []
+    for i in range(copies):
+        for e in ev:
+            e = dict(e, ts=e["ts"] + 100 * i, args=dict(e["args"]))
+            for k in ("External id", "correlation"):
+                if k in e["args"]:
+                    e["args"][k] += 10 * i
+            events.append(e)
+    text = json.dumps(s.trace(events))
+    path.write_text(text[:-2] + tail)
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["scanner", "python"])
+def test_refusing_a_bad_file_costs_no_more_than_reading_a_good_one(tmp_path, pure):
+    """A 30 MB trace with one trailing comma at its end: refused with no more memory than the
+    valid file takes to analyse (before: json.loads of the whole text after msgspec failed,
+    ~7x the text in RSS)."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    _big_trace(good, 40_000, "]}")
+    _big_trace(bad, 40_000, ",]}")
+    code_g, rss_g, _, err_g = _report(good, tmp_path, pure)
+    code_b, rss_b, _, err_b = _report(bad, tmp_path, pure)
+    assert code_g == 0, err_g
+    assert code_b == 2 and "trailing comma" in err_b and len(err_b.strip().splitlines()) == 1, err_b
+    assert rss_b <= rss_g * 1.1, (rss_b, rss_g)

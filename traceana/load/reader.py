@@ -120,10 +120,17 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None,
 
 def _load_python(path: str, stage: Callable[[str], None] | None) -> Trace:
     data = read_bytes(path)
-    trace = _load_chunked(path, data, stage)
+    first = None
+    try:
+        raw = _RAW_DOC_DECODER.decode(data)
+    except msgspec.ValidationError:  # (a DecodeError too: first) JSON, of another shape
+        raw = None
+    except _READ_ERRORS as exc:  # not JSON msgspec reads: _decode decides from this error alone
+        raw, first = None, exc
+    trace = _load_chunked(path, raw, stage) if raw is not None else None
     if trace is None:
         try:
-            doc, warnings = _decode(path, data)
+            doc, warnings = _decode(path, data, first)
         except BadInput as exc:
             if "not valid JSON" in str(exc) and _named_gz_but_not_gzip(path):
                 raise BadInput(f"{path}: not gzip (the name ends in .gz but the file does not start with "
@@ -147,16 +154,13 @@ _RAW_DOC_DECODER = msgspec.json.Decoder(_RawDoc)
 CHUNK_EVENTS = 20_000
 
 
-def _load_chunked(path: str, data: bytes, stage: Callable[[str], None] | None) -> Trace | None:
+def _load_chunked(path: str, doc: _RawDoc, stage: Callable[[str], None] | None) -> Trace | None:
     """The lean path: split the event list into raw events (cheap: no objects but a view per
     event), then decode and column them CHUNK_EVENTS at a time, so the typed events never all
     exist at once (a 1.1 GB trace: peak 3.4 GB -> about 1.6). None when the file is anything
     but a well-formed, well-typed {"traceEvents": [...]} document: the caller then takes the
-    one-shot path, whose error handling and lenient fallbacks decide what the file says."""
-    try:
-        doc = _RAW_DOC_DECODER.decode(data)
-    except (*_READ_ERRORS, msgspec.ValidationError):
-        return None
+    one-shot path, whose error handling and lenient fallbacks decide what the file says.
+    `doc`: the text decoded as a _RawDoc."""
     raws = doc.traceEvents
     if raws is None:
         return None
