@@ -21,8 +21,7 @@ from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.layer_weights import attach_layer_weights
 from traceana.load.columns import (  # noqa: F401  (re-exported)
-    _COMM_MARK, ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, attach_comm, build_trace, comm_events,
-    comm_extra,
+    ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, build_trace, comm_extra, comm_record,
 )
 from traceana.load.decode import (  # noqa: F401  (re-exported)
     BIDI_WARNING, _READ_ERRORS, _as_int, _decode, _decode_lenient, _finite, _short, clean_text,
@@ -165,29 +164,20 @@ def _load_chunked(path: str, doc: _RawDoc, stage: Callable[[str], None] | None) 
     if raws is None:
         return None
 
-    comm: list[tuple] = []
-
     def chunks():
         for i in range(0, len(raws), CHUNK_EVENTS):
             part = raws[i:i + CHUNK_EVENTS]
             # one copy of the chunk's text: the brackets ride on its first and last events
             part[0] = b"[" + bytes(part[0])
             part[-1] = (bytes(part[-1]) if len(part) > 1 else part[-1]) + b"]"
-            text = b",".join(part)
-            # a search or two per chunk; only collectives with args to read are decoded again
-            if _COMM_MARK in text and (b'"Collective name"' in text or b'"In msg nelems"' in text):
-                comm.extend(comm_events(part, text))
-            yield LIST_DECODER.decode(text)
+            yield LIST_DECODER.decode(b",".join(part))
 
     if stage:
         stage("columns")
     try:
-        trace = build_trace(path, doc, [], chunks())
+        return build_trace(path, doc, [], chunks())
     except _READ_ERRORS:
         return None
-    if comm:
-        attach_comm(trace, comm)
-    return trace
 
 
 # Event roles by `cat`: 0 GPU event (kernel / memcpy / memset), 1 cpu op, 2 launch, 3 annotation.
