@@ -27,7 +27,8 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
-from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, memory_fix, replays_graphs
+from traceana.diagnose.advice import (OPAQUE_ADVICE, compute_fix, latency_fix, memory_advice, memory_fix,
+                                      replays_graphs)
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -35,7 +36,7 @@ from traceana.roofline import PEAK_LABEL
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
 # notes that say where time went which no lever here can recover: kept past the cap
-ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized"})
+ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized", "stream_wait"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
@@ -78,9 +79,10 @@ def _calls(n: int) -> str:
 
 
 def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None,
-         context: dict | None = None) -> list[dict]:
+         context: dict | None = None, copy_exposed: float | None = None) -> list[dict]:
     """Row findings (+ trace-level ones in extra), ranked by saving_us; `context` (diagnose/context.py)
-    keeps advice that contradicts the run out."""
+    keeps advice that contradicts the run out. `copy_exposed`: the share of the primary device's copy
+    time that ran with nothing else on it (the ledger's); a faster copy hidden under kernels saves nothing."""
     out: list[dict] = []
     peaks = device.get("peak_tflops") or {}
     latency = []
@@ -107,9 +109,9 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         elif bound == "memory":
             out.append(memory_finding(row, device))
         elif bound == "compute":
-            out.append(compute_finding(row, device))
+            out.append(compute_finding(row, device, context))
     for group in copies.values():
-        out.append(copy_finding(group, device))
+        out.append(copy_finding(group, device, copy_exposed))
     out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None, context))
@@ -144,9 +146,10 @@ def underutilised_finding(row: dict) -> dict:
     }
 
 
-def copy_finding(rows: list[dict], device: dict) -> dict:
+def copy_finding(rows: list[dict], device: dict, exposed: float | None = None) -> dict:
     """Signatures of one op copying one way over the host (or peer) link: one finding, held to
-    that link's bandwidth with the bytes the profiler recorded as crossing it."""
+    that link's bandwidth with the bytes the profiler recorded as crossing it. Its saving is at most
+    its share of the exposed copy time (`exposed`: the device's exposed share of all copy time)."""
     c0 = rows[0]["copy"]
     direction, memory, link, gbps = c0["direction"], c0.get("memory"), c0["link"], c0.get("link_gbps")
     t = sum(r["device_time_us"] for r in rows)
@@ -162,15 +165,21 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
         fix = ("The host side is pageable memory: the driver stages it through a pinned bounce buffer and the "
                "copy cannot overlap with kernels. Pin it (DataLoader(pin_memory=True), tensor.pin_memory()) and "
                "copy with non_blocking=True.")
+        short = "Pin the host memory (pin_memory=True) and copy with non_blocking=True."
     elif host:
         fix = ("Overlap the copies with compute: non_blocking=True from pinned memory, issued on a side stream "
                "ahead of use (prefetch the next batch while this one computes); or keep the data on the GPU.")
+        short = ("Overlap the copies with compute: non_blocking=True on a side stream, ahead of use."
+                 if memory == "Pinned" else "Pin the host memory and copy with non_blocking=True, overlapped with "
+                                            "compute.")
     else:
         fix = ("Peer copies: keep each tensor on the GPU that uses it, or overlap the copy with compute on a "
                "side stream.")
+        short = "Keep each tensor on the GPU that uses it, or overlap the peer copy with compute."
     if small:
         fix += (f" The copies are small ({u.nbytes(moved / calls)} each): their fixed cost dominates; batch them "
                 "into fewer, larger copies.")
+        short = "Batch the small copies into fewer, larger ones. " + short
     names = f"{len(rows)} signatures, " if len(rows) > 1 else ""
     where = f"{direction}{' from ' + memory + ' memory' if memory else ''}"
     text = (f"{rows[0]['name']}: {names}{_calls(calls)}, {u.us(t)} of device time, {u.us(copy_t)} of it copying "
@@ -182,8 +191,15 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
             text += "They ran faster than that: the table's link is not this machine's. "
     else:
         text += "The device table has no figure for this link (pass --host-link-gbps), so no saving is estimated. "
+    hidden = ""
+    if exposed is not None and exposed < 0.999 and saving > 0:
+        cap = copy_t * max(exposed, 0.0)
+        hidden = (f" Only {exposed * 100:.0f}% of the device's copy time ran with nothing else on the GPU; the rest "
+                  "was hidden under kernels, where a faster copy shortens nothing: the saving is capped at this "
+                  f"op's share of the exposed time, {u.us(cap)}.")
+        saving = min(saving, cap)
     text += fix + (f" Saving shown: the copy time above the link's floor, {u.us(copy_t)} - {u.us(at_link)}."
-                   if at_link is not None else "")
+                   if at_link is not None else "") + hidden
     return {
         "kind": "host_copy",
         "title": (f"{rows[0]['name']} copies {where} at {u.rate_gbps(rate)}"
@@ -192,6 +208,7 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
         "text": text,
         "ops": [r["id"] for r in rows][:50],
         "saving_us": saving,
+        "fix": short,
     }
 
 
@@ -219,7 +236,7 @@ def memory_finding(row: dict, device: dict) -> dict:
     }
 
 
-def compute_finding(row: dict, device: dict) -> dict:
+def compute_finding(row: dict, device: dict, context: dict | None = None) -> dict:
     peaks = device.get("peak_tflops") or {}
     used, key = row.get("peak_tflops") or 0, row.get("peak_dtype")
     matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
@@ -239,9 +256,10 @@ def compute_finding(row: dict, device: dict) -> dict:
                 f"cores, so the {used:g} TFLOP/s TF32 roof applies: {total_floor / row['device_time_us'] * 100:.1f}% "
                 "of it.")
     ach = bool(achievable_note(row)) and not note  # with a profile: saving against the achievable roof
-    faster = ""
+    faster, fk = "", None
     for k in _FASTER.get(key or "", ()):
         if peaks.get(k, 0) > used:
+            fk = k
             faster = (f" A faster dtype raises the roof: {PEAK_LABEL[k]} {peaks[k]:g} TFLOP/s "
                       f"({peaks[k] / used:.1f}x) would put the floor at {u.us(total_floor * used / peaks[k])}"
                       + (" (needs an fp8 recipe: Transformer Engine, torchao float8)." if k == "fp8_tc" else "."))
@@ -258,6 +276,7 @@ def compute_finding(row: dict, device: dict) -> dict:
                  f"({u.us(launch)})." + (achievable_note(row) if ach else "")),
         "ops": [row["id"]],
         "saving_us": _above_roof(row) if ach else max(row["device_time_us"] - total_floor - launch, 0.0),
+        "fix": compute_fix(row, fk, total_floor / row["device_time_us"] * 100, context),
     }
 
 
