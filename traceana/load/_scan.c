@@ -1119,7 +1119,10 @@ static int scan_args(const char *p, const char *e, const char **out, event *ev)
         if ((r = scan_key(q, e, &q, &k, &kn))) return r;
         if ((r = scan_value(q, e, &q, &t, 2))) return r;
         int i = args_key(k, kn);
-        if (i >= 0) ev->a[i] = t;
+        if (i >= 0) {
+            if (ev->a[i].t != T_ABSENT) return J_UNSUP; /* a key twice: the typed decoder checks both copies */
+            ev->a[i] = t;
+        }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
 }
@@ -1143,6 +1146,7 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
         if ((r = scan_key(q, e, &q, &k, &kn))) return r;
         if (q >= e) return J_MORE;
         if (kn == 4 && !memcmp(k, "args", 4)) {
+            if (ev->args != T_ABSENT) return J_UNSUP; /* "args" twice */
             if (*q == '{') {
                 if ((r = scan_args(q, e, &q, ev))) return r;
                 ev->args = T_OBJ;
@@ -1154,21 +1158,25 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
             }
         } else {
             if ((r = scan_value(q, e, &q, &t, 1))) return r;
+            tok *slot = NULL;
             switch (kn) {
             case 2:
-                if (KEY("ph")) ev->ph = t;
-                else if (KEY("ts")) ev->ts = t;
+                slot = KEY("ph") ? &ev->ph : KEY("ts") ? &ev->ts : NULL;
                 break;
             case 3:
-                if (KEY("cat")) ev->cat = t;
-                else if (KEY("pid")) ev->pid = t;
-                else if (KEY("tid")) ev->tid = t;
-                else if (KEY("dur")) ev->dur = t;
+                slot = KEY("cat") ? &ev->cat : KEY("pid") ? &ev->pid : KEY("tid") ? &ev->tid
+                     : KEY("dur") ? &ev->dur : NULL;
                 break;
             case 4:
-                if (KEY("name")) ev->name = t;
+                slot = KEY("name") ? &ev->name : NULL;
                 break;
             default: break;
+            }
+            if (slot) {
+                /* a key twice: the typed decoder checks (and may refuse) the first copy too, the
+                   Python loader then decides; here only the last would be read */
+                if (slot->t != T_ABSENT) return J_UNSUP;
+                *slot = t;
             }
         }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
