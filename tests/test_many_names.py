@@ -42,3 +42,19 @@ def test_more_names_than_a_model_has_are_refused(tmp_path, monkeypatch):
     assert analyze(_trace(tmp_path, [(f"custom::op{i}", 5.0) for i in range(40)]))["ops"]
     with pytest.raises(BadInput, match=r"121 distinct op and kernel names \(more than 100\).*unique per call"):
         analyze(_trace(tmp_path, [(f"custom::op{i}", 5.0) for i in range(60)]))
+
+
+def test_the_analysis_as_saved_is_what_json_gives_back(tmp_path):
+    """html and md are rendered from the analysis as saved (json_out.as_saved): the same
+    document, key order included, as writing the JSON and reading it back, with NaN, tuples,
+    numpy numbers and non-string keys in it; without the text (100,000 rows: seconds faster)."""
+    import numpy as np
+
+    from traceana.render.json_out import as_saved, render_json
+
+    a = analyze(_trace(tmp_path, [("custom::a", 80.0), ("aten::mm", 30.0)]))
+    a["extra"] = {"z": (1, 2.5), 3: float("nan"), "b": [np.float64(1.5), np.int64(7), {"y": 1, "x": (None,)}],
+                  "a": {float("inf"), 2}, "deep": [[[1, 2], (3,)]]}
+    back = json.loads(render_json(a))
+    assert as_saved(a) == back
+    assert json.dumps(as_saved(a)) == json.dumps(back)  # key order too

@@ -59,11 +59,9 @@ class Extras:
         bytes; for json the analysis itself. The caller keeps only this, not both."""
         if fmt == "json":
             return analysis
-        import json
+        from traceana.render.json_out import as_saved
 
-        from traceana.render.json_out import render_json
-
-        return json.loads(render_json(analysis))
+        return as_saved(analysis)  # = json.loads(render_json(analysis)), without the text
 
     def render(self, analysis: Mapping[str, Any], fmt: str, saved: bool = False) -> str:
         """The report text, from the analysis as saved (`saved`: it already is, self.saved)."""

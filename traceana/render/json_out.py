@@ -54,6 +54,23 @@ def to_json_safe(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+def as_saved(value: Any, _depth: int = 0) -> Any:
+    """json.loads(render_json(value)) without the text: to_json_safe's copy with every mapping's
+    keys in sorted order (what the saved document holds and `render` reads back), in one pass
+    and no encoding (100,000 op rows: seconds less than through JSON text and back)."""
+    if _depth > 64:
+        return None
+    if isinstance(value, Mapping):
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+        return {k: as_saved(v, _depth + 1) for k, v in items}
+    if isinstance(value, (list, tuple)):
+        kinds = set(map(type, value))
+        if kinds <= _AS_IS or (kinds <= _NUMBERS and _finite(value)):
+            return list(value)
+        return [as_saved(v, _depth + 1) for v in value]
+    return to_json_safe(value, _depth)
+
+
 #: A list of numbers as json.dumps(indent=1) writes it, one number a line (strings are quoted and
 #: newlines inside them escaped, so only the indentation's newlines can match).
 _NUMBER_LIST = re.compile(r"\[\n *-?[0-9][0-9.eE+-]*(?:,\n *-?[0-9][0-9.eE+-]*)*\n *\]")
