@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from traceana.load import feed  # noqa: E402
-from traceana.prefetch import PIECE  # noqa: E402
+from traceana.load.prefetch import PIECE  # noqa: E402
 
 OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 9, "dur": 5,
       "args": {"External id": 3}}

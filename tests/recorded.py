@@ -33,7 +33,7 @@ What is synthetic (added here, and only this):
              `pytorch_flash::flash_fwd_kernel`, and `vectorized_elementwise_kernel<4, ...>` naming the
              op's functor for element-wise ops.
   times      kernel duration = KERNEL_FIXED_US + max(bytes / (MEM_EFF x DRAM), flops / (MATH_EFF x peak))
-             on the device (A100-SXM4-40GB, its row of traceana/devices/table.csv), where
+             on the device (A100-SXM4-40GB, its row of traceana/roofline/devices/table.csv), where
                bytes = every tensor argument read once (the self of copy_/fill_/random fills is
                        written, not read) + one write as large as the largest tensor argument (cat:
                        the sum of its inputs; GEMMs: the [.., M, N] result), from the recorded dims;
@@ -116,8 +116,8 @@ _OVERWRITE = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "berno
 
 
 def device_row(key: str = DEVICE_KEY) -> dict:
-    """The device's row of traceana/devices/table.csv (peaks in TFLOP/s, bandwidth in GB/s)."""
-    with open(REPO / "traceana" / "devices" / "table.csv", newline="") as f:
+    """The device's row of traceana/roofline/devices/table.csv (peaks in TFLOP/s, bandwidth in GB/s)."""
+    with open(REPO / "traceana" / "roofline" / "devices" / "table.csv", newline="") as f:
         return next(r for r in csv.DictReader(f) if r["key"] == key)
 
 
@@ -542,6 +542,13 @@ class Recorder:
         key = "bert_mlm_train_step"
         if key not in self._paths:
             self._paths[key] = write(train_step_doc(), self.folder / f"{key}.pt.trace.json.gz")
+        return self._paths[key]
+
+    def train_step_gpu(self) -> str:
+        """Path of train_step_doc's trace re-shaped as a CUDA run (gpu_shaped): stacks and memory events kept."""
+        key = "bert_mlm_train_step_gpu"
+        if key not in self._paths:
+            self._paths[key] = write(gpu_shaped(train_step_doc()), self.folder / f"{key}.pt.trace.json.gz")
         return self._paths[key]
 
     def custom(self, key: str, setup: Callable[[], Callable[[], object]]) -> str:

@@ -114,7 +114,7 @@ def test_reader_keeps_what_the_text_says(tmp_path, monkeypatch):
     """prefetch.read_text, in 64 KB pieces: a run of whitespace padding over whole pieces keeps
     MAX_BLANK of it; a run of spaces inside a string is kept whole; a BOM is dropped; a text that
     does not start like JSON stops at once."""
-    from traceana import prefetch
+    from traceana.load import prefetch
 
     monkeypatch.setattr(prefetch, "PIECE", 1 << 16)
     monkeypatch.setattr(prefetch, "MAX_BLANK", 1 << 16)

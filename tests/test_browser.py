@@ -849,3 +849,30 @@ def test_first_screen_at_1280x900(browser, tmp_path, key):
     assert b.js("document.querySelector('#findings .fcard .f-member').getBoundingClientRect().height") > 0
     found = problems(b, url)
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_module_table_reads_and_folds(browser, read_reports, width):
+    """The by-module table (Qwen1.5 on H100: python_function events with nn.Module entries): one top entry per
+    top-level module, no sideways scroll, a closed module opens on a click and shows its submodules."""
+    if "qwen" not in read_reports:
+        pytest.skip(f"{TRACES / READ['qwen']} not present")
+    html, analysis = read_reports["qwen"]
+    page_at(browser, html, width)
+    b = browser
+    roots = [n for n in analysis["modules"]["tree"] if n["depth"] == 0]
+    assert roots and b.js("document.querySelectorAll('#modules > .mtree > .mnode, #modules > .mtree > .mleaf:not(.mother)')"
+                          ".length") == len(roots)
+    fits = b.js("(() => { const t = document.querySelector('#modules > .mtree'); return [t.scrollWidth, t.clientWidth]; })()")
+    assert fits[0] <= fits[1], f"module table {fits[0]} px wide in a {fits[1]} px container"
+    assert b.js("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    b.js("document.getElementById('modules').scrollIntoView({block: 'start'})")
+    shoot(b, OUTPUT / f"modules-{width}.png")
+    closed = "document.querySelector('#modules details.mnode:not([open])')"
+    assert b.js(f"{closed} !== null")
+    b.js(f"window._m = {closed}; window._m.querySelector('summary').click()")
+    assert b.js("window._m.open") is True
+    assert b.js("window._m.querySelector('.mkids').getBoundingClientRect().height") > 0  # its submodules show
+    shoot(b, OUTPUT / f"modules-{width}-open.png")
+    found = problems(b, html.resolve().as_uri())
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found

@@ -208,7 +208,7 @@ def test_numbers_are_parsed_as_python_parses_them():
 def test_scan_started_ahead_gives_the_same_trace(monkeypatch):
     """`traceana report` starts reading and scanning before it imports the rest (prefetch.Scan in
     a thread); what load_trace then takes over equals the Python loader's trace."""
-    from traceana import prefetch
+    from traceana.load import prefetch
 
     path = str(TRACES / "hta/rank0.json.gz")
     if not os.path.exists(path):
@@ -253,3 +253,22 @@ def test_a_value_longer_than_a_piece_is_scanned_about_once(size):
     whole = feed.scan([data])
     assert got is not None and all(got[k] == v for k, v in whole.items())
     assert len(data) <= stats["fed"] <= 3 * len(data), (stats["fed"], len(data))
+
+
+def test_sequence_numbers_take_the_python_rules(tmp_path, monkeypatch):
+    """Ops' autograd "Sequence number" (traceana.modules places backward ops by it): ints, strings, absent,
+    null; a float or a number beyond int64 sends the event to the lenient decode, as on the Python path."""
+    ops = [dict(OP, ts=9 + i, args=dict(OP["args"], **({"Sequence number": v} if v != "absent" else {})))
+           for i, v in enumerate([7, "12", "absent", None, "x"])]
+    for extra in ([], [dict(OP, ts=20, args=dict(OP["args"], **{"Sequence number": 2.5}))],
+                  [dict(OP, ts=21, args=dict(OP["args"], **{"Sequence number": 2**70}))]):
+        p = _write(tmp_path, {"traceEvents": ops + extra + [LAUNCH, KERNEL]})
+        slow = _python_load(p, monkeypatch)
+        if not extra:
+            fast = _fast_load(p)
+            _same(fast, slow)
+            assert fast.ops.seq.tolist() == [7, 12, -1, -1, -1]  # "12" -> 12 (_as_int); "x", null, absent -> -1
+        else:
+            with monkeypatch.context():
+                same = reader.load_trace(str(p))
+            _same(same, slow)

@@ -44,6 +44,8 @@ OP_COLUMNS: dict[str, str] = {
     "grid_blocks": "grid_blocks", "kernel_class": "kernel_class", "flops_expr": "flops_expr",
     "bytes_expr": "bytes_expr", "notes": "notes", "meta": "meta",
     "recorded_bytes": "recorded_bytes", "recorded_gbps": "recorded_gbps",
+    "module": "module", "module_class": "module_class", "module_instances": "module_instances",
+    "module_share": "module_share", "source": "source", "source_function": "source_function", "phase": "phase",
 }
 #: Nested op fields flattened to `<prefix>_<key>` columns (present, as NaN / None, on every row).
 OP_NESTED: dict[str, tuple[str, ...]] = {
@@ -60,9 +62,11 @@ _NUMERIC = {"device_time_us", "mean_time_us", "kernels_per_call", "flops", "byte
             "recorded_bytes", "recorded_gbps", "over_roof_pct", "comm_group_size", "comm_msg_bytes",
             "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps", "comm_link_gbps",
             "comm_transfer_us", "comm_wait_us",
-            "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events"}
+            "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events", "module_share"}
 FINDING_COLUMNS = ("id", "kind", "group", "title", "fix", "saving_us", "idle_us", "confidence", "estimated", "lever",
-                   "ops", "text")
+                   "ops", "text", "module_class", "source")
+#: a.modules: per module (and per phase: forward_*, backward_*, optimizer_*) these figures
+MODULE_FIGURES = ("time_us", "pct", "flops", "bytes", "achieved_tflops", "achieved_gbps", "bound")
 _OPTION_NAMES = ("peak_tflops", "bandwidth_gbps", "launch_floor_us", "host_link_gbps", "network_gbps", "explain_top",
                  "meta", "hta", "capture", "find_capture")
 
@@ -164,6 +168,44 @@ class Analysis:
         return _frame(records, list(FINDING_COLUMNS), {"saving_us", "idle_us"})
 
     @cached_property
+    def modules(self) -> pd.DataFrame:
+        """One row per module path (the by-module table, depth first), indexed by path, then one row per kind
+        of time outside modules (kind "other": ops outside modules, the optimizer step, gradient accumulation,
+        backward ops with no module, kernels with no op; path "(key)"). time_us, flops and bytes include
+        the submodules' (self_time_us: the module's own ops only); forward_*, backward_* and optimizer_*
+        split them by phase. The depth-0 rows sum to the ops table's totals."""
+        m = self.raw.get("modules") or {}
+        phases = ("forward", "backward", "optimizer")
+        cols = ["path", "kind", "name", "class", "depth", "parent", "self_time_us", *MODULE_FIGURES,
+                *(f"{p}_{k}" for p in phases for k in MODULE_FIGURES), "ops"]
+        tree = [n for n in m.get("tree") or [] if isinstance(n, Mapping)]
+        records = []
+        for n in tree:
+            parent = n.get("parent")
+            rec = {"path": n.get("path"), "kind": "module", "name": n.get("name"), "class": n.get("class"),
+                   "depth": n.get("depth"), "self_time_us": n.get("self_time_us"), "ops": _cell(n.get("ops")),
+                   "parent": tree[parent].get("path") if isinstance(parent, int) and 0 <= parent < len(tree) else None}
+            records.append(self._figures(rec, n, phases))
+        for o in m.get("other") or []:
+            if isinstance(o, Mapping):
+                rec = {"path": f"({o.get('key')})", "kind": "other", "name": o.get("label"), "class": None, "depth": 0,
+                       "parent": None, "self_time_us": o.get("time_us"), "ops": ()}
+                records.append(self._figures(rec, o, phases))
+        numeric = {c for c in cols if c.endswith(("time_us", "pct", "flops", "bytes", "tflops", "gbps"))}
+        df = _frame(records, cols, numeric, index="path")
+        if len(df):
+            df["depth"] = df["depth"].astype("int64")
+        return df
+
+    @staticmethod
+    def _figures(rec: dict[str, Any], n: Mapping[str, Any], phases: tuple[str, ...]) -> dict[str, Any]:
+        rec.update({k: n.get(k) for k in MODULE_FIGURES})
+        for p in phases:
+            ph = n.get(p) if isinstance(n.get(p), Mapping) else {}
+            rec.update({f"{p}_{k}": ph.get(k) for k in MODULE_FIGURES})
+        return rec
+
+    @cached_property
     def breakdown(self) -> pd.DataFrame:
         """Time by category (the bounds, communication, copies, idle), indexed by category:
         `kernel_time_us` summed kernel time per bound (breakdown.by_bound, every device);
@@ -215,7 +257,7 @@ class Analysis:
 
         html = render_html(self.raw)
         if path is not None:
-            from traceana.cli.common import write_text
+            from traceana.output.safe_write import write_text
 
             write_text(os.fspath(path), html)
         return html
@@ -234,7 +276,7 @@ def _options(device: str | None, profile: Any, options: dict[str, Any]):
 
         kw["peak_tflops"] = parse_peaks(str(kw["peak_tflops"]))
     if profile is not None:
-        from traceana.device_profile import Profile, load_profile
+        from traceana.roofline.device_profile import Profile, load_profile
 
         # a path to a `traceana calibrate` profile, or one already loaded
         kw["profile"] = profile if isinstance(profile, Profile) else load_profile(os.fspath(profile))
@@ -252,7 +294,7 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
     launch_floor_us, host_link_gbps, network_gbps, explain_top, meta, hta, capture, find_capture — the
     `traceana report` options of the same names (traceana.analysis.Options). meta is off unless given.
     """
-    from traceana.saved import ANALYSIS_SCHEMA, decode, sniff, validate
+    from traceana.render.saved import ANALYSIS_SCHEMA, decode, sniff, validate
 
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -325,8 +367,8 @@ def diff_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
 def diff(base: Any, head: Any, roof_threshold: float | None = None) -> pd.DataFrame:
     """Compare HEAD against BASE (Analysis objects, analysis dicts, traces, saved analyses or
     directories of them) op signature by op signature: the `traceana diff` comparison
-    (traceana/compare.py) as a DataFrame (diff_frame)."""
-    from traceana.compare import ROOF_THRESHOLD_PP, diff_analyses
+    (traceana/compare/runs.py) as a DataFrame (diff_frame)."""
+    from traceana.compare.runs import ROOF_THRESHOLD_PP, diff_analyses
 
     (b, bl), (h, hl) = _as_doc(base), _as_doc(head)
     doc = diff_analyses(b, h, base_label=bl, head_label=hl,

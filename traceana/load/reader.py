@@ -14,7 +14,7 @@ from typing import Union
 import msgspec
 
 from traceana.errors import BadInput
-from traceana import prefetch
+from traceana.load import prefetch
 from traceana.load import stream
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc

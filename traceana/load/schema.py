@@ -46,12 +46,14 @@ class Args(CommArgs, forbid_unknown_fields=False):
     kernel_num_gb: Union[int, float, str, None] = None
     kernel_backend: Any = None
     # the kernel a launch event starts (roctracer writes it on hipLaunchKernel & co.; CUPTI does not):
-    # what a graph capture trace knows of each captured kernel (traceana.replay)
+    # what a graph capture trace knows of each captured kernel (traceana.link.replay)
     kernel: Any = None
     graph_node_id: Id = field(name="graph node id", default=None)  # GPU events replayed from a graph (CUDA >= 12)
     # cpu ops recorded with_stack (older torch) / TorchScript modules: text, kept when a non-empty str
     call_stack: Any = field(name="Call stack", default=None)
     module_hierarchy: Any = field(name="Module Hierarchy", default=None)
+    # autograd: a forward op's node number; the backward's evaluate_function op repeats it (traceana.modules)
+    seq: Id = field(name="Sequence number", default=None)
     # python_function events (with_stack=True): the Python call tree
     py_id: Any = field(name="Python id", default=None)
     py_parent: Any = field(name="Python parent id", default=None)

@@ -1,6 +1,6 @@
 """The fast load: the trace's text streamed through the C scanner (traceana/load/_scan.c).
 
-A producer thread (traceana.prefetch.Pieces) reads the file and inflates it a piece at a time;
+A producer thread (traceana.load.prefetch.Pieces) reads the file and inflates it a piece at a time;
 feed.py feeds each piece to the scanner as it arrives (in a thread started with the process,
 when `traceana report` runs), so inflating, scanning and importing the rest of traceana
 overlap, and no more than a few pieces of text are ever in memory.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import msgspec
 import numpy as np
 
-from traceana import prefetch
+from traceana.load import prefetch
 from traceana.load.columns import _blocks, _small_codes, assemble, comm_record
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
@@ -37,7 +37,7 @@ except ImportError:  # the scanner is not built (no C compiler at install): the 
 _FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
                   "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext",
                   "py_id", "py_parent", "py_module", "me_addr", "me_nbytes", "me_alloc", "me_reserved", "me_dtype",
-                  "me_device")
+                  "me_device", "op_seq")
 _FLOAT_FIXUPS = frozenset({"gp_bytes", "op_kflop", "op_kgb", "me_alloc", "me_reserved"})
 _MISSING_ZERO = frozenset({"me_addr", "me_nbytes"})  # absent or unreadable: 0, not -1
 _DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.int8, "ts": np.float64,
