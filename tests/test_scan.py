@@ -237,6 +237,24 @@ def test_cli_reports_are_the_same_either_way(tmp_path):
     assert out["c"] == out["py"]
 
 
+@pytest.mark.parametrize("size", [4 << 20, 16 << 20])
+def test_a_value_longer_than_a_piece_is_scanned_about_once(size):
+    """One event holding a value far longer than a piece (here a 4 / 16 MB string in 256 KB
+    pieces) is not re-joined and re-scanned from its start for every piece (quadratic: 16 MB in
+    64 pieces would be ~64*65/2 * 256 KB = 520 MB scanned, 32x the text); the bytes handed to the
+    scanner stay within 3x the text whatever the value's size (held back until as much text again
+    has come: at most size + size/2 + size/4 ... = 2x for the value, once for the rest)."""
+    events = [dict(OP, ts=9 + i) for i in range(200)]
+    events.insert(100, dict(OP, name="aten::big", args=dict(OP["args"], blob="x" * size)))
+    data = json.dumps({"traceEvents": events}).encode()
+    piece = 256 << 10
+    stats: dict = {}
+    got = feed.scan([data[i:i + piece] for i in range(0, len(data), piece)], stats=stats)
+    whole = feed.scan([data])
+    assert got is not None and all(got[k] == v for k, v in whole.items())
+    assert len(data) <= stats["fed"] <= 3 * len(data), (stats["fed"], len(data))
+
+
 def test_sequence_numbers_take_the_python_rules(tmp_path, monkeypatch):
     """Ops' autograd "Sequence number" (traceana.modules places backward ops by it): ints, strings, absent,
     null; a float or a number beyond int64 sends the event to the lenient decode, as on the Python path."""

@@ -25,6 +25,7 @@ from traceana.roofline.comm_split import finish as finish_comm
 from traceana.roofline.comm_split import topology as comm_topology
 from traceana.roofline.devices.links import links_for
 from traceana.diagnose import explain_rows
+from traceana.errors import BadInput
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
@@ -46,6 +47,10 @@ from traceana.roofline.judge import judge, launch_floor
 from traceana.link.signatures import Group, calls_named, group_ops
 
 SCHEMA = "traceana.analysis/1"
+#: distinct names (ops, launches, kernels) a trace may have: each op signature becomes a report
+#: row (100,000 take ~20 s and < 1 GB); far more is not a profile of model code but of names
+#: made unique per call, and would take minutes and GBs for a report no one can read
+MAX_NAMES = 500_000
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,12 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
 def analyze_trace_parts(trace: Trace, options: Options = Options(),
                         stage: Callable[[str], None] | None = None) -> tuple[dict, Parts]:
     """analyze_trace(), and the Parts it was computed from."""
+    if len(trace.names) > MAX_NAMES:
+        raise BadInput(
+            f"{trace.path}: {len(trace.names):,} distinct op and kernel names (more than {MAX_NAMES:,}): "
+            "traceana reports one row per op signature, and that many would take minutes and GBs; "
+            "model code has thousands. Names made unique per call (a record_function label with a step, "
+            "sample or request id in it) are the usual cause: label with a fixed name instead")
     if stage:
         stage("link")
     links = link(trace)

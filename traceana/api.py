@@ -294,7 +294,7 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
     launch_floor_us, host_link_gbps, network_gbps, explain_top, meta, hta, capture, find_capture — the
     `traceana report` options of the same names (traceana.analysis.Options). meta is off unless given.
     """
-    from traceana.render.saved import ANALYSIS_SCHEMA, sniff, validate
+    from traceana.render.saved import ANALYSIS_SCHEMA, decode, sniff, validate
 
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -306,9 +306,8 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
             raise BadInput(f"{path}: is a {schema} document; analyze() takes a trace or a saved analysis")
         if device is not None or profile is not None or any(v is not None for v in options.values()):
             raise BadInput(f"{path}: is a saved analysis; device=, profile= and other options apply to traces")
-        import msgspec
-
-        return Analysis(validate(msgspec.json.decode(data), path), source=path)
+        return Analysis(validate(decode(data, schema), path), source=path)
+    del data  # a trace: read again by the loader, not kept alive meanwhile
     from traceana.analysis import analyze as run
 
     return Analysis(run(path, opts), source=path, profile=profile)

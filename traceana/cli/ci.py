@@ -53,16 +53,21 @@ class Extras:
     md_image: str | None = None
     long_md: bool = False
 
-    def render(self, analysis: Mapping[str, Any], fmt: str) -> str:
-        """The report text. html and md are rendered from the analysis as saved (through
-        JSON: sorted keys, NaN as null), so `report -o a.html` and `render a.json -o a.html`
-        give the same bytes."""
-        import json
+    @staticmethod
+    def saved(analysis: Mapping[str, Any], fmt: str) -> Mapping[str, Any]:
+        """The analysis as `render` reads it back from its saved JSON (sorted keys, NaN as null)
+        for html and md, so `report -o a.html` and `render a.json -o a.html` give the same
+        bytes; for json the analysis itself. The caller keeps only this, not both."""
+        if fmt == "json":
+            return analysis
+        from traceana.render.json_out import as_saved
 
-        from traceana.render.json_out import render_json
+        return as_saved(analysis)  # = json.loads(render_json(analysis)), without the text
 
-        if fmt != "json":
-            analysis = json.loads(render_json(analysis))
+    def render(self, analysis: Mapping[str, Any], fmt: str, saved: bool = False) -> str:
+        """The report text, from the analysis as saved (`saved`: it already is, self.saved)."""
+        if not saved:
+            analysis = self.saved(analysis, fmt)
         from traceana.render import render
 
         return render(analysis, fmt, image=self.md_image, long=self.long_md)

@@ -51,18 +51,17 @@ def _one(path: str, skip_diffs: bool = False) -> dict[str, Any] | None:
     """A file as an analysis: a saved one is checked, a trace is analysed."""
     from traceana.analysis import analyze
     from traceana.errors import BadInput
-    from traceana.render.saved import ANALYSIS_SCHEMA, DIFF_SCHEMA, sniff, validate
+    from traceana.render.saved import ANALYSIS_SCHEMA, DIFF_SCHEMA, decode, sniff, validate
 
     schema, data = sniff(path)
     if schema is None:
+        del data  # a trace: its text is read again by the loader; not kept alive meanwhile
         return analyze(path)
     if schema == DIFF_SCHEMA:
         if skip_diffs:
             return None
         raise BadInput(f"{path}: is a saved diff; diff takes traces or saved analyses")
-    import msgspec
-
-    doc = validate(msgspec.json.decode(data), path)
+    doc = validate(decode(data, schema), path)
     if doc["schema"] != ANALYSIS_SCHEMA:
         raise BadInput(f"{path}: expected a {ANALYSIS_SCHEMA} document")
     return doc

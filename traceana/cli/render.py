@@ -84,7 +84,8 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
         enforce_gates(doc, gates)
         return
     extras = prepare(ci, [saved], force, outputs=(out,))
-    write_text(out, extras.render(doc, fmt))
+    # read from JSON: already the analysis as saved (no second copy through JSON)
+    write_text(out, extras.render(doc, fmt, saved=True))
     if not quiet and out != "-":
         click.echo(f"report written to {out}")
     extras.finish(doc, quiet or out == "-")

@@ -150,10 +150,14 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
             prep = prepare_annotation(analysis, parts)
             del parts
         bar.stage("render")
-        text = extras.render(analysis, fmt)
+        note = summary(analysis, out) if not quiet and out != "-" else None
+        # from here on only the analysis as saved: two copies of 100,000 op rows are GBs
+        analysis = extras.saved(analysis, fmt)
+        text = extras.render(analysis, fmt, saved=True)
     write_text(out, text)
-    if not quiet and out != "-":
-        click.echo(summary(analysis, out))
+    del text
+    if note is not None:
+        click.echo(note)
     if annotate_path is not None:
         from traceana.cli.annotate import annotate_file, annotate_line
 

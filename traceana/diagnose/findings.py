@@ -431,9 +431,12 @@ def _coverage_findings(rows: list[dict], total_us: float, context: dict | None =
     if unmodelled and total_us > 0 and t / total_us >= 0.01:
         names = sorted({r["name"] for r in unmodelled})
         why: dict[str, str] = {}
+        time_of: dict[str, float] = {}
         for r in unmodelled:  # rows are sorted by time: the first reason per name is its biggest
-            why.setdefault(r["name"], r.get("reason") or "no formula")
-        top = sorted(why, key=lambda n: -sum(r["device_time_us"] for r in unmodelled if r["name"] == n))[:5]
+            n = r["name"]
+            why.setdefault(n, r.get("reason") or "no formula")
+            time_of[n] = time_of.get(n, 0.0) + r["device_time_us"]
+        top = sorted(why, key=lambda n: -time_of[n])[:5]  # one pass, not a sum over every row per name
         out.append({
             "kind": "unmodelled",
             "title": f"{u.us(t)} ({t / total_us * 100:.1f}%) of device time is in ops with no cost formula",

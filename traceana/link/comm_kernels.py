@@ -41,6 +41,7 @@ communication, whatever its name (analysis rows of those ops are "communication"
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -63,6 +64,8 @@ _KERNEL_RULES = (
     ("collective", r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
 )
 _KERNEL_RX = [(lib, re.compile(p)) for lib, p in _KERNEL_RULES]
+# any rule at all: one search rejects the many names that are no communication (not one per rule)
+_ANY_RULE = re.compile("|".join(f"(?:{p})" for _, p in _KERNEL_RULES))
 # kernels that match a rule above but move nothing between GPUs
 _NOT_COMM = re.compile(r"deep_ep::layout::|dpsk::ep::layout::")
 _INDUCTOR = re.compile(r"^(void\s+)?triton_")  # Inductor names kernels after the ops they fuse
@@ -78,11 +81,12 @@ def _clean(name: str) -> str:
     return name.replace("(anonymous namespace)", "").split("(", 1)[0].lower()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_library(name: str) -> str | None:
     """The communication library a kernel name belongs to (the rule's label), or None when the
-    kernel is not communication."""
+    kernel is not communication. (Cached: the stages ask about the same names again and again.)"""
     low = _clean(name)
-    if _NOT_COMM.search(low):
+    if not _ANY_RULE.search(low) or _NOT_COMM.search(low):
         return None
     for lib, rx in _KERNEL_RX:
         if rx.search(low):

@@ -4,6 +4,8 @@ shapes form "opaque" groups named after their kernel or launch."""
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 
 import msgspec
@@ -44,7 +46,9 @@ def _tuplify(v):
     return v
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _decode(raw: bytes):
+    """The raw JSON argument as nested tuples (cached: ops of many names share their shapes)."""
     if not raw:
         return None
     try:

@@ -124,32 +124,71 @@ static int scan_str(const char *p, const char *e, const char **out, int *esc)
     }
 }
 
-/* A JSON number at p; *isint when it has no fraction or exponent. */
+/* Does the number d.ddd x 10^e10 (its significant digits from `first` up to `end`, a '.' and an
+   exponent skipped) round beyond the largest double? Yes from the midpoint between DBL_MAX and
+   2^1024 on: (2^54 - 1) * 2^970,
+   all its 309 digits below. */
+static int beyond_double(const char *first, const char *end, long e10)
+{
+    static const char mid[] = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792";
+    if (e10 != 308) return e10 > 308;
+    const char *m = mid;
+    for (const char *d = first; d < end && *d != 'e' && *d != 'E'; d++) {
+        if (*d == '.') continue;
+        if (!*m) return 1; /* equal so far and longer: above the midpoint */
+        if (*d != *m) return *d > *m;
+        m++;
+    }
+    return !*m; /* all digits equal the midpoint's: rounds to even, 2^1024 */
+}
+
+/* A JSON number at p; *isint when it has no fraction or exponent. J_UNSUP for a float that may
+   be beyond a double's range (>= 1e308), wherever it is, read or skipped: the typed decoder
+   refuses such a number in a field it reads (and reads fields this scanner skips), so the
+   Python loader decides what the file says and warns, the same on both paths. */
 static int scan_num(const char *p, const char *e, const char **out, int *isint)
 {
     const char *q = p;
     int fl = 0;
+    long digits = 0, ex = 0, zeros = 0; /* integer part's digits (0 for "0"), exponent, 0.000ddd's zeros */
+    const char *first = NULL; /* the first significant digit */
     if (*q == '-') q++;
     if (q >= e) return J_MORE;
     if (*q == '0') q++;
-    else if (*q >= '1' && *q <= '9') { while (q < e && is_digit(*q)) q++; }
+    else if (*q >= '1' && *q <= '9') {
+        const char *d = first = q;
+        while (q < e && is_digit(*q)) q++;
+        digits = q - d;
+    }
     else return J_BAD;
     if (q < e && *q == '.') {
         q++;
         fl = 1;
         if (q >= e) return J_MORE;
         if (!is_digit(*q)) return J_BAD;
-        while (q < e && is_digit(*q)) q++;
+        while (q < e && is_digit(*q)) {
+            if (!first) {
+                if (*q != '0') first = q;
+                else zeros++;
+            }
+            q++;
+        }
     }
     if (q < e && (*q == 'e' || *q == 'E')) {
         q++;
         fl = 1;
-        if (q < e && (*q == '+' || *q == '-')) q++;
+        int neg = 0;
+        if (q < e && (*q == '+' || *q == '-')) neg = *q++ == '-';
         if (q >= e) return J_MORE;
         if (!is_digit(*q)) return J_BAD;
-        while (q < e && is_digit(*q)) q++;
+        while (q < e && is_digit(*q)) {
+            if (ex < 100000) ex = ex * 10 + (*q - '0');
+            q++;
+        }
+        if (neg) ex = -ex;
     }
     if (q >= e) return J_MORE; /* inside an array or object a delimiter must follow */
+    if (fl && first && beyond_double(first, q, (digits ? digits - 1 : -(zeros + 1)) + ex)) return J_UNSUP;
     *out = q;
     *isint = !fl;
     return J_OK;
@@ -1082,7 +1121,10 @@ static int scan_args(const char *p, const char *e, const char **out, event *ev)
         if ((r = scan_key(q, e, &q, &k, &kn))) return r;
         if ((r = scan_value(q, e, &q, &t, 2))) return r;
         int i = args_key(k, kn);
-        if (i >= 0) ev->a[i] = t;
+        if (i >= 0) {
+            if (ev->a[i].t != T_ABSENT) return J_UNSUP; /* a key twice: the typed decoder checks both copies */
+            ev->a[i] = t;
+        }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
 }
@@ -1106,6 +1148,7 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
         if ((r = scan_key(q, e, &q, &k, &kn))) return r;
         if (q >= e) return J_MORE;
         if (kn == 4 && !memcmp(k, "args", 4)) {
+            if (ev->args != T_ABSENT) return J_UNSUP; /* "args" twice */
             if (*q == '{') {
                 if ((r = scan_args(q, e, &q, ev))) return r;
                 ev->args = T_OBJ;
@@ -1117,21 +1160,25 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
             }
         } else {
             if ((r = scan_value(q, e, &q, &t, 1))) return r;
+            tok *slot = NULL;
             switch (kn) {
             case 2:
-                if (KEY("ph")) ev->ph = t;
-                else if (KEY("ts")) ev->ts = t;
+                slot = KEY("ph") ? &ev->ph : KEY("ts") ? &ev->ts : NULL;
                 break;
             case 3:
-                if (KEY("cat")) ev->cat = t;
-                else if (KEY("pid")) ev->pid = t;
-                else if (KEY("tid")) ev->tid = t;
-                else if (KEY("dur")) ev->dur = t;
+                slot = KEY("cat") ? &ev->cat : KEY("pid") ? &ev->pid : KEY("tid") ? &ev->tid
+                     : KEY("dur") ? &ev->dur : NULL;
                 break;
             case 4:
-                if (KEY("name")) ev->name = t;
+                slot = KEY("name") ? &ev->name : NULL;
                 break;
             default: break;
+            }
+            if (slot) {
+                /* a key twice: the typed decoder checks (and may refuse) the first copy too, the
+                   Python loader then decides; here only the last would be read */
+                if (slot->t != T_ABSENT) return J_UNSUP;
+                *slot = t;
             }
         }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;

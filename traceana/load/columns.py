@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from math import prod
 from array import array
-from bisect import bisect_right
-from itertools import accumulate
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,6 +48,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
           ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
            "gnode", "ord")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
+    comm: dict[int, tuple] = {}  # op row -> its collective args (record_param_comms)
     # python_function and [memory] events: their names and threads are coded after the loop (after
     # every other event's), so the codes of ops, launches, kernels and annotations stay what they
     # are in a trace without them
@@ -221,6 +220,10 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     o_kflop(None)
                     o_kgb(None)
                 else:
+                    if name == "record_param_comms":  # the collective's args, from this very event
+                        ex = comm_extra(a)
+                        if ex:
+                            comm[len(op["name"]) - 1] = ex
                     x = a.external_id
                     o_ext(x if x is not None else a.external_id_2021)
                     o_seq(a.seq)
@@ -300,7 +303,9 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                  "me_dtype": _int8s(me["dtype"]), "me_device": _ints(me["device"])})
     counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
               "t_min": t_min, "t_max": t_max}
-    return assemble(path, doc, warnings, list(names), list(threads), cols, counts)
+    trace = assemble(path, doc, warnings, list(names), list(threads), cols, counts)
+    trace.ops.extra.update(comm)
+    return trace
 
 
 def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], threads: list[tuple],
@@ -373,53 +378,14 @@ def _added_events(doc: TraceDoc, n_events: int) -> int:
     return n if type(n) is int and 0 <= n <= n_events else 0
 
 
-_COMM_MARK = b'"record_param_comms"'
-
-
-def comm_events(part: list, text: bytes) -> list[tuple]:
-    """(ts, External id, comm_extra) of the record_param_comms cpu ops among these raw events;
-    text is the events joined by commas (the mark is found there, then its event by offset)."""
-    out = []
-    ends = list(accumulate(len(r) + 1 for r in part))  # offset just past each event's comma
-    hits = []
-    pos = text.find(_COMM_MARK)
-    while pos >= 0:
-        j = bisect_right(ends, pos)
-        if j < len(part) and (not hits or hits[-1] != j):
-            hits.append(j)
-        pos = text.find(_COMM_MARK, pos + 1)
-    for j in hits:
-        rec = comm_record(bytes(part[j]).lstrip(b"[").rstrip(b"]"))
-        if rec is not None:
-            out.append(rec)
-    return out
-
-
 def comm_record(raw: bytes) -> tuple | None:
-    """(ts, External id, comm_extra) of one raw event if it is a record_param_comms cpu op whose
-    args say something, else None."""
+    """comm_extra of one record_param_comms event from its raw text (the C scanner hands over
+    the text of each such op with its row), None when its args say nothing we read."""
     try:
         ev = COMM_EVENT_DECODER.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    if ev.name != "record_param_comms" or ev.cat not in OP_CATS or ev.args is None:
-        return None
-    ts = _finite(ev.ts)
-    ex = comm_extra(ev.args)
-    if ts is not None and ex:
-        return (ts, _as_int(ev.args.external_id), ex)
-    return None
-
-
-def attach_comm(trace: Trace, comm: list[tuple]) -> None:
-    """Put each collective's args on its op (matched by start time and External id): ops.extra."""
-    code = trace.names.index("record_param_comms") if "record_param_comms" in trace.names else -1
-    ops = trace.ops
-    where = {(float(ops.ts[i]), int(ops.ext[i])): i for i in np.flatnonzero(ops.name == code).tolist()}
-    for ts, ext, ex in comm:
-        i = where.get((ts, ext))
-        if i is not None:
-            ops.extra[i] = ex
+    return comm_extra(ev.args) if ev.args is not None else None
 
 
 # record_param_comms args carried into OpCall.extra: (key, CommArgs attribute, type)

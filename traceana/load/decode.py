@@ -17,14 +17,20 @@ from traceana.numbers import finite
 _READ_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
-def _decode(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
+def _decode(path: str, data: bytes, first: BaseException | None = None) -> tuple[TraceDoc, list[str]]:
     """Typed decode; on a type mismatch fall back to a lenient per-event decode; on JSON the
     fast parser refuses (NaN/Infinity, lone surrogates, bad UTF-8, numbers out of range)
-    normalise it once with the standard library and say so in a warning."""
-    try:
-        return _decode_typed(path, data)
-    except _READ_ERRORS as exc:
-        first = exc
+    normalise it once with the standard library and say so in a warning. `first`: the fast
+    parser's error on this text, when it is already known (no typed decode is tried then)."""
+    if first is None:
+        try:
+            return _decode_typed(path, data)
+        except _READ_ERRORS as exc:
+            first = exc
+    if isinstance(first, RecursionError):
+        raise BadInput(f"{path}: not a trace (JSON nested too deeply)")
+    if not _normalizable(data, first):  # a syntax error no normalising mends: said at once
+        raise BadInput(f"{path}: not valid JSON ({_short(first)})")
     data, notes = _normalize(path, data, first)
     try:
         doc, warnings = _decode_typed(path, data)
@@ -51,6 +57,27 @@ def _decode_typed(path: str, data: bytes) -> tuple[TraceDoc, list[str]]:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_INVALID_AT = re.compile(r"invalid character \(byte (\d+)\)")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _normalizable(data: bytes, exc: BaseException) -> bool:
+    """Could _normalize read what the fast parser refused? Only text that is JSON but for NaN /
+    Infinity literals, numbers out of range, lone surrogate escapes (msgspec says "truncated" or "hex escape" for those) or bytes that
+    are not UTF-8. Any other error (a trailing comma, a missing bracket) is the file's: normalising
+    would build the whole document with the standard library (GBs for a large trace) to fail too."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True
+    text = str(exc)
+    m = _INVALID_AT.search(text)
+    if m is not None:
+        at = int(m.group(1))
+        return bytes(data[at:at + 9]).startswith((b"NaN", b"Infinity", b"-Infinity"))
+    if text.startswith("Number out of range"):
+        return True
+    if "truncated" in text or "escape" in text:  # how msgspec says "lone surrogate"
+        return _SURROGATE_ESCAPE.search(data) is not None
+    return False
 
 
 def _normalize(path: str, data: bytes, first: BaseException) -> tuple[bytes, list[str]]:

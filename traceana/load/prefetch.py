@@ -18,9 +18,9 @@ costs nothing.
 
 from __future__ import annotations
 
-import gzip
 import os
 import queue
+import re
 import stat
 import threading
 import zlib
@@ -35,26 +35,109 @@ DEPTH = 8  # 64 MB of text: a 50 MB trace is inflated whole while the interprete
 _READ = 1 << 20  # compressed bytes read at a time
 
 
-def gunzip(data: bytes) -> bytes:
-    """gzip.decompress, faster and without its transient second copy: zlib inflates straight
-    into one buffer of the size the gzip trailer gives (peak = compressed + text, not + 2x
-    text), and the text is checked against the trailer's CRC-32 and size. Anything else (a
-    small or corrupt file, several gzip members, a trailer that does not match) goes to
-    gzip.decompress, so what a file reads as, and its errors, are gzip's own. (Only a file of
-    two identical members, `cat a.gz a.gz`, passes the check on its first member alone.)"""
-    if len(data) < 18:
-        return gzip.decompress(data)
-    isize = int.from_bytes(data[-4:], "little")
-    size = isize
-    while 0 < size < len(data) // 1032:  # ISIZE is the size mod 2^32; deflate shrinks < 1032x
-        size += 1 << 32
-    try:
-        out = zlib.decompress(data, 31, max(size, 1))
-    except (zlib.error, MemoryError, OverflowError):
-        return gzip.decompress(data)
-    if len(out) & 0xFFFFFFFF != isize or zlib.crc32(out) != int.from_bytes(data[-8:-4], "little"):
-        return gzip.decompress(data)
+#: whitespace kept of one run (padding): the rest of the run is dropped as it is inflated
+MAX_BLANK = 1 << 20
+_BLANK = b" \t\r\n"
+_QUOTE_OR_ESCAPE = re.compile(rb'\\.|"', re.S)
+
+
+def read_text(path: str) -> bytearray:
+    """The file's text (gzip inflated a bounded piece at a time, its CRC and size checked),
+    bounded by what the text holds, not by how long it is:
+    - a UTF-8 byte-order mark at the start is dropped;
+    - a file whose first byte that is not whitespace is neither `{` nor `[` is not JSON text:
+      reading stops there (the decode then names that byte);
+    - the text ends at its first NUL byte: no JSON text holds one, so nothing after it can make
+      the file readable (a 10 GiB gzip of zeros stops after its first piece);
+    - a run of whitespace between tokens that goes on over whole pieces (padding) keeps
+      MAX_BLANK of it; a run inside a string (spaces only: JSON strings hold no raw newline or
+      tab) is kept whole.
+    A bytearray (grown in place, never copied whole: peak = text + a piece). OSError, EOFError
+    and zlib.error as the file and zlib raise them."""
+    out = bytearray()
+    blank = 0  # length of the whitespace run `out` ends with
+    strings = _Strings()
+    started = False
+    with open(path, "rb") as fh:
+        for text in _inflated(fh):
+            if not started:
+                if not out and text[:3] == b"\xef\xbb\xbf":
+                    text = text[3:]
+                head = text.lstrip(_BLANK)
+                if not head:  # whitespace before the first token: none of it matters
+                    blank = min(blank + len(text), MAX_BLANK)
+                    out[:] = b" " * blank
+                    continue
+                started = True
+                if head[:1] not in (b"{", b"["):  # not JSON text: enough for the decode to name the byte
+                    out += text[:len(text) - len(head) + 64]
+                    return out
+            nul = text.find(b"\0")
+            if nul >= 0:
+                out += text[:nul + 1]
+                return out
+            body = text.lstrip(_BLANK)
+            lead = len(text) - len(body)
+            if blank + lead > MAX_BLANK and strings.droppable(out, blank, text[:lead]):
+                keep = max(0, MAX_BLANK - blank)
+                out += text[:keep]
+                blank += keep
+                text = body
+                if not body:  # the run goes on over the whole piece
+                    continue
+            out += text
+            blank = blank + len(text) if not body else len(text) - len(text.rstrip(_BLANK))
     return out
+
+
+class _Strings:
+    """Is a place in the text inside a string? Found by scanning for quotes and escapes, only
+    when asked (a long whitespace run), and only the text not scanned before."""
+
+    def __init__(self) -> None:
+        self.pos = 0
+        self.inside = False
+
+    def droppable(self, out: bytearray, blank: int, more: bytes) -> bool:
+        """Can `more` whitespace, continuing the run of `blank` bytes `out` ends with, be
+        dropped? Yes when the run holds a newline, tab or CR (so it is between tokens, or the
+        text is not JSON anyway) or starts outside every string."""
+        if any(c in more for c in b"\t\r\n") or any(c in out[len(out) - blank:] for c in b"\t\r\n"):
+            return True
+        end = len(out) - blank
+        for m in _QUOTE_OR_ESCAPE.finditer(out, self.pos, end):
+            if m.end() - m.start() == 1:
+                self.inside = not self.inside
+        self.pos = end
+        return not self.inside
+
+
+def _inflated(fh, lib=zlib, on_read=None) -> Iterator[bytes]:
+    """The file's bytes in pieces of at most PIECE: inflated by `lib` (zlib or ISA-L's) when it
+    is gzip (several members too), as they are otherwise. `on_read(n)`: n more bytes read."""
+    gz = fh.read(2) == b"\x1f\x8b"
+    fh.seek(0)
+    d = lib.decompressobj(31) if gz else None
+    while True:
+        data = fh.read(_READ if gz else PIECE)
+        if not data:
+            break
+        if on_read is not None:
+            on_read(len(data))
+        if d is None:
+            yield data
+            continue
+        while True:
+            if d.eof and data:  # another gzip member follows (cat a.gz b.gz)
+                d = lib.decompressobj(31)
+            out = d.decompress(data, PIECE)
+            if out:
+                yield out
+            data = d.unused_data if d.eof else d.unconsumed_tail
+            if not data and (d.eof or not out):  # (input used up with output pending: call again)
+                break
+    if d is not None and not d.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
 
 
 def _key(st: os.stat_result) -> tuple:
@@ -102,32 +185,11 @@ class Pieces:
                 continue
         return False
 
-    def _raw(self, fh, size: int) -> Iterator[bytes]:
-        while True:
-            data = fh.read(size)
-            if not data:
-                return
-            self.read += len(data)
-            yield data
-
     def _texts(self, fh) -> Iterator[bytes]:
-        gz = fh.read(2) == b"\x1f\x8b"
-        fh.seek(0)
-        if not gz:
-            yield from self._raw(fh, PIECE)
-            return
-        lib = _inflater()
-        d = lib.decompressobj(31)
-        for data in self._raw(fh, _READ):
-            while data:
-                if d.eof:  # another gzip member follows (cat a.gz b.gz)
-                    d = lib.decompressobj(31)
-                out = d.decompress(data, PIECE)
-                if out:
-                    yield out
-                data = d.unused_data if d.eof else d.unconsumed_tail
-        if not d.eof:
-            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        def count(n: int) -> None:
+            self.read += n
+
+        return _inflated(fh, _inflater(), count)
 
     def _run(self) -> None:
         try:
@@ -228,11 +290,7 @@ def start(path: str, pieces: bool | None = None) -> None:
 
     def work() -> None:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            if data[:2] == b"\x1f\x8b":
-                data = gunzip(data)
-            box.append(data)
+            box.append(read_text(path))
         except BaseException:  # noqa: BLE001 - read_bytes reads again and says what is wrong
             pass
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import gzip
 import os
 import stat
 import zlib
@@ -15,14 +16,12 @@ import msgspec
 from traceana.errors import BadInput
 from traceana.load import prefetch
 from traceana.load import stream
-from traceana.load.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.layer_weights import attach_layer_weights
 from traceana.load.columns import (  # noqa: F401  (re-exported)
-    _COMM_MARK, ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, attach_comm, build_trace, comm_events,
-    comm_extra,
+    ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, build_trace, comm_extra, comm_record,
 )
 from traceana.load.decode import (  # noqa: F401  (re-exported)
     BIDI_WARNING, _READ_ERRORS, _as_int, _decode, _decode_lenient, _finite, _short, clean_text,
@@ -44,25 +43,24 @@ def _regular_file(path: str) -> os.stat_result:
     return st
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure."""
+def read_bytes(path: str) -> bytes | bytearray:
+    """The file's JSON text, gunzipped when it is gzip. One clear BadInput on any failure.
+    Read by prefetch.read_text: inflated a bounded piece at a time, stopped early where the
+    text cannot be JSON (its first byte, a NUL byte), whitespace padding kept short; so memory
+    is bounded by what the text holds, not by how far it inflates."""
     st = _regular_file(path)
     data = prefetch.take(path, st)  # read and gunzipped meanwhile by `traceana report`, if it could
     if data is None:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = prefetch.read_text(path)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
+        except (EOFError, zlib.error) as exc:
+            raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
         except OSError as exc:
-            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-        if data[:2] == b"\x1f\x8b":
-            try:
-                data = _gunzip(data)
-            except (OSError, EOFError, zlib.error) as exc:
+            if isinstance(exc, gzip.BadGzipFile):
                 raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors): not JSON, harmless
-        data = data[3:]
+            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not data or data.isspace():  # (not data.strip(): that copies a 1 GB text to test it)
         raise BadInput(f"{path}: file is empty")
     return data
@@ -121,10 +119,17 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None,
 
 def _load_python(path: str, stage: Callable[[str], None] | None) -> Trace:
     data = read_bytes(path)
-    trace = _load_chunked(path, data, stage)
+    first = None
+    try:
+        raw = _RAW_DOC_DECODER.decode(data)
+    except msgspec.ValidationError:  # (a DecodeError too: first) JSON, of another shape
+        raw = None
+    except _READ_ERRORS as exc:  # not JSON msgspec reads: _decode decides from this error alone
+        raw, first = None, exc
+    trace = _load_chunked(path, raw, stage) if raw is not None else None
     if trace is None:
         try:
-            doc, warnings = _decode(path, data)
+            doc, warnings = _decode(path, data, first)
         except BadInput as exc:
             if "not valid JSON" in str(exc) and _named_gz_but_not_gzip(path):
                 raise BadInput(f"{path}: not gzip (the name ends in .gz but the file does not start with "
@@ -148,21 +153,16 @@ _RAW_DOC_DECODER = msgspec.json.Decoder(_RawDoc)
 CHUNK_EVENTS = 20_000
 
 
-def _load_chunked(path: str, data: bytes, stage: Callable[[str], None] | None) -> Trace | None:
+def _load_chunked(path: str, doc: _RawDoc, stage: Callable[[str], None] | None) -> Trace | None:
     """The lean path: split the event list into raw events (cheap: no objects but a view per
     event), then decode and column them CHUNK_EVENTS at a time, so the typed events never all
     exist at once (a 1.1 GB trace: peak 3.4 GB -> about 1.6). None when the file is anything
     but a well-formed, well-typed {"traceEvents": [...]} document: the caller then takes the
-    one-shot path, whose error handling and lenient fallbacks decide what the file says."""
-    try:
-        doc = _RAW_DOC_DECODER.decode(data)
-    except (*_READ_ERRORS, msgspec.ValidationError):
-        return None
+    one-shot path, whose error handling and lenient fallbacks decide what the file says.
+    `doc`: the text decoded as a _RawDoc."""
     raws = doc.traceEvents
     if raws is None:
         return None
-
-    comm: list[tuple] = []
 
     def chunks():
         for i in range(0, len(raws), CHUNK_EVENTS):
@@ -170,21 +170,14 @@ def _load_chunked(path: str, data: bytes, stage: Callable[[str], None] | None) -
             # one copy of the chunk's text: the brackets ride on its first and last events
             part[0] = b"[" + bytes(part[0])
             part[-1] = (bytes(part[-1]) if len(part) > 1 else part[-1]) + b"]"
-            text = b",".join(part)
-            # a search or two per chunk; only collectives with args to read are decoded again
-            if _COMM_MARK in text and (b'"Collective name"' in text or b'"In msg nelems"' in text):
-                comm.extend(comm_events(part, text))
-            yield LIST_DECODER.decode(text)
+            yield LIST_DECODER.decode(b",".join(part))
 
     if stage:
         stage("columns")
     try:
-        trace = build_trace(path, doc, [], chunks())
+        return build_trace(path, doc, [], chunks())
     except _READ_ERRORS:
         return None
-    if comm:
-        attach_comm(trace, comm)
-    return trace
 
 
 # Event roles by `cat`: 0 GPU event (kernel / memcpy / memset), 1 cpu op, 2 launch, 3 annotation.

@@ -15,7 +15,21 @@ Num = Union[int, float]
 Id = Union[int, str, None]
 
 
-class Args(Struct, forbid_unknown_fields=False):
+class CommArgs(Struct, forbid_unknown_fields=False):
+    """record_param_comms' own args (torch >= 2.1): the collective, its sizes and group. Any
+    type is accepted here (never a reason to read the file another way); load.columns.comm_extra
+    keeps the values of the right type. Part of every event's Args (so both loaders read them
+    from the event they belong to); their cost on the decode of other events is not measurable."""
+
+    in_msg_nelems: Any = field(name="In msg nelems", default=None)
+    out_msg_nelems: Any = field(name="Out msg nelems", default=None)
+    group_size: Any = field(name="Group size", default=None)
+    comm_dtype: Any = field(name="dtype", default=None)
+    collective_name: Any = field(name="Collective name", default=None)
+    pg_ranks: Any = field(name="Process Group Ranks", default=None)
+
+
+class Args(CommArgs, forbid_unknown_fields=False):
     external_id: Id = field(name="External id", default=None)
     external_id_2021: Id = field(name="external id", default=None)
     correlation: Id = None
@@ -54,20 +68,6 @@ class Args(Struct, forbid_unknown_fields=False):
     device_id: Any = field(name="Device Id", default=None)
 
 
-class CommArgs(Struct, forbid_unknown_fields=False):
-    """record_param_comms' own args (torch >= 2.1): the collective, its sizes and group. Decoded
-    only for those few events (load.columns.comm_events), not as part of Args: six more fields
-    there would slow the decode of every event (each unknown arg key scans every field)."""
-
-    external_id: Id = field(name="External id", default=None)
-    in_msg_nelems: Union[int, float, str, None] = field(name="In msg nelems", default=None)
-    out_msg_nelems: Union[int, float, str, None] = field(name="Out msg nelems", default=None)
-    group_size: Union[int, float, str, None] = field(name="Group size", default=None)
-    comm_dtype: Union[str, None] = field(name="dtype", default=None)
-    collective_name: Union[str, None] = field(name="Collective name", default=None)
-    pg_ranks: Union[str, list, None] = field(name="Process Group Ranks", default=None)
-
-
 class Event(Struct, forbid_unknown_fields=False):
     ph: str = ""
     cat: Union[str, None] = None
@@ -80,9 +80,9 @@ class Event(Struct, forbid_unknown_fields=False):
 
 
 class CommEvent(Struct, forbid_unknown_fields=False):
-    name: Union[str, None] = ""
-    cat: Union[str, None] = None
-    ts: Union[Num, None] = None
+    """A record_param_comms event's args, read from its raw text (the C scanner hands over the
+    text of each such event with its op row)."""
+
     args: Union[CommArgs, None] = None
 
 

@@ -146,8 +146,8 @@ def _trace(path: str, doc, result: dict) -> Trace | None:
         return None
     counts = {k: result[k] for k in ("n_events", "no_ph", "bad_time", "legacy", "t_min", "t_max")}
     trace = assemble(path, doc, [], names, threads, cols, counts)
-    for row, raw in result["comm"]:
-        rec = comm_record(raw)
-        if rec is not None:
-            trace.ops.extra[row] = rec[2]
+    for row, raw in result["comm"]:  # record_param_comms ops' args, read from the op's own event
+        ex = comm_record(raw)
+        if ex:
+            trace.ops.extra[row] = ex
     return trace

@@ -54,6 +54,23 @@ def to_json_safe(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+def as_saved(value: Any, _depth: int = 0) -> Any:
+    """json.loads(render_json(value)) without the text: to_json_safe's copy with every mapping's
+    keys in sorted order (what the saved document holds and `render` reads back), in one pass
+    and no encoding (100,000 op rows: seconds less than through JSON text and back)."""
+    if _depth > 64:
+        return None
+    if isinstance(value, Mapping):
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+        return {k: as_saved(v, _depth + 1) for k, v in items}
+    if isinstance(value, (list, tuple)):
+        kinds = set(map(type, value))
+        if kinds <= _AS_IS or (kinds <= _NUMBERS and _finite(value)):
+            return list(value)
+        return [as_saved(v, _depth + 1) for v in value]
+    return to_json_safe(value, _depth)
+
+
 #: A list of numbers as json.dumps(indent=1) writes it, one number a line (strings are quoted and
 #: newlines inside them escaped, so only the indentation's newlines can match).
 _NUMBER_LIST = re.compile(r"\[\n *-?[0-9][0-9.eE+-]*(?:,\n *-?[0-9][0-9.eE+-]*)*\n *\]")
@@ -65,6 +82,36 @@ def _one_line(m: re.Match) -> str:
 
 def render_json(analysis: Mapping[str, Any]) -> str:
     """The analysis dict as JSON text (sorted keys, one-space indent, trailing newline); lists of
-    numbers (the timeline's columns, dims) on one line each."""
-    out = json.dumps(to_json_safe(analysis), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
-    return _NUMBER_LIST.sub(_one_line, out) + "\n"
+    numbers (the timeline's columns, dims) on one line each. Encoded a part at a time (each
+    top-level value, each op row): json.dumps(indent=...) builds one small string per token
+    before joining them, ~5x the text in transient objects for the whole document at once."""
+    return "".join(_parts(analysis, 0)) + "\n"
+
+
+_SPLIT_ITEMS = 64  # a list of dicts or lists this long is encoded an item at a time
+
+
+def _parts(value: Any, level: int):
+    """The pieces of json.dumps(to_json_safe(value), sort_keys=True, indent=1) at indent `level`,
+    number lists on one line, split at the top two levels so no piece is the whole document."""
+    pad = " " * (level + 1)
+    if level < 2 and isinstance(value, Mapping) and value:
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+        yield "{"
+        for i, (k, v) in enumerate(items):
+            yield ("\n" if i == 0 else ",\n") + pad + json.dumps(k, ensure_ascii=False) + ": "
+            yield from _parts(v, level + 1)
+        yield "\n" + " " * level + "}"
+        return
+    if (level < 2 and isinstance(value, (list, tuple)) and len(value) >= _SPLIT_ITEMS
+            and all(isinstance(v, (Mapping, list, tuple)) for v in value)):
+        yield "["
+        for i, v in enumerate(value):
+            yield ("\n" if i == 0 else ",\n") + pad
+            yield from _parts(v, level + 1)
+        yield "\n" + " " * level + "]"
+        return
+    text = json.dumps(to_json_safe(value, level), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
+    if level:
+        text = text.replace("\n", "\n" + " " * level)  # strings escape their newlines: only the indent's match
+    yield _NUMBER_LIST.sub(_one_line, text)

@@ -55,7 +55,41 @@ def load_document(path: str) -> dict[str, Any]:
             raise BadInput(f"{path}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
         raise BadInput(f"{path}: not a saved traceana analysis (no 'schema' field); for a profiler "
                        "trace use `traceana report`")
-    return validate(msgspec.json.decode(data), path)
+    return validate(decode(data, schema), path)
+
+
+#: op ids kept per finding of a saved analysis: the analysis writes at most 50, the renderers
+#: show at most 20; a document with more (hand-made: 1,000 findings x 100,000 ids, 1 MB gzip'd)
+#: would otherwise decode to ~10^8 strings, each expanded again by the renderer
+MAX_FINDING_OPS = 200
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_FINDINGS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+
+
+def decode(data: bytes, schema: str | None) -> Any:
+    """The saved document's JSON as Python objects, bounded by what traceana writes: an
+    analysis' findings keep their first MAX_FINDING_OPS op ids (each finding's list decoded
+    alone, then cut). Anything unexpected is decoded as it is, for `validate` to judge."""
+    if schema != ANALYSIS_SCHEMA:
+        return msgspec.json.decode(data)
+    try:
+        top = _TOP.decode(data)
+        findings = _FINDINGS.decode(top["findings"]) if "findings" in top else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return msgspec.json.decode(data)
+    doc = {}
+    for key, raw in top.items():
+        if key != "findings":
+            doc[key] = msgspec.json.decode(raw)
+            continue
+        doc[key] = [{k: _ops(v) if k == "ops" else msgspec.json.decode(v) for k, v in f.items()}
+                    for f in findings]
+    return doc
+
+
+def _ops(raw: msgspec.Raw) -> Any:
+    ops = msgspec.json.decode(raw)
+    return ops[:MAX_FINDING_OPS] if isinstance(ops, list) else ops
 
 
 def validate(doc: Any, path: str) -> dict[str, Any]:
