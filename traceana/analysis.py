@@ -28,6 +28,7 @@ from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
+from traceana.diagnose.memory import memory_section
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
@@ -122,7 +123,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
-    diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
+    memory = memory_section(trace)
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
@@ -159,6 +161,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
+        "memory": memory,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),

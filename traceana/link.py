@@ -68,11 +68,19 @@ CAUSE_KEYS = tuple(CAUSES)
 
 def _innermost(trace: Trace) -> np.ndarray:
     """Op index of the innermost op enclosing each launch on the same thread, or -1."""
-    ops, la = trace.ops, trace.launches
-    result = np.full(len(la), -1, dtype=np.int64)
-    if len(ops) == 0 or len(la) == 0:
+    return innermost_ops(trace, trace.launches.thread, trace.launches.ts)
+
+
+def innermost_ops(trace: Trace, thread: np.ndarray, t: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Op index of the innermost CPU op of the same thread running at each instant (thread[i], t[i]), or -1
+    (an instant on an op's end counts as inside it). keep: a mask over ops; the others are passed over."""
+    ops = trace.ops
+    result = np.full(len(t), -1, dtype=np.int64)
+    if len(ops) == 0 or len(t) == 0 or (keep is not None and not keep.any()):
         return result
     order = np.lexsort((-ops.end, ops.ts, ops.thread))
+    if keep is not None:
+        order = order[keep[order]]
     o_thread = ops.thread[order]
     o_ts = ops.ts[order]
     o_end = ops.end[order]
@@ -80,22 +88,21 @@ def _innermost(trace: Trace) -> np.ndarray:
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [len(order)]))
     parent = _parents(o_ts, o_end, np.repeat(starts, stops - starts))
-    # each launch's candidate: the last op of its thread starting at or before it (launches grouped by
-    # thread once, not one pass over all launches per thread)
-    cand = np.full(len(la), -1, dtype=np.int64)
-    by_thread = np.argsort(la.thread, kind="stable")
-    la_thread = la.thread[by_thread]
+    # each instant's candidate: the last op of its thread starting at or before it (instants grouped by
+    # thread once, not one pass over all instants per thread)
+    cand = np.full(len(t), -1, dtype=np.int64)
+    by_thread = np.argsort(thread, kind="stable")
+    q_thread = thread[by_thread]
     seg_thread = o_thread[starts]
-    first, last = np.searchsorted(la_thread, seg_thread, "left"), np.searchsorted(la_thread, seg_thread, "right")
+    first, last = np.searchsorted(q_thread, seg_thread, "left"), np.searchsorted(q_thread, seg_thread, "right")
     for lo, hi, a, b in zip(starts.tolist(), stops.tolist(), first.tolist(), last.tolist()):
         if a == b:
             continue
         sel = by_thread[a:b]
-        c = np.searchsorted(o_ts[lo:hi], la.ts[sel], side="right") - 1 + lo
+        c = np.searchsorted(o_ts[lo:hi], t[sel], side="right") - 1 + lo
         c[c < lo] = -1
         cand[sel] = c
-    t = la.ts
-    for _ in range(256):  # climb to the enclosing op while the candidate ended before the launch
+    for _ in range(256):  # climb to the enclosing op while the candidate ended before the instant
         live = cand >= 0
         miss = np.zeros(len(cand), dtype=bool)
         miss[live] = o_end[cand[live]] < t[live]

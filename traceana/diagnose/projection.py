@@ -27,10 +27,12 @@ from __future__ import annotations
 
 WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 # Kinds whose savings are upper bounds or rest on assumptions, whatever their ops' costs.
-MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall"})
+MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall",
+                          "allocator_churn"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.
-TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized"})
+TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized",
+                            "allocator_churn"})
 # A finding that recovers less than this is a note, not a lever.
 LEVER_MIN_US = 1.0
 PLAN_SIZE = 3  # "Do this first": the first levers, at most
