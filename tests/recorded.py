@@ -61,7 +61,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recorded_models import MODELS  # tiny transformers configs, no weights
+from tests.recorded_models import MODELS, SMALL  # tiny transformers configs, no weights
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICE_KEY = "a100_sxm4_40gb"
@@ -452,14 +452,16 @@ def gpu_shaped(cpu_doc: dict, device_key: str = DEVICE_KEY, host_speedup: float 
     return doc
 
 
-def record(run: Callable[[], object], with_stack: bool = False) -> dict:
-    """Run `run` once under torch.profiler (CPU activity, record_shapes=True): its chrome trace as a dict."""
+def record(run: Callable[[], object], with_stack: bool = False, profile_memory: bool = False) -> dict:
+    """Run `run` once under torch.profiler (CPU activity, record_shapes=True): its chrome trace as a dict.
+    with_stack adds the python_function events (the Python call tree, nn.Module entries included),
+    profile_memory the [memory] instant events (one per allocation and free)."""
     import tempfile
 
     import torch
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
-                                with_stack=with_stack) as p:
+                                with_stack=with_stack, profile_memory=profile_memory) as p:
         run()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "cpu.json"
@@ -496,6 +498,32 @@ def model_trace(key: str) -> dict:
     return gpu_shaped(record(run))
 
 
+def train_step_doc() -> dict:
+    """A training step of a tiny BertForMaskedLM (2 layers, hidden 64, built from its config: no weights)
+    on CPU: forward, loss, backward and an AdamW step, recorded with with_stack=True and profile_memory=True
+    (and record_shapes): the CPU trace exactly as torch.profiler wrote it (python_function, [memory] and
+    cpu_op events; no GPU shaping)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=1000, max_position_embeddings=64, attn_implementation="eager", **SMALL)
+    model = transformers.BertForMaskedLM(cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (2, 32), generator=g)
+    labels = torch.randint(0, 1000, (2, 32), generator=g)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+
+    run()  # warm-up: lazy initialisation (and AdamW's state) stays out of the recording
+    return record(run, with_stack=True, profile_memory=True)
+
+
 class Recorder:
     """Recorded traces for one pytest session, each model recorded once (see `recorded_trace`)."""
 
@@ -507,6 +535,13 @@ class Recorder:
         """Path of the GPU-shaped trace of a built-in model (model_trace's keys)."""
         if key not in self._paths:
             self._paths[key] = write(model_trace(key), self.folder / f"{key}.pt.trace.json.gz")
+        return self._paths[key]
+
+    def train_step(self) -> str:
+        """Path of train_step_doc's trace (CPU only, as recorded; stacks and memory events on)."""
+        key = "bert_mlm_train_step"
+        if key not in self._paths:
+            self._paths[key] = write(train_step_doc(), self.folder / f"{key}.pt.trace.json.gz")
         return self._paths[key]
 
     def custom(self, key: str, setup: Callable[[], Callable[[], object]]) -> str:

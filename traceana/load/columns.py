@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from traceana.errors import BadInput
-from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, Trace
+from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, MemoryEvents, PyFrames, Trace
 from traceana.load.schema import COMM_EVENT_DECODER, Event, TraceDoc
 from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text  # noqa: F401
 
@@ -24,9 +24,11 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 GPU_KIND = {"kernel": 0, "Kernel": 0, "gpu_memcpy": 1, "Memcpy": 1, "gpu_memset": 2, "Memset": 2}
 ANNOTATION_CATS = frozenset({"user_annotation"})
 LEGACY_CATS = frozenset({"Operator", "Runtime", "Kernel"})
+PYTHON_CAT = "python_function"  # with_stack=True: one X event per Python call
+MEMORY_NAME = "[memory]"  # profile_memory=True: one "i" (instant) event per allocation / free, any cat
 
 _ROLE = {**{c: 1 for c in OP_CATS}, **{c: 2 for c in LAUNCH_CATS}, **{c: 3 for c in ANNOTATION_CATS},
-         **{c: 0 for c in GPU_KIND}}
+         **{c: 0 for c in GPU_KIND}, PYTHON_CAT: 4}
 _NAN = math.nan
 _BIG = 1 << 1000  # ints below this convert to float without OverflowError
 
@@ -47,6 +49,15 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
           ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
            "gnode")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
+    # python_function and [memory] events: their names and threads are coded after the loop (after
+    # every other event's), so the codes of ops, launches, kernels and annotations stay what they
+    # are in a trace without them
+    py = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "id", "parent",
+                                                              "module")}
+    me = {k: array("d") if k == "ts" else [] for k in ("thread", "ts", "addr", "bytes", "alloc", "reserved",
+                                                      "dtype", "device")}
+    stacks: dict[int, Any] = {}
+    hierarchy: dict[int, Any] = {}
     # shape args repeat (ops repeat): one bytes object per distinct value, not one per op
     shapes: dict[bytes, bytes] = {}
     same = shapes.setdefault
@@ -66,6 +77,10 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     l_name, l_thread, l_ts, l_end, l_corr, l_ext, l_kernel = (
         la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel"))
     a_name, a_thread, a_ts, a_end = (an[k].append for k in ("name", "thread", "ts", "end"))
+    p_name, p_thread, p_ts, p_end, p_id, p_parent, p_module = (
+        py[k].append for k in ("name", "thread", "ts", "end", "id", "parent", "module"))
+    m_thread, m_ts, m_addr, m_bytes, m_alloc, m_reserved, m_dtype, m_device = (
+        me[k].append for k in ("thread", "ts", "addr", "bytes", "alloc", "reserved", "dtype", "device"))
     finite = _finite
     empty = b""
 
@@ -74,7 +89,32 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
         n_events += len(events)
         for ev in events:
             if ev.ph != "X":
-                no_ph += not ev.ph
+                if ev.ph == "i" and ev.name == MEMORY_NAME:
+                    ts = ev.ts
+                    if type(ts) is not float:
+                        ts = float(ts) if type(ts) is int and -_BIG < ts < _BIG else finite(ts)
+                    if ts is None or ts != ts or abs(ts) > 1e17:
+                        bad_time += 1
+                        continue
+                    m_ts(ts)
+                    m_thread((ev.pid, ev.tid))
+                    a = ev.args
+                    if a is None:
+                        m_addr(None)
+                        m_bytes(None)
+                        m_alloc(None)
+                        m_reserved(None)
+                        m_dtype(None)
+                        m_device(None)
+                    else:
+                        m_addr(a.addr)
+                        m_bytes(a.mem_bytes)
+                        m_alloc(a.total_allocated)
+                        m_reserved(a.total_reserved)
+                        m_dtype(a.device_type)
+                        m_device(a.device_id)
+                else:
+                    no_ph += not ev.ph
                 continue
             cat = ev.cat
             role = role_of(cat)  # None for a missing or uninteresting category
@@ -89,6 +129,21 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             # NaN fails every comparison (ts != ts); +-inf fails the magnitude checks
             if ts is None or dur is None or ts != ts or dur != dur or dur < 0 or abs(ts) > 1e17 or dur > 1e13:
                 bad_time += 1
+                continue
+            if role == 4:  # a Python call: not an op, nor part of the trace's span
+                p_name(ev.name)
+                p_thread((ev.pid, ev.tid))
+                p_ts(ts)
+                p_end(ts + dur)
+                a = ev.args
+                if a is None:
+                    p_id(None)
+                    p_parent(None)
+                    p_module(None)
+                else:
+                    p_id(a.py_id)
+                    p_parent(a.py_parent)
+                    p_module(a.py_module)
                 continue
             if cat in legacy_cats:
                 legacy += 1
@@ -162,6 +217,12 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 else:
                     x = a.external_id
                     o_ext(x if x is not None else a.external_id_2021)
+                    x = a.call_stack
+                    if x:  # ("" when not recorded: most ops of a with_modules trace)
+                        stacks[len(op["ts"]) - 1] = x
+                    x = a.module_hierarchy
+                    if x:
+                        hierarchy[len(op["ts"]) - 1] = x
                     b = bytes(a.input_dims)
                     o_dims(same(b, b))
                     b = bytes(a.input_types)
@@ -214,7 +275,18 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "gp_ext": _ints(gp["ext"]), "gp_bytes": _floats(gp["bytes"]), "gp_gnode": _ints(gp["gnode"]),
             "gp_blocks": _floats(gp["blocks"]), "gp_groups": _floats(gp["groups"]),
             "an_name": np.array(an["name"], i32), "an_thread": np.array(an["thread"], i32),
-            "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64)}
+            "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64),
+            "op_stack": stacks, "op_hierarchy": hierarchy}
+    # the late codes: Python calls' names, then their threads, then the [memory] events' threads
+    py_names = [n if type(n) is str else "" for n in py["name"]]
+    cols["py_name"] = np.array([names.setdefault(n, len(names)) for n in py_names], i32)
+    cols["py_thread"] = np.array([threads.setdefault(k, len(threads)) for k in py["thread"]], i32)
+    cols["me_thread"] = np.array([threads.setdefault(k, len(threads)) for k in me["thread"]], i32)
+    cols.update({"py_ts": np.array(py["ts"], f64), "py_end": np.array(py["end"], f64), "py_id": _ints(py["id"]),
+                 "py_parent": _ints(py["parent"]), "py_module": _ints(py["module"]),
+                 "me_ts": np.array(me["ts"], f64), "me_addr": _ints(me["addr"], 0), "me_bytes": _ints(me["bytes"], 0),
+                 "me_alloc": _floats(me["alloc"]), "me_reserved": _floats(me["reserved"]),
+                 "me_dtype": _int8s(me["dtype"]), "me_device": _ints(me["device"])})
     counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
               "t_min": t_min, "t_max": t_max}
     return assemble(path, doc, warnings, list(names), list(threads), cols, counts)
@@ -232,7 +304,12 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
         warnings.append(f"{bad_time} events had missing, negative or non-finite ts/dur and were skipped")
     c = cols
     ops = CpuOps(c["op_name"], c["op_thread"], c["op_ts"], c["op_end"], c["op_ext"], c["op_dims"], c["op_types"],
-                 c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"])
+                 c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"],
+                 call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]))
+    python = PyFrames(c["py_name"], c["py_thread"], c["py_ts"], c["py_end"], c["py_id"], c["py_parent"],
+                      c["py_module"])
+    memory = MemoryEvents(c["me_ts"], c["me_thread"], c["me_addr"], c["me_bytes"], c["me_alloc"], c["me_reserved"],
+                          c["me_dtype"], c["me_device"])
     launches = Launches(c["la_name"], c["la_thread"], c["la_ts"], c["la_end"], c["la_corr"], c["la_ext"],
                         c["la_kernel"])
     device = c["gp_device"]
@@ -256,7 +333,21 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
                  ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
                  distributed=distributed,
                  record_shapes=record_shapes, n_events=n_events, span_us=span,
-                 warnings=warnings)
+                 warnings=warnings, python=python, memory=memory)
+
+
+def _texts(values: dict[int, Any]) -> dict[int, str]:
+    """op index -> text of an op's "Call stack" / "Module Hierarchy" arg: only non-empty strings,
+    control and bidi characters replaced (each distinct text cleaned once: ops repeat stacks)."""
+    out: dict[int, str] = {}
+    seen: dict[str, str] = {}
+    for i, v in values.items():
+        if type(v) is str and v:
+            t = seen.get(v)
+            if t is None:
+                t = seen[v] = clean_text(v)
+            out[i] = t
+    return out
 
 
 _COMM_MARK = b'"record_param_comms"'
@@ -344,17 +435,24 @@ _INT_OR_NONE = frozenset({int, type(None)})
 _FLOAT_TYPES = frozenset({int, float, type(None)})
 
 
-def _ints(values: list) -> np.ndarray:
-    """int64 column equal to [_as_int(v) for v in values], vectorised when the values are ints
-    (and None): the common case of every real trace."""
+def _ints(values: list, missing: int = -1) -> np.ndarray:
+    """int64 column equal to [_as_int(v, missing) for v in values], vectorised when the values
+    are ints (and None): the common case of every real trace."""
     types = set(map(type, values))
     if types <= _INT_OR_NONE:
-        vals = values if types <= _INT_TYPES else [-1 if v is None else v for v in values]
+        vals = values if types <= _INT_TYPES else [missing if v is None else v for v in values]
         try:
             return np.array(vals, dtype=np.int64)
-        except OverflowError:  # an id beyond int64: _as_int makes it -1
+        except OverflowError:  # an id beyond int64: _as_int makes it `missing`
             pass
-    return np.array([_as_int(v) for v in values], dtype=np.int64)
+    return np.array([_as_int(v, missing) for v in values], dtype=np.int64)
+
+
+def _int8s(values: list) -> np.ndarray:
+    """int8 column of small codes ([memory] "Device Type"): -1 when absent, not an int or out of range."""
+    out = _ints(values)
+    out[(out < -128) | (out > 127)] = -1
+    return out.astype(np.int8)
 
 
 def _dims(v) -> list[int] | None:

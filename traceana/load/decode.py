@@ -215,14 +215,16 @@ def _short(exc: Exception) -> str:
     return text[:200]
 
 
-def _as_int(v: Any) -> int:
+def _as_int(v: Any, missing: int = -1) -> int:
+    """An int64 value as a trace records it (an int, or a float / str int() reads); `missing` when
+    absent, a bool, unreadable or beyond int64."""
     if v is None or isinstance(v, bool):
-        return -1
+        return missing
     try:
         i = v if isinstance(v, int) else int(v)
     except (TypeError, ValueError, OverflowError):
-        return -1
-    return i if -2**63 <= i < 2**63 else -1  # ids beyond int64 cannot be real; never overflow numpy
+        return missing
+    return i if -2**63 <= i < 2**63 else missing  # ids beyond int64 cannot be real; never overflow numpy
 
 
 _finite = finite  # a value no float holds is unknown

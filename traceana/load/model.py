@@ -27,6 +27,11 @@ class CpuOps:
     # (record_param_comms' collective, sizes and group: load.columns.comm_events / attach_comm,
     # read on the normal {"traceEvents": [...]} load path)
     extra: dict[int, tuple] = field(default_factory=dict)
+    # op index -> its "Call stack" arg (with_stack=True in older torch: "file.py(12): fn;..." innermost
+    # first), only the ops with a non-empty one
+    call_stack: dict[int, str] = field(default_factory=dict)
+    # op index -> its "Module Hierarchy" arg (TorchScript modules), only the ops with a non-empty one
+    module_hierarchy: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -85,6 +90,51 @@ class Annotations:
         return len(self.ts)
 
 
+# the columns of a trace without these events (zero-length, read-only: shared by every such trace)
+_I8, _I32, _I64, _F64 = (np.zeros(0, t) for t in (np.int8, np.int32, np.int64, np.float64))
+for _a in (_I8, _I32, _I64, _F64):
+    _a.flags.writeable = False
+
+
+def _none(empty: np.ndarray):
+    return field(default_factory=lambda: empty)
+
+
+@dataclass(frozen=True)
+class PyFrames:
+    """python_function events (with_stack=True): the Python call tree, nn.Module entries included."""
+
+    # int32 code into Trace.names ("nn.Module: Linear_0", "transformers/models/x.py(123): forward",
+    # "<built-in method ...>")
+    name: np.ndarray = _none(_I32)
+    thread: np.ndarray = _none(_I32)  # int32 thread code, same coding as CpuOps.thread
+    ts: np.ndarray = _none(_F64)  # float64 µs
+    end: np.ndarray = _none(_F64)  # float64 µs
+    py_id: np.ndarray = _none(_I64)  # int64 "Python id", -1 when absent
+    parent: np.ndarray = _none(_I64)  # int64 "Python parent id", -1 when absent
+    module_id: np.ndarray = _none(_I64)  # int64 "Python module id" (nn.Module entries), -1 when absent
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass(frozen=True)
+class MemoryEvents:
+    """[memory] instant events (profile_memory=True), in trace order."""
+
+    ts: np.ndarray = _none(_F64)  # float64 µs
+    thread: np.ndarray = _none(_I32)  # int32 thread code
+    addr: np.ndarray = _none(_I64)  # int64 "Addr" (0 when absent)
+    nbytes: np.ndarray = _none(_I64)  # int64 "Bytes": > 0 allocation, < 0 free (0 when absent)
+    total_allocated: np.ndarray = _none(_F64)  # float64 "Total Allocated", nan when absent
+    total_reserved: np.ndarray = _none(_F64)  # float64 "Total Reserved", nan when absent
+    device_type: np.ndarray = _none(_I8)  # int8 "Device Type" as recorded (0 CPU, 1 CUDA, ...), -1 when absent
+    device: np.ndarray = _none(_I64)  # int64 "Device Id", -1 when absent
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
 @dataclass(frozen=True)
 class Trace:
     path: str
@@ -101,3 +151,5 @@ class Trace:
     n_events: int
     span_us: float
     warnings: list[str] = field(default_factory=list)
+    python: PyFrames = field(default_factory=PyFrames)
+    memory: MemoryEvents = field(default_factory=MemoryEvents)

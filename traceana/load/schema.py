@@ -35,6 +35,21 @@ class Args(Struct, forbid_unknown_fields=False):
     # what a graph capture trace knows of each captured kernel (traceana.replay)
     kernel: Any = None
     graph_node_id: Id = field(name="graph node id", default=None)  # GPU events replayed from a graph (CUDA >= 12)
+    # cpu ops recorded with_stack (older torch) / TorchScript modules: text, kept when a non-empty str
+    call_stack: Any = field(name="Call stack", default=None)
+    module_hierarchy: Any = field(name="Module Hierarchy", default=None)
+    # python_function events (with_stack=True): the Python call tree
+    py_id: Any = field(name="Python id", default=None)
+    py_parent: Any = field(name="Python parent id", default=None)
+    py_module: Any = field(name="Python module id", default=None)
+    # [memory] instant events (profile_memory=True). Typed Any, like the two above: a value of an
+    # odd type is converted (or made unknown) column-wise, never a reason for the lenient decode.
+    addr: Any = field(name="Addr", default=None)
+    mem_bytes: Any = field(name="Bytes", default=None)
+    total_allocated: Any = field(name="Total Allocated", default=None)
+    total_reserved: Any = field(name="Total Reserved", default=None)
+    device_type: Any = field(name="Device Type", default=None)
+    device_id: Any = field(name="Device Id", default=None)
 
 
 class CommArgs(Struct, forbid_unknown_fields=False):

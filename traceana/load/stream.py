@@ -61,7 +61,7 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
             pieces.close()
     if result is None or pieces.error is not None:
         return None
-    if "gp_groups" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
+    if "py_ts" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
         return None
     try:
         doc = _document(result.pop("doc"))
