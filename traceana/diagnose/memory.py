@@ -89,7 +89,7 @@ def memory_section(trace: Trace, max_points: int = MAX_POINTS, top: int = TOP) -
     owner = owner_ops(trace)
     owner_name = np.where(owner >= 0, trace.ops.name[np.maximum(owner, 0)] if len(trace.ops) else -1, -1)
     nums, st, se = profiler_steps(trace)
-    t0 = float(m.ts.min())
+    t0 = float(min(m.ts.min(), st.min())) if len(nums) else float(m.ts.min())  # times in the section: µs from t0
     key = m.device_type.astype(np.int64) * (1 << 40) + (m.device.astype(np.int64) + 1)
     devices = []
     for k in np.unique(key).tolist():
@@ -146,7 +146,7 @@ def _live_at(addr: np.ndarray, b: np.ndarray, p: int) -> tuple[np.ndarray | None
     """(allocations live at event p: made at or before it, freed after it or never; each allocation's free
     position, len when never). None when the events carry no addresses."""
     n = len(b)
-    if not n or (addr < 0).all():
+    if not n or (addr <= 0).all():  # (0: not recorded)
         return None, None
     pos = np.arange(n)
     o = np.lexsort((pos, addr))
