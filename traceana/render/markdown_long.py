@@ -48,6 +48,7 @@ from traceana.render import (
 )
 from traceana.render.first import terms
 from traceana.units import kernel_names
+from traceana.render.memory import memory_line
 from traceana.render.md import code_block, fold, md_text, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
@@ -222,6 +223,9 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
             f"**Where the time went:** {md_text(verdict(a), 900)}", ""]
+    mem = memory_line(a)
+    if mem:
+        head += [f"**Memory:** {md_text(mem, 700)}", ""]
     warnings = _warning_items(a)
     warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
     return [
