@@ -278,16 +278,17 @@ def allocator_calls(trace: Trace) -> dict:
 
 def churn_finding(trace: Trace, calls: dict, acc: Account | None, steps: int, span_us: float) -> dict | None:
     """Allocator calls during the run (calls: allocator_calls): their count and CPU time, and the GPU idle the
-    ledger charged to the frees (the saving: that idle, counted there once). None when the calls are only the
-    cache growing once."""
+    ledger charged to the frees (the saving: that idle, counted there once). Named when there are frees, idle
+    charged to them, or allocations in two steps or more; None when the calls are only the cache growing."""
     if not calls.get("count"):
         return None
     idx = allocator_index(trace)
     idle = 0.0
     if acc is not None and len(acc.gap_sync_call):
         idle = float(acc.gap_sync_us[np.isin(acc.gap_sync_call, idx)].sum())
-    mallocs_spread = calls["steps_with_calls"] >= 2 if steps else calls["count"] - calls["frees"] >= 2
-    if not (calls["frees"] or mallocs_spread or idle > 0):
+    # the cache growing in one step (the first after start-up) is no churn; without steps only frees say it is
+    repeated = steps > 0 and calls["steps_with_calls"] >= 2
+    if not (calls["frees"] or repeated or idle > 0):
         return None
     names = ", ".join(f"{r['call']} ×{r['count']:,}" for r in calls["calls"])
     where = (f"{u.plural(calls['in_steps'], 'call')} inside the {u.plural(steps, 'profiled step')} "
