@@ -206,6 +206,9 @@ def curve_svg(d: Mapping[str, Any], window: tuple[float, float, str] | None = No
         x0, x1 = min(x0, window[0]), max(x1, window[1])
     if x1 <= x0:
         x1 = x0 + 1.0
+    start = num(d.get("start_allocated_bytes"))
+    if start is not None and x0 < pts[0][0]:  # before the first event: what was allocated when recording began
+        pts.insert(0, (x0, start, pts[0][2]))
     peak = num(d.get("peak_allocated_bytes")) or max(p[1] for p in pts)
     top_val = max([peak] + [p[1] for p in pts] + [p[2] for p in pts if p[2] is not None])
     ymax, ticks = _ticks(top_val)
