@@ -39,6 +39,19 @@ def _gpt2(attn: str):
     return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
+def _llama(attn: str):
+    """Llama as Hugging Face writes it: LlamaRMSNorm (to fp32, pow, mean, rsqrt, mul), rotate_half RoPE
+    (slice, neg, cat, mul, add) and a SwiGLU MLP (silu(gate) * up)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                                   attn_implementation=attn)
+    model = transformers.LlamaModel(cfg)
+    ids, mask = _text_inputs(torch)
+    return model, lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
 def _t5(attn: str):
     transformers = pytest.importorskip("transformers")
     import torch
@@ -99,7 +112,7 @@ def _resnet(attn: str):
     return model, lambda: model(pixel_values=pix).last_hidden_state
 
 
-MODELS = {"bert": _bert, "bloom": _bloom, "deberta": _deberta, "gpt2": _gpt2, "t5": _t5, "vit": _vit,
+MODELS = {"bert": _bert, "bloom": _bloom, "deberta": _deberta, "gpt2": _gpt2, "llama": _llama, "t5": _t5, "vit": _vit,
           "videomae": _videomae, "resnet": _resnet}
 
 

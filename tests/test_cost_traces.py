@@ -10,10 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from tests.conftest import SHARED
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
 from traceana.cost.registry import lookup
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+TRACES = SHARED / "traces"
 
 # The profiler never records the index tensors of aten::index (a Tensor?[] argument): its output
 # size is unknown, so it stays Unmodelled.

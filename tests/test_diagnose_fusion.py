@@ -10,7 +10,7 @@ from tests.conftest import SAMPLES, shared_trace
 from traceana.analysis import analyze
 from traceana.diagnose import fusion
 from traceana.diagnose.dataflow import breaks, feeds, output, reads
-from traceana.diagnose.fusion import fix_for
+from traceana.diagnose.fusion import fix_for, pattern
 
 X = [1024, 1024]  # fp32: 4,194,304 B
 BF = "c10::BFloat16"
@@ -85,6 +85,14 @@ def test_library_gemm_and_copy_engine_ops_break_chains():
 
 def test_fix_names_the_fused_kernel():
     assert "rms_norm" in fix_for(["aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"])
+    # LayerNorm by hand (mean, x - mean, var, rsqrt): the eager fused op is the fix
+    assert pattern(["aten::mean", "aten::sub", "aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"])[0] \
+        == "LayerNorm written out as separate ops"
+    # softmax by hand (exp, sum, div) and GPT-2's tanh GELU (0.5 x (1 + tanh(c (x + 0.044715 x^3))))
+    assert "torch.softmax" in pattern(["aten::exp", "aten::sum", "aten::div"])[1]
+    assert 'approximate="tanh"' in pattern(["aten::pow", "aten::mul", "aten::add", "aten::mul", "aten::tanh",
+                                             "aten::add", "aten::mul"])[1]
+    assert pattern(["aten::mul", "aten::add"])[0] is None  # nothing named: the generic torch.compile advice
     # unfused attention (GEMMs around a softmax) is attention.py's, with its own fix: tests/test_attention.py
     assert "fused=True" in fix_for(["aten::mul_", "aten::addcdiv_"])
     assert "fused=True" in fix_for(["aten::mul_", "aten::add_", "aten::add_"])  # SGD momentum per parameter
@@ -210,7 +218,10 @@ def test_rank0_chain_is_cut_by_dtype_and_pitched_as_launches():
 def test_qwen_add_rmsnorm_chain():
     fs = _fusions("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
     (f,) = [f for f in fs if "rsqrt" in f["title"]]
-    assert f["title"].startswith("Fuse add → copy_ → pow → mean → add → rsqrt → mul → copy_ → mul:")
+    # named for what it computes (rsqrt of a mean of squares, no mean subtracted: RMSNorm; an add first)
+    assert f["title"].startswith("Residual add + RMSNorm written out as separate ops: 9 kernels per call; fused, ")
+    assert f["title"].endswith("(add → copy_ → pow → mean → add → rsqrt → mul → copy_ → mul)")
+    assert f["pattern"] == "Residual add + RMSNorm written out as separate ops" and "F.rms_norm" in f["fix"]
     assert "48 time(s)" in f["text"]  # 24 layers x 2 norms after a residual add
     # h = 16 x 559 x 1024 = 9,158,656 elements. Per repetition, written and read back:
     #   add -> copy_ (bf16 h)          2 x 18,317,312 = 36,634,624
@@ -227,7 +238,8 @@ def test_qwen_add_rmsnorm_chain():
     # RoPE of q and of k run the same code one after the other: the chain never runs from q's add
     # into k's first mul, nor from k's add into the q/k/v copies
     (rope,) = [f for f in fs if "cat" in f["title"]]
-    assert rope["title"].startswith("Fuse neg → cat → mul → add:")
+    assert rope["title"].startswith("Rotary embedding written out (rotate_half): 4 kernels per call")
+    assert rope["title"].endswith("(neg → cat → mul → add)")
 
 
 def test_kineto_resnet_chain_stops_at_cudnn(monkeypatch):
@@ -274,3 +286,20 @@ def test_chains_follow_real_dataflow_on_every_shared_trace():
                     if g in ("bmm", "baddbmm", "matmul"):
                         assert other in ("_softmax", "softmax", "_safe_softmax"), (rel, chain)
             assert all(by_id[i]["name"].startswith("aten::") for i in f["ops"] if i in by_id), (rel, chain)
+
+
+def test_layers_written_out_in_real_model_code_are_named(recorded_trace):
+    """Hugging Face's Llama and GPT-2, recorded on CPU (tests/recorded.py): each layer that the model
+    writes as separate element-wise ops is named for what it is, with the fused op that replaces it."""
+    titles = [f["title"] for f in analyze(recorded_trace("llama"))["findings"] if f["kind"] == "fusion"]
+    # LlamaRMSNorm after the residual add: add, pow, mean, add(eps), rsqrt, mul, mul(weight) = 7 kernels
+    # (fp32 model: the .to(float32) returns its input and launches nothing)
+    assert any(t.startswith("Residual add + RMSNorm written out as separate ops: 7 kernels per call") for t in titles)
+    # the first layer's input norm has no residual add before it: 6 kernels
+    assert any(t.startswith("RMSNorm written out as separate ops: 6 kernels per call") for t in titles)
+    # rotate_half: -x2, cat(-x2, x1), then q*cos + rotate_half(q)*sin
+    assert any(t.startswith("Rotary embedding written out (rotate_half): 4 kernels per call") for t in titles)
+    gpt2 = [f for f in analyze(recorded_trace("gpt2"))["findings"] if f["kind"] == "fusion"]
+    # NewGELU: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))): its tail mul -> tanh -> add -> mul
+    (gelu,) = [f for f in gpt2 if f.get("pattern", "") and f["pattern"].startswith("GELU")]
+    assert gelu["title"].endswith("launch-bound; mul → tanh → add → mul)") and 'approximate="tanh"' in gelu["fix"]

@@ -193,3 +193,26 @@ def test_odd_values(tmp_path, monkeypatch):
         assert t.threads == ["1/1", "2/9", "1/3"]  # ops' thread first, then the Python calls', then memory's
         assert t.span_us == 9.0  # the ops' span (1 .. 10), not the Python calls' (0 .. 20)
         assert any("2 events had missing" in w for w in t.warnings)  # the Python call with dur -1, [memory] without ts
+
+
+def test_lenient_and_normalised_paths_keep_them(tmp_path, monkeypatch):
+    """A file the typed decode refuses (a mistyped field elsewhere: the lenient per-event decode) and
+    one that is not strict JSON (NaN: normalised first) still give the Python calls and memory events."""
+    py = {"ph": "X", "cat": "python_function", "name": "nn.Module: Net_0", "pid": 1, "tid": 1, "ts": 0, "dur": 5,
+          "args": {"Python id": 3, "Python parent id": 1, "Python module id": 0}}
+    mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2,
+           "args": {"Addr": 64, "Bytes": 4096, "Total Allocated": 8192, "Total Reserved": 1 << 21, "Device Type": 1,
+                    "Device Id": 0}}
+    bad = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon", "dur": 1}
+    lenient = tmp_path / "lenient.json"
+    lenient.write_text(json.dumps({"traceEvents": [py, mem, bad]}))
+    nan = tmp_path / "nan.json"
+    nan.write_text(json.dumps({"traceEvents": [py, mem]}).replace("8192", "NaN"))
+    for path, alloc in ((lenient, [8192.0]), (nan, [math.nan])):
+        for way, t in _loads(path, monkeypatch):
+            assert t.names[int(t.python.name[0])] == "nn.Module: Net_0", (path.name, way)
+            assert t.python.py_id.tolist() == [3] and t.python.module_id.tolist() == [0]
+            m = t.memory
+            assert m.nbytes.tolist() == [4096] and m.addr.tolist() == [64] and m.total_reserved.tolist() == [2097152.0]
+            assert np.array_equal(m.total_allocated, np.array(alloc), equal_nan=True)
+            assert t.warnings  # each path says what it did

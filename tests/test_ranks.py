@@ -205,8 +205,26 @@ def test_eight_ranks_html_and_markdown(eight, tmp_path):
     p = cli("report", str(d / "rank0.json.gz"), str(d / "rank5.json.gz"), "-o", str(md), "-q")
     assert p.returncode == 0, p.stderr
     text = md.read_text()
-    assert "| rank 5 **straggler** |" in text and "### rank 0" in text
+    assert "| rank 5 **straggler** |" in text and "**rank 0** — rank0.json.gz" in text
     assert "| optimizer | rank 5 |" in text and "99.2%" in text  # GPU busy, 99.150%
+
+
+def test_many_ranks_markdown_fits_a_pr_comment(tmp_path):
+    # 40 ranks: uncut, the rank table (40 rows of ~100 chars) and 40 per-rank sections of top
+    # ops (~700 chars each) come to ~35 KB; GitHub's comment limit wants <= 8,000 characters
+    d = tmp_path / "run"
+    make_rank_dir(d, n=40, straggler=5)
+    md = tmp_path / "r.md"
+    p = cli("report", str(d), "-o", str(md), "-q", "--jobs", "1")
+    assert p.returncode == 0, p.stderr
+    text = md.read_text()
+    assert len(text) <= 8_000
+    # each rank's kernels are 1 + 0.001 r slower, so 40 ranks span ~4%: ranks 39 down to ~17 are
+    # within NEAR_TIE_PCT = 2% of the slowest; the headline names them slowest first, as the text does
+    assert "## No single straggler: the slowest ranks are rank 39, rank 38, rank 37" in text  # never folded
+    assert "<details><summary>All 40 ranks</summary>" in text  # > FOLD_RANKS = 16 rows: folded
+    assert "| rank 0 | rank0.json.gz |" in text  # the first rows fit in half the budget
+    assert "more ranks in the JSON or HTML form" in text  # the per-rank sections that did not fit
 
 
 def test_saved_cross_rank_report_renders_without_the_traces(eight, tmp_path):

@@ -103,6 +103,57 @@ def test_odd_values_take_the_python_rules(tmp_path, monkeypatch):
     assert fast.n_events == 5 and fast.device_properties[0]["name"] == "NVIDIA H100 80GB HBM3"
 
 
+def test_python_calls_memory_and_stacks_take_the_python_rules(tmp_path, monkeypatch):
+    """python_function and [memory] events, ops' Call stack / Module Hierarchy, with odd values: ids as
+    strings, floats, bools, arrays, ints beyond int64, escaped names, a Python call named like an op, a
+    null category, instant events that are not [memory], bad times. The scanner reads them
+    itself (no stepping aside) into the Python loader's columns and codes."""
+    py = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "ts": 8, "dur": 10}
+    mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 9.5}
+    events = [
+        dict(py, name="nn.Module: Net_0", args={"Python id": 1, "Python parent id": None, "Python module id": 0}),
+        dict(py, name="a\\u00e9.py(3): f", args={"Python id": "2", "Python parent id": 1.0, "Python module id": True}),
+        dict(py, name="aten::mm", args={"Python id": 2**70, "Python parent id": [1], "Ev Idx": 4}),
+        dict(py, name="x.py(9): g", tid=5, ts=-1, dur=-1),
+        dict(py, name="x.py(9): g", tid=6),
+        dict(py, name=None, pid=7, args=None),
+        OP,
+        dict(OP, ts=10, args=dict(OP["args"], **{"Call stack": "a.py(1): f;b.py(2): g", "Module Hierarchy": ""})),
+        dict(OP, ts=11, args=dict(OP["args"], **{"Call stack": "a.py(1): f;b.py(2): g", "Module Hierarchy": 3})),
+        dict(OP, ts=12, args={"Call stack": "c\\u202e.py(1)", "Module Hierarchy": "top(M)::fc(Linear)"}),
+        LAUNCH, KERNEL,
+        dict(mem, args={"Addr": 140000000000000, "Bytes": 512, "Total Allocated": 1024, "Total Reserved": 2097152,
+                        "Device Type": 1, "Device Id": 0}),
+        dict(mem, tid=9, args={"Addr": "7", "Bytes": -512.0, "Total Allocated": "512", "Total Reserved": 2.5e6,
+                               "Device Type": 1000, "Device Id": None}),
+        dict(mem, cat=None, args={"Bytes": 2**64, "Total Allocated": 2**64, "Device Type": False}),
+        dict(mem, ts=None),
+        dict(mem, name="other"),
+        {"ph": "i", "name": "[memory]", "pid": 3, "tid": 3, "ts": 7, "args": {"Bytes": [1], "Addr": {"a": 1}}},
+    ]
+    text = json.dumps({"traceEvents": events}).replace("\\\\u", "\\u")
+    p = _write(tmp_path, text)
+    fast = _fast_load(p)
+    slow = _python_load(p, monkeypatch)
+    _same(fast, slow)
+    assert [fast.names[c] for c in fast.python.name.tolist()] == [
+        "nn.Module: Net_0", "a\u00e9.py(3): f", "aten::mm", "x.py(9): g", ""]  # the bad-time call skipped
+    assert fast.names.index("aten::mm") < fast.names.index("nn.Module: Net_0")  # an op's code comes first
+    p_ = fast.python
+    assert p_.py_id.tolist() == [1, 2, -1, -1, -1]  # "2" -> 2; 2**70 is beyond int64 -> -1
+    assert p_.parent.tolist() == [-1, 1, -1, -1, -1] and p_.module_id.tolist() == [0, -1, -1, -1, -1]
+    assert [fast.threads[c] for c in p_.thread.tolist()] == ["1/2", "1/2", "1/2", "1/6", "7/2"]
+    m = fast.memory
+    assert m.addr.tolist() == [140000000000000, 7, 0, 0] and m.nbytes.tolist() == [512, -512, 0, 0]
+    assert m.total_allocated.tolist()[:3] == [1024.0, 512.0, 2.0**64] and np.isnan(m.total_allocated[3])
+    assert m.total_reserved.tolist()[:2] == [2097152.0, 2.5e6] and np.isnan(m.total_reserved[2:]).all()
+    assert m.device_type.tolist() == [1, -1, -1, -1] and m.device.tolist() == [0, -1, -1, -1]
+    assert [fast.threads[c] for c in m.thread.tolist()] == ["1/2", "1/9", "1/2", "3/3"]
+    assert fast.ops.call_stack == {1: "a.py(1): f;b.py(2): g", 2: "a.py(1): f;b.py(2): g", 3: "c\ufffd.py(1)"}
+    assert fast.ops.module_hierarchy == {3: "top(M)::fc(Linear)"}
+    assert any(w.startswith("2 events had missing") for w in fast.warnings)  # the Python call and the [memory]
+
+
 @pytest.mark.parametrize("text", [
     b'[{"ph": "X"}]',  # a bare event list
     b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "10", "dur": 1}]}',  # ts as a string
@@ -116,6 +167,8 @@ def test_odd_values_take_the_python_rules(tmp_path, monkeypatch):
     b'{"traceEvents": [{"ph": "X", "ts": 1e400, "dur": 1, "cat": "kernel"}]}',
     b'{"traceEvents": [{"ph": "X", "ts": 01, "dur": 1}]}',  # not JSON
     b'{"traceEvents": []} x',
+    b'{"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1e400}}]}',  # out of range
+    b'{"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Addr": [1e400]}}]}',
 ])
 def test_what_the_scanner_leaves_to_the_python_loader(tmp_path, text):
     p = _write(tmp_path, text)

@@ -49,31 +49,75 @@ _FRESH_COPY_PARENTS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous
                                  "aten::type_as", "aten::reshape", "aten::flatten", "aten::_reshape_alias"})
 
 
-def fix_for(names: list[str]) -> str:
-    """What fuses this chain, from the op names in it (and the library ops around it)."""
+def pattern(names: list[str]) -> tuple[str | None, str, str]:
+    """What the chain computes, read from the ops in it: (label or None, the long fix, a one-line fix).
+
+    Model code often writes a standard layer out as separate element-wise ops (Hugging Face's
+    LlamaRMSNorm: to(fp32) -> pow -> mean -> add(eps) -> rsqrt -> mul -> to(dtype) -> mul(weight);
+    rotate_half: slice -> neg -> cat, then q*cos + rotate_half(q)*sin); each op is a kernel and a DRAM
+    round trip. Where torch has the layer as one fused op, that op is the fix, with no compiler."""
     n = {short(x) for x in names}
-    if "rsqrt" in n and ("mean" in n or "pow" in n):
-        return ("use a fused RMSNorm: torch.nn.functional.rms_norm / nn.RMSNorm under torch.compile, or a "
-                "fused kernel (apex FusedRMSNorm, Liger, Transformer Engine)")
+    if "rsqrt" in n and ("mean" in n or "pow" in n) and not n & {"sub", "var", "var_mean"}:
+        label = "Residual add + RMSNorm" if names and short(names[0]) == "add" else "RMSNorm"
+        return (f"{label} written out as separate ops",
+                "use torch.nn.RMSNorm / torch.nn.functional.rms_norm: one fused kernel on CUDA in recent torch "
+                "(aten::_fused_rms_norm), or torch.compile; or a fused add + RMSNorm kernel (Liger, apex, "
+                "Transformer Engine)",
+                "Use nn.RMSNorm / F.rms_norm (one fused kernel) or torch.compile.")
+    if "mean" in n and "sub" in n and n & {"rsqrt", "sqrt", "var", "var_mean", "pow"}:
+        return ("LayerNorm written out as separate ops",
+                "use torch.nn.LayerNorm / torch.nn.functional.layer_norm: one fused kernel in eager mode",
+                "Use nn.LayerNorm / F.layer_norm (one fused kernel).")
     if n & {"native_layer_norm", "layer_norm"}:
-        return ("fuse the residual add into the norm: torch.compile, or a fused add + layer-norm kernel "
-                "(apex FusedLayerNorm, Transformer Engine)")
+        return ("Residual add + LayerNorm",
+                "fuse the residual add into the norm: torch.compile, or a fused add + layer-norm kernel "
+                "(apex FusedLayerNorm, Transformer Engine)",
+                "Fuse the residual add into the norm (torch.compile or a fused add + LayerNorm).")
+    if "exp" in n and n & {"sum"} and n & {"div", "div_", "mul"}:
+        return ("Softmax written out as separate ops",
+                "use torch.softmax: one kernel that also subtracts the row maximum (numerically safe)",
+                "Use torch.softmax (one kernel).")
+    seq = [short(x) for x in names]
+    # 0.5 x (1 + tanh(c (x + 0.044715 x^3))): tanh, then + 1, then the product (an LSTM cell's
+    # o * tanh(c) has no add between); the cube may sit in a chain of its own
+    if "tanh" in n and ("pow" in n or any(seq[i:i + 3] == ["tanh", "add", "mul"] for i in range(len(seq)))):
+        return ("GELU (tanh approximation) written out as separate ops",
+                "use torch.nn.functional.gelu(x, approximate=\"tanh\"): one kernel",
+                "Use F.gelu(x, approximate=\"tanh\") (one kernel).")
     if n & {"addcdiv_", "addcmul_", "lerp_", "_foreach_addcdiv_", "_foreach_mul_", "_foreach_add_"}:
-        return "use a fused optimizer step: torch.optim.AdamW(..., fused=True) (or foreach=True)"
+        return ("Optimizer update per parameter",
+                "use a fused optimizer step: torch.optim.AdamW(..., fused=True) (or foreach=True)",
+                "Use a fused optimizer (torch.optim.AdamW(..., fused=True)).")
     if {"mul_", "add_"} <= n <= _OPTIMIZER_STEPS:
-        return ("this looks like a per-parameter optimizer update (in-place mul_ / add_ on each tensor): use the "
-                "fused or foreach implementation (torch.optim.SGD/Adam/AdamW(..., fused=True) or foreach=True)")
+        return ("Optimizer update per parameter",
+                "this looks like a per-parameter optimizer update (in-place mul_ / add_ on each tensor): use the "
+                "fused or foreach implementation (torch.optim.SGD/Adam/AdamW(..., fused=True) or foreach=True)",
+                "Use a fused optimizer (fused=True or foreach=True).")
     if n & {"silu", "sigmoid", "gelu"} and n & {"mul"}:
-        return ("fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
-                "(Liger, xformers, Transformer Engine)")
+        return ("Gated activation (SwiGLU / GeGLU)",
+                "fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
+                "(Liger, xformers, Transformer Engine)",
+                "Fuse act(gate) * up: torch.compile or a fused SwiGLU kernel.")
     if "cat" in n and ("neg" in n or {"mul", "add"} <= n):
-        return "fuse the rotary embedding: torch.compile, or a fused RoPE kernel (flash-attn apply_rotary_emb)"
+        return ("Rotary embedding written out (rotate_half)",
+                "fuse the rotary embedding: torch.compile, or a fused RoPE kernel (flash-attn apply_rotary_emb)",
+                "Use a fused rotary-embedding kernel or torch.compile.")
     library = sorted({x for x in names if not x.startswith("aten::")})
     if library:  # torch.compile treats a library's custom op as opaque: it cannot fuse through it
-        return (f"one custom kernel doing both steps, or a layout that makes the copy unnecessary: "
+        return (None,
+                f"one custom kernel doing both steps, or a layout that makes the copy unnecessary: "
                 f"{', '.join(x[:60] for x in library[:2])} {'is a library op' if len(library) == 1 else 'are library ops'} "
-                f"that torch.compile does not fuse")
-    return "torch.compile fuses such element-wise chains into one Triton kernel"
+                f"that torch.compile does not fuse",
+                "One custom kernel for both steps (torch.compile does not fuse library ops).")
+    return None, "torch.compile fuses such element-wise chains into one Triton kernel", FIX
+
+
+FIX = "Fuse the chain into one kernel (torch.compile)."
+
+
+def fix_for(names: list[str]) -> str:
+    """What fuses this chain, from the op names in it (and the library ops around it)."""
+    return pattern(names)[1]
 
 
 def _op_events(trace: Trace, links: Links, ev_row: np.ndarray) -> dict[str, np.ndarray]:
@@ -343,7 +387,7 @@ def _cost(g: dict, rows: list[dict]) -> dict:
         saved_us = max(min(saved_us, g["time_us"] - floor), 0.0)
     g.update({"bytes": chain_bytes, "measured_gbps": bw, "saving_us": saved_us, "saved_per_rep": g["saved_bytes"] / n,
               "names": [rows[k]["name"] for k in key], "ids": [rows[k]["id"] for k in key]})
-    g["fix"] = fix_for(g["names"])
+    g["pattern"], g["fix"], g["short_fix"] = pattern(g["names"])
     return g
 
 
@@ -387,7 +431,8 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
                     f"measured time goes, {u.us(g['saving_us'])} in all ({u.us(g['saving_us'] / g['count'])} per "
                     f"repetition); the GPU also sat idle {u.us(g['gap_us'])} between these kernels waiting for "
                     f"launches (not counted). Fix: {g['fix']}.")
-            title = f"Fuse {chain}: {k} kernels -> 1 (tiny tensors: launch-bound)"
+            title = (f"{g['pattern']}: {k} kernels per call -> 1 (tiny tensors: launch-bound; {chain})" if g["pattern"]
+                     else f"Fuse {chain}: {k} kernels -> 1 (tiny tensors: launch-bound)")
         else:
             text = (head + f"Intermediates that round-trip through DRAM: {inter_s}. Fused, they stay on chip: "
                     f"{u.nbytes(g['saved_per_rep'])} less traffic per repetition (each intermediate's write and read "
@@ -395,7 +440,8 @@ def fusion_findings(groups: list[dict], total_us: float, limit: int = 8) -> list
                     f"{u.nbytes(g['bytes'])} in {u.us(g['time_us'])} ({u.rate_gbps(g['measured_gbps'])} measured); "
                     f"at that bandwidth the saved bytes take {u.us(g['saving_us'])}. Fix: {g['fix']}. "
                     "(Assumes no later op reads the intermediates.)")
-            title = f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic"
+            title = (f"{g['pattern']}: {g['kernels']} kernels per call; fused, {u.nbytes(g['saved_bytes'])} less DRAM "
+                     f"traffic ({chain})" if g["pattern"] else f"Fuse {chain}: {u.nbytes(g['saved_bytes'])} less DRAM traffic")
         out.append({"kind": "fusion", "title": title, "text": text + _stops(g), "ops": list(dict.fromkeys(g["ids"])),
-                    "saving_us": g["saving_us"]})
+                    "saving_us": g["saving_us"], "fix": g["short_fix"], "pattern": g["pattern"]})
     return out

@@ -25,6 +25,8 @@ guessed 8 ms one.
 
 from __future__ import annotations
 
+from traceana import units as u
+
 WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 # Kinds whose savings are upper bounds or rest on assumptions, whatever their ops' costs.
 MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall",
@@ -126,11 +128,29 @@ def _first_sentence(text: str) -> str:
 # kinds whose findings share one fix: several of one group are one lever in the plan
 MERGE_KINDS = frozenset({"tensor_core_dtype", "fusion", "gemm_shape", "host_copy", "layout", "sync_stall"})
 _MANY = {"tensor_core_dtype": "{n} matmul / convolution signatures could run on faster tensor cores",
-         "fusion": "{n} op chains could each be fused into one kernel",
+         "fusion": "{n} op chains could each be one kernel",
          "gemm_shape": "{n} GEMM shapes waste work on tile and wave padding",
          "host_copy": "{n} host copies could be pinned and overlapped",
          "layout": "{n} layout conversions run around convolutions",
          "sync_stall": "{n} blocking host calls stall the GPU"}
+
+
+def _merged_title(members: list[dict]) -> str:
+    """One lever made of several findings of a kind: how many, and what they are when each names
+    what it is (fusion chains name the layer they write out), else the largest's title."""
+    f = members[0]
+    head = _MANY[f["kind"]].format(n=len(members))
+    named = [(m["pattern"].split(" written out")[0], m["saving_us"]) for m in members if m.get("pattern")]
+    if len(named) == len(members):
+        return head + ": " + ", ".join(f"{name} ({u.us(us)})" for name, us in named[:4]) + (
+            f" and {len(named) - 4} more" if len(named) > 4 else "")
+    return head + f"; the largest: {f['title']}"
+
+
+def _merged_fix(members: list[dict]) -> str | None:
+    """The fixes of a lever's findings, each said once, in saving order (at most three)."""
+    fixes = list(dict.fromkeys(m.get("fix") for m in members if m.get("fix")))
+    return " ".join(fixes[:3]) if fixes else None
 
 
 def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float) -> list[dict]:
@@ -154,9 +174,9 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float)
         mine = project([findings[j] for j in e["idx"]], rows, busy_us, idle_us)
         p = project([findings[j] for x in entries[:k] for j in x["idx"]], rows, busy_us, idle_us)
         more = len(e["idx"]) - 1
+        members = [findings[j] for j in e["idx"]]
         out.append({"finding": e["idx"][0], "findings": list(e["idx"]), "id": f.get("id"), "kind": f["kind"],
-                    "title": (_MANY[f["kind"]].format(n=more + 1) + f"; the largest: {f['title']}" if more
-                              else f["title"]), "fix": f.get("fix"),
+                    "title": _merged_title(members) if more else f["title"], "fix": _merged_fix(members),
                     "saving_us": f["saving_us"] if not more else mine["span_now_us"] - mine["span_after_us"],
                     "confidence": f["confidence"], "span_after_us": p["span_after_us"],
                     "span_now_us": p["span_now_us"]})

@@ -510,11 +510,16 @@ static void tfree(table *t)
 
 /* args keys the loader reads (as the typed decoder names them) */
 enum { A_EXT, A_EXT21, A_CORR, A_DIMS, A_TYPES, A_STRIDES, A_CONC, A_DEVICE, A_STREAM, A_BYTES,
-       A_GRID, A_BLOCK, A_KFLOP, A_KGB, A_KERNEL, A_GNODE, A_N };
+       A_GRID, A_BLOCK, A_KFLOP, A_KGB, A_KERNEL, A_GNODE,
+       /* typed Any: any JSON value is accepted; what is not an int (or a number) is a fixup */
+       A_STACK, A_HIER, A_PY_ID, A_PY_PARENT, A_PY_MODULE, A_ADDR, A_MBYTES, A_TALLOC, A_TRES, A_DTYPE, A_DID,
+       A_N };
 
 /* columns a fixup can name (traceana.load.stream mirrors this list) */
 enum { F_GP_DEVICE, F_GP_PID, F_GP_STREAM, F_GP_CORR, F_GP_EXT, F_GP_GNODE, F_GP_BYTES, F_GP_BLOCKS,
-       F_OP_EXT, F_OP_KFLOP, F_OP_KGB, F_LA_CORR, F_LA_EXT };
+       F_OP_EXT, F_OP_KFLOP, F_OP_KGB, F_LA_CORR, F_LA_EXT,
+       F_PY_ID, F_PY_PARENT, F_PY_MODULE, F_ME_ADDR, F_ME_NBYTES, F_ME_ALLOC, F_ME_RESERVED, F_ME_DTYPE,
+       F_ME_DEVICE };
 
 /* document states between feeds */
 enum { S_START, S_KEY_FIRST, S_KEY, S_AFTER_VALUE, S_EV_FIRST, S_EV, S_EV_AFTER, S_DONE };
@@ -547,13 +552,21 @@ typedef struct {
     vec name_flags;         /* int8 per code: NAME_STEP / NAME_COMM */
     table threads_t;
     PyObject *threads, *threads_d;
-    table raw_t;            /* shape args: raw text -> index of the distinct value */
+    table raw_t;            /* shape args, call stacks: raw text -> index of the distinct value */
     vec raw_vals;           /* span per index */
+    /* python_function and [memory] events: names and threads coded apart (local codes: raw text ->
+       index into py_names / py_threads / me_threads), given their codes after the scan (stream.py),
+       after every other event's, as the Python loader does */
+    table py_names_t, py_threads_t, me_threads_t;
+    PyObject *py_names, *py_threads, *me_threads;
+    vec op_stack, op_hier;  /* int32 pairs (op row, raw index) of non-empty "Call stack" / "Module Hierarchy" */
     /* columns */
     vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_groups, gp_gnode;
     vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
+    vec py_name, py_thread, py_ts, py_end, py_id, py_parent, py_module;
+    vec me_thread, me_ts, me_addr, me_nbytes, me_alloc, me_reserved, me_dtype, me_device;
     PyObject *fixups;       /* [(column, row, raw bytes)] */
     PyObject *comm;         /* [(op row, raw event bytes)]: record_param_comms with args */
     PyObject *doc;          /* [(key, raw bytes)]: the document's other keys */
@@ -568,7 +581,9 @@ static PyObject *Unsupported;
     &s->op_name,                                                                                                \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
     &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
-    &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end}
+    &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end, &s->op_stack, &s->op_hier, &s->py_name,    \
+    &s->py_thread, &s->py_ts, &s->py_end, &s->py_id, &s->py_parent, &s->py_module, &s->me_thread, &s->me_ts,     \
+    &s->me_addr, &s->me_nbytes, &s->me_alloc, &s->me_reserved, &s->me_dtype, &s->me_device}
 
 static void Scanner_dealloc(Scanner *s)
 {
@@ -576,6 +591,12 @@ static void Scanner_dealloc(Scanner *s)
     tfree(&s->names_t);
     tfree(&s->threads_t);
     tfree(&s->raw_t);
+    tfree(&s->py_names_t);
+    tfree(&s->py_threads_t);
+    tfree(&s->me_threads_t);
+    Py_XDECREF(s->py_names);
+    Py_XDECREF(s->py_threads);
+    Py_XDECREF(s->me_threads);
     Py_XDECREF(s->names);
     Py_XDECREF(s->names_d);
     Py_XDECREF(s->threads);
@@ -601,7 +622,8 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw)
     s->state = S_START;
     s->t_min = INFINITY;
     s->t_max = -INFINITY;
-    if (tinit(&s->names_t) || tinit(&s->threads_t) || tinit(&s->raw_t)) {
+    if (tinit(&s->names_t) || tinit(&s->threads_t) || tinit(&s->raw_t) || tinit(&s->py_names_t) ||
+        tinit(&s->py_threads_t) || tinit(&s->me_threads_t)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -612,7 +634,12 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw)
     s->fixups = PyList_New(0);
     s->comm = PyList_New(0);
     s->doc = PyList_New(0);
-    if (!s->names || !s->names_d || !s->threads || !s->threads_d || !s->fixups || !s->comm || !s->doc) return -1;
+    s->py_names = PyList_New(0);
+    s->py_threads = PyList_New(0);
+    s->me_threads = PyList_New(0);
+    if (!s->names || !s->names_d || !s->threads || !s->threads_d || !s->fixups || !s->comm || !s->doc ||
+        !s->py_names || !s->py_threads || !s->me_threads)
+        return -1;
     return 0;
 }
 
@@ -747,7 +774,22 @@ static int32_t new_thread(Scanner *s, const tok *pid, const tok *tid)
     return code;
 }
 
-static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
+/* A (pid, tid) pair new to a late table (python_function / [memory] events): its tuple appended to
+   list, the local code its index. GIL held. */
+static int32_t new_late_thread(Scanner *s, PyObject *list, const tok *pid, const tok *tid)
+{
+    PyObject *p = tok_object(s, pid), *t = p ? tok_object(s, tid) : NULL;
+    PyObject *pair = t ? PyTuple_Pack(2, p, t) : NULL;
+    Py_XDECREF(p);
+    Py_XDECREF(t);
+    int32_t code = (int32_t)PyList_GET_SIZE(list);
+    if (!pair || PyList_Append(list, pair)) code = -1;
+    Py_XDECREF(pair);
+    return code;
+}
+
+/* The code of (pid, tid): in the threads table (list NULL), or the local code in a late table. */
+static int32_t thread_code_in(Scanner *s, table *tb, PyObject *list, const tok *pid, const tok *tid)
 {
     char small[256], *key = small;
     Py_ssize_t n = pid->n + tid->n + 3;
@@ -758,18 +800,49 @@ static int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
     if (tid->n) memcpy(key + 2 + pid->n, tid->p, (size_t)tid->n);
     key[n - 1] = 0;
     uint64_t h = hash_bytes(key, n);
-    ent *slot = tfind(&s->threads_t, key, n, h);
+    ent *slot = tfind(tb, key, n, h);
     int32_t code;
     if (slot->k) {
         code = (int32_t)slot->v;
     } else {
         int had = take_gil(s);
-        code = new_thread(s, pid, tid);
+        code = list ? new_late_thread(s, list, pid, tid) : new_thread(s, pid, tid);
         give_gil(s, had);
         if (code < 0) s->err = E_PY;
-        else if (tput(&s->threads_t, slot, key, n, h, code, NULL)) code = nomem(s);
+        else if (tput(tb, slot, key, n, h, code, NULL)) code = nomem(s);
     }
     if (key != small) PyMem_RawFree(key);
+    return code;
+}
+
+static inline int32_t thread_code(Scanner *s, const tok *pid, const tok *tid)
+{
+    return thread_code_in(s, &s->threads_t, NULL, pid, tid);
+}
+
+/* The local code of a python_function event's name (its str appended to py_names when new). */
+static int32_t py_name_code(Scanner *s, const tok *t)
+{
+    const char *k = "";
+    Py_ssize_t n = 0;
+    if (t->t == T_STR || t->t == T_ESTR) {
+        k = t->p + 1;
+        n = t->n - 2;
+    }
+    uint64_t h = hash_bytes(k, n);
+    ent *slot = tfind(&s->py_names_t, k, n, h);
+    if (slot->k) return (int32_t)slot->v;
+    int had = take_gil(s);
+    int32_t code = (int32_t)PyList_GET_SIZE(s->py_names);
+    PyObject *str = (t->t == T_STR || t->t == T_ESTR) ? tok_object(s, t) : PyUnicode_FromStringAndSize("", 0);
+    if (!str || PyList_Append(s->py_names, str)) code = -1;
+    Py_XDECREF(str);
+    give_gil(s, had);
+    if (code < 0) {
+        s->err = E_PY;
+        return -1;
+    }
+    if (tput(&s->py_names_t, slot, k, n, h, code, NULL)) return nomem(s);
     return code;
 }
 
@@ -839,6 +912,45 @@ static int push_num(Scanner *s, vec *v, int col, const tok *t)
         return -1;
     }
     return push_d(v, x) ? nomem(s) : 0;
+}
+
+/* An int column from a value typed Any (python ids, [memory] fields): an int64 int as is, `missing`
+   when absent or null; anything else (a string, a float, a bool, an int beyond int64, an array...)
+   is a fixup, converted by _as_int in Python. */
+static int push_any_int(Scanner *s, vec *v, int col, const tok *t, int64_t missing)
+{
+    int64_t x = missing;
+    if (t->t == T_INT && int_fits(t)) x = tok_i64(t);
+    else if (t->t != T_ABSENT && t->t != T_NULL) {
+        double d;
+        if (t->t == T_FLOAT && !number(s, t, &d)) return unsup(s, "a number out of range");
+        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(int64_t)), t)) return -1;
+    }
+    return push_l(v, x) ? nomem(s) : 0;
+}
+
+/* A float column from a value typed Any: a number as a double, nan when absent or null; anything
+   else (a string, a bool, an int beyond int64, ...) is a fixup (_finite in Python). */
+static int push_any_num(Scanner *s, vec *v, int col, const tok *t)
+{
+    double x = NAN;
+    if (t->t == T_INT && int_fits(t)) x = (double)tok_i64(t);
+    else if (t->t == T_FLOAT) {
+        if (!number(s, t, &x)) return unsup(s, "a number out of range");
+    } else if (t->t != T_ABSENT && t->t != T_NULL) {
+        if (add_fixup(s, col, (Py_ssize_t)(v->n / sizeof(double)), t)) return -1;
+    }
+    return push_d(v, x) ? nomem(s) : 0;
+}
+
+/* An op's "Call stack" / "Module Hierarchy" text: (row, index of its distinct raw text) when it is
+   a non-empty string (the Python loader keeps only those). */
+static int push_text(Scanner *s, vec *v, Py_ssize_t row, const tok *t)
+{
+    if (!((t->t == T_STR && t->n > 2) || t->t == T_ESTR)) return 0;
+    int32_t ix = raw_index(s, t);
+    if (ix < 0) return nomem(s);
+    return push_i(v, (int32_t)row) || push_i(v, ix) ? nomem(s) : 0;
 }
 
 /* The 1-3 positive ints of a launch's grid or block array into d: their count; 0 when the token is
@@ -912,14 +1024,18 @@ static inline int key_is(const char *k, Py_ssize_t n, const char *word, Py_ssize
 static int args_key(const char *k, Py_ssize_t kn)
 {
     switch (kn) {
-    case 4: return KEY("grid") ? A_GRID : -1;
-    case 5: return KEY("bytes") ? A_BYTES : KEY("block") ? A_BLOCK : -1;
+    case 4: return KEY("grid") ? A_GRID : KEY("Addr") ? A_ADDR : -1;
+    case 5: return KEY("bytes") ? A_BYTES : KEY("block") ? A_BLOCK : KEY("Bytes") ? A_MBYTES : -1;
     case 6: return KEY("device") ? A_DEVICE : KEY("stream") ? A_STREAM : KEY("kernel") ? A_KERNEL : -1;
-    case 10: return KEY("Input Dims") ? A_DIMS : KEY("Input type") ? A_TYPES : -1;
+    case 9: return KEY("Python id") ? A_PY_ID : KEY("Device Id") ? A_DID : -1;
+    case 10: return KEY("Input Dims") ? A_DIMS : KEY("Input type") ? A_TYPES : KEY("Call stack") ? A_STACK : -1;
     case 11: return KEY("External id") ? A_EXT : KEY("external id") ? A_EXT21 : KEY("correlation") ? A_CORR
-                    : KEY("kernel_flop") ? A_KFLOP : -1;
+                    : KEY("kernel_flop") ? A_KFLOP : KEY("Device Type") ? A_DTYPE : -1;
     case 13: return KEY("Input Strides") ? A_STRIDES : KEY("kernel_num_gb") ? A_KGB : KEY("graph node id") ? A_GNODE : -1;
-    case 15: return KEY("Concrete Inputs") ? A_CONC : -1;
+    case 14: return KEY("Total Reserved") ? A_TRES : -1;
+    case 15: return KEY("Concrete Inputs") ? A_CONC : KEY("Total Allocated") ? A_TALLOC : -1;
+    case 16: return KEY("Python parent id") ? A_PY_PARENT : KEY("Python module id") ? A_PY_MODULE
+                    : KEY("Module Hierarchy") ? A_HIER : -1;
     default: return -1;
     }
 }
@@ -1045,7 +1161,7 @@ static int typed_ok(const event *ev)
 #undef IS
 }
 
-/* The category's role: 0 GPU event, 1 cpu op, 2 launch, 3 annotation; -1 none. */
+/* The category's role: 0 GPU event, 1 cpu op, 2 launch, 3 annotation, 4 Python call; -1 none. */
 static int cat_role(const tok *t, int *kind, int *legacy)
 {
     if (t->t != T_STR) return -1;
@@ -1078,7 +1194,7 @@ static int cat_role(const tok *t, int *kind, int *legacy)
     case 12:
         return KEY("cuda_runtime") ? 2 : -1;
     case 15:
-        return KEY("user_annotation") ? 3 : -1;
+        return KEY("user_annotation") ? 3 : KEY("python_function") ? 4 : -1;
     default:
         return -1;
     }
@@ -1096,11 +1212,40 @@ static int time_of(Scanner *s, const tok *t, double *out)
 
 #define NOMEM(x) do { if (x) return nomem(s); } while (0)
 
+/* A [memory] instant event (profile_memory=True) into the memory columns. */
+static int take_memory(Scanner *s, const event *ev)
+{
+    if (ev->name.t == T_ESTR) return unsup(s, "an escaped [memory] name"); /* rare: the decoder unescapes */
+    double ts;
+    int a = time_of(s, &ev->ts, &ts);
+    if (a < 0) return unsup(s, "a time out of range");
+    if (!a || ts != ts || fabs(ts) > 1e17) {
+        s->bad_time++;
+        return 0;
+    }
+    int32_t thread = thread_code_in(s, &s->me_threads_t, s->me_threads, &ev->pid, &ev->tid);
+    if (thread < 0) return -1;
+    const tok *A = ev->a;
+    NOMEM(push_d(&s->me_ts, ts) || push_i(&s->me_thread, thread));
+    if (push_any_int(s, &s->me_addr, F_ME_ADDR, &A[A_ADDR], 0) ||
+        push_any_int(s, &s->me_nbytes, F_ME_NBYTES, &A[A_MBYTES], 0) ||
+        push_any_num(s, &s->me_alloc, F_ME_ALLOC, &A[A_TALLOC]) ||
+        push_any_num(s, &s->me_reserved, F_ME_RESERVED, &A[A_TRES]) ||
+        push_any_int(s, &s->me_dtype, F_ME_DTYPE, &A[A_DTYPE], -1) ||
+        push_any_int(s, &s->me_device, F_ME_DEVICE, &A[A_DID], -1))
+        return -1;
+    return 0;
+}
+
 /* One parsed event into the columns (the rules of columns.build_trace); -1 with s->err set. */
 static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t raw_n)
 {
     if (!typed_ok(ev)) return unsup(s, "an event field of a type the typed decoder refuses");
     if (!(ev->ph.t == T_STR && ev->ph.n == 3 && ev->ph.p[1] == 'X')) {
+        if (ev->ph.t == T_STR && ev->ph.n == 3 && ev->ph.p[1] == 'i' &&
+            ((ev->name.t == T_STR && ev->name.n == 10 && !memcmp(ev->name.p, "\"[memory]\"", 10)) ||
+             ev->name.t == T_ESTR))
+            return take_memory(s, ev);
         s->no_ph += ev->ph.t == T_ABSENT || ev->ph.n == 2;
         return 0;
     }
@@ -1115,13 +1260,26 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
         s->bad_time++;
         return 0;
     }
+    const tok *A = ev->a; /* all absent when args is null or missing */
+    if (role == 4) { /* a Python call: not an op, nor part of the trace's span */
+        int32_t name = py_name_code(s, &ev->name);
+        if (name < 0) return -1;
+        int32_t thread = thread_code_in(s, &s->py_threads_t, s->py_threads, &ev->pid, &ev->tid);
+        if (thread < 0) return -1;
+        NOMEM(push_i(&s->py_name, name) || push_i(&s->py_thread, thread) || push_d(&s->py_ts, ts) ||
+              push_d(&s->py_end, ts + dur));
+        if (push_any_int(s, &s->py_id, F_PY_ID, &A[A_PY_ID], -1) ||
+            push_any_int(s, &s->py_parent, F_PY_PARENT, &A[A_PY_PARENT], -1) ||
+            push_any_int(s, &s->py_module, F_PY_MODULE, &A[A_PY_MODULE], -1))
+            return -1;
+        return 0;
+    }
     s->legacy += legacy;
     int32_t code = name_code(s, &ev->name);
     if (code < 0) return -1;
     double end = ts + dur;
     if (ts < s->t_min) s->t_min = ts;
     if (end > s->t_max) s->t_max = end;
-    const tok *A = ev->a; /* all absent when args is null or missing */
     const tok *ext = (A[A_EXT].t != T_ABSENT && A[A_EXT].t != T_NULL) ? &A[A_EXT] : &A[A_EXT21];
     if (role == 0) {
         const tok *stream = (A[A_STREAM].t != T_ABSENT && A[A_STREAM].t != T_NULL) ? &A[A_STREAM] : &ev->tid;
@@ -1148,7 +1306,8 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
         NOMEM(push_i(&s->op_name, code) || push_i(&s->op_thread, thread) || push_d(&s->op_ts, ts) ||
               push_d(&s->op_end, end));
         if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
-            push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]))
+            push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]) || push_text(s, &s->op_stack, row, &A[A_STACK]) ||
+            push_text(s, &s->op_hier, row, &A[A_HIER]))
             return -1;
         vec *cols[4] = {&s->op_dims, &s->op_types, &s->op_strides, &s->op_conc};
         int keys[4] = {A_DIMS, A_TYPES, A_STRIDES, A_CONC};
@@ -1312,6 +1471,20 @@ static PyObject *raw_list(PyObject *values, PyObject *empty, vec *ix)
     return out;
 }
 
+/* {op row: raw JSON text} of the (row, index) pairs, the bytes shared per distinct text. */
+static PyObject *raw_dict(PyObject *values, vec *pairs)
+{
+    Py_ssize_t n = (Py_ssize_t)(pairs->n / (2 * sizeof(int32_t)));
+    const int32_t *p = (const int32_t *)pairs->p;
+    PyObject *out = PyDict_New();
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *row = PyLong_FromLong(p[2 * i]);
+        if (!row || PyDict_SetItem(out, row, PyList_GET_ITEM(values, p[2 * i + 1]))) Py_CLEAR(out);
+        Py_XDECREF(row);
+    }
+    return out;
+}
+
 static int set_new(PyObject *d, const char *k, PyObject *v)
 {
     int r = v ? PyDict_SetItemString(d, k, v) : -1;
@@ -1340,6 +1513,11 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
         {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},
         {"la_corr", &s->la_corr}, {"la_ext", &s->la_ext}, {"la_kernel", &s->la_kernel},
         {"an_name", &s->an_name}, {"an_thread", &s->an_thread}, {"an_ts", &s->an_ts}, {"an_end", &s->an_end},
+        {"py_name", &s->py_name}, {"py_thread", &s->py_thread}, {"py_ts", &s->py_ts}, {"py_end", &s->py_end},
+        {"py_id", &s->py_id}, {"py_parent", &s->py_parent}, {"py_module", &s->py_module},
+        {"me_thread", &s->me_thread}, {"me_ts", &s->me_ts}, {"me_addr", &s->me_addr}, {"me_nbytes", &s->me_nbytes},
+        {"me_alloc", &s->me_alloc}, {"me_reserved", &s->me_reserved}, {"me_dtype", &s->me_dtype},
+        {"me_device", &s->me_device},
     };
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         if (set_new(d, cols[i].k, vec_out(cols[i].v))) goto bad;
@@ -1354,10 +1532,12 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
     if (set_new(d, "op_dims", raw_list(values, empty, &s->op_dims)) ||
         set_new(d, "op_types", raw_list(values, empty, &s->op_types)) ||
         set_new(d, "op_strides", raw_list(values, empty, &s->op_strides)) ||
-        set_new(d, "op_concrete", raw_list(values, empty, &s->op_conc)))
+        set_new(d, "op_concrete", raw_list(values, empty, &s->op_conc)) ||
+        set_new(d, "op_stack", raw_dict(values, &s->op_stack)) || set_new(d, "op_hierarchy", raw_dict(values, &s->op_hier)))
         goto bad;
     struct { const char *k; PyObject *o; } objs[] = {
         {"names", s->names}, {"threads", s->threads}, {"fixups", s->fixups}, {"comm", s->comm}, {"doc", s->doc},
+        {"late_names", s->py_names}, {"late_py_threads", s->py_threads}, {"late_me_threads", s->me_threads},
     };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
         if (PyDict_SetItemString(d, objs[i].k, objs[i].o)) goto bad;

@@ -284,7 +284,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     cols["me_thread"] = np.array([threads.setdefault(k, len(threads)) for k in me["thread"]], i32)
     cols.update({"py_ts": np.array(py["ts"], f64), "py_end": np.array(py["end"], f64), "py_id": _ints(py["id"]),
                  "py_parent": _ints(py["parent"]), "py_module": _ints(py["module"]),
-                 "me_ts": np.array(me["ts"], f64), "me_addr": _ints(me["addr"], 0), "me_bytes": _ints(me["bytes"], 0),
+                 "me_ts": np.array(me["ts"], f64), "me_addr": _ints(me["addr"], 0), "me_nbytes": _ints(me["bytes"], 0),
                  "me_alloc": _floats(me["alloc"]), "me_reserved": _floats(me["reserved"]),
                  "me_dtype": _int8s(me["dtype"]), "me_device": _ints(me["device"])})
     counts = {"n_events": n_events, "no_ph": no_ph, "bad_time": bad_time, "legacy": legacy,
@@ -308,7 +308,7 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
                  call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]))
     python = PyFrames(c["py_name"], c["py_thread"], c["py_ts"], c["py_end"], c["py_id"], c["py_parent"],
                       c["py_module"])
-    memory = MemoryEvents(c["me_ts"], c["me_thread"], c["me_addr"], c["me_bytes"], c["me_alloc"], c["me_reserved"],
+    memory = MemoryEvents(c["me_ts"], c["me_thread"], c["me_addr"], c["me_nbytes"], c["me_alloc"], c["me_reserved"],
                           c["me_dtype"], c["me_device"])
     launches = Launches(c["la_name"], c["la_thread"], c["la_ts"], c["la_end"], c["la_corr"], c["la_ext"],
                         c["la_kernel"])
@@ -450,9 +450,12 @@ def _ints(values: list, missing: int = -1) -> np.ndarray:
 
 def _int8s(values: list) -> np.ndarray:
     """int8 column of small codes ([memory] "Device Type"): -1 when absent, not an int or out of range."""
-    out = _ints(values)
-    out[(out < -128) | (out > 127)] = -1
-    return out.astype(np.int8)
+    return _small_codes(_ints(values))
+
+
+def _small_codes(codes: np.ndarray) -> np.ndarray:
+    """The int64 codes as int8, -1 for those out of its range."""
+    return np.where((codes < -128) | (codes > 127), -1, codes).astype(np.int8)
 
 
 def _dims(v) -> list[int] | None:

@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from traceana import prefetch
-from traceana.load.columns import _blocks, assemble, comm_record
+from traceana.load.columns import _blocks, _small_codes, assemble, comm_record
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
 from traceana.load.schema import DOC_DECODER
@@ -35,10 +35,14 @@ except ImportError:  # the scanner is not built (no C compiler at install): the 
 
 # the scanner's fixup column numbers, in its order (enum F_* in _scan.c), and how each converts
 _FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
-                  "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext")
+                  "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext",
+                  "py_id", "py_parent", "py_module", "me_addr", "me_nbytes", "me_alloc", "me_reserved", "me_dtype",
+                  "me_device")
+_FLOAT_FIXUPS = frozenset({"gp_bytes", "op_kflop", "op_kgb", "me_alloc", "me_reserved"})
+_MISSING_ZERO = frozenset({"me_addr", "me_nbytes"})  # absent or unreadable: 0, not -1
 _DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.int8, "ts": np.float64,
            "dur": np.float64, "end": np.float64, "bytes": np.float64, "blocks": np.float64, "groups": np.float64,
-           "kflop": np.float64, "kgb": np.float64}
+           "kflop": np.float64, "kgb": np.float64, "alloc": np.float64, "reserved": np.float64}
 
 
 def available() -> bool:
@@ -61,7 +65,7 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
             pieces.close()
     if result is None or pieces.error is not None:
         return None
-    if "py_ts" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
+    if "late_names" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
         return None
     try:
         doc = _document(result.pop("doc"))
@@ -78,27 +82,70 @@ def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
     return DOC_DECODER.decode(text)
 
 
+def _late(table: list, local: list, seen: dict | None = None) -> np.ndarray:
+    """int32 codes of the local table's entries in `table` (new ones appended, in local order);
+    `seen`: table's entries -> codes, kept up to date across calls."""
+    if seen is None:
+        seen = {v: i for i, v in enumerate(table)}
+    out = np.empty(len(local), np.int32)
+    for i, v in enumerate(local):
+        code = seen.get(v)
+        if code is None:
+            code = seen[v] = len(table)
+            table.append(v)
+        out[i] = code
+    return out
+
+
+def _strings(raw: dict[int, bytes]) -> dict[int, object]:
+    """{op row: decoded value} of the ops' raw "Call stack" / "Module Hierarchy" texts, each distinct
+    text decoded once."""
+    done: dict[bytes, object] = {}
+    out = {}
+    for row, text in raw.items():
+        v = done.get(text)
+        if v is None:
+            v = done[text] = msgspec.json.decode(text)
+        out[row] = v
+    return out
+
+
 def _column(name: str, buf: bytearray) -> np.ndarray:
     kind = name.split("_", 1)[1]
     return np.frombuffer(buf, dtype=_DTYPES.get(kind, np.int64))
 
 
-def _trace(path: str, doc, result: dict) -> Trace:
+def _trace(path: str, doc, result: dict) -> Trace | None:
     cols = {k: (_column(k, v) if isinstance(v, bytearray) else v) for k, v in result.items()
-            if k.startswith(("gp_", "op_", "la_", "an_"))}
+            if k.startswith(("gp_", "op_", "la_", "an_", "py_", "me_"))}
     for col, row, raw in result["fixups"]:
         name = _FIXUP_COLUMNS[col]
-        value = msgspec.json.decode(raw)
+        try:
+            value = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):  # (a number out of range deep in an odd value)
+            return None
         if name == "gp_blocks":
             blocks = _finite(_blocks(value))  # a grid no float holds (400 digits) is unknown, as on the Python path
             cols[name][row] = np.nan if blocks is None else blocks
-        elif name in ("gp_bytes", "op_kflop", "op_kgb"):
+        elif name in _FLOAT_FIXUPS:
             f = _finite(value)
             cols[name][row] = np.nan if f is None else f
         else:
-            cols[name][row] = _as_int(value)
+            cols[name][row] = _as_int(value, 0 if name in _MISSING_ZERO else -1)
+    names, threads = result["names"], result["threads"]
+    # python_function / [memory] names and threads: their local codes, coded after every other event's
+    # (Python calls' names, then their threads, then the [memory] events' threads), as build_trace does
+    cols["py_name"] = _late(names, result["late_names"])[cols["py_name"]]
+    seen = {t: i for i, t in enumerate(threads)}
+    cols["py_thread"] = _late(threads, result["late_py_threads"], seen)[cols["py_thread"]]
+    cols["me_thread"] = _late(threads, result["late_me_threads"], seen)[cols["me_thread"]]
+    cols["me_dtype"] = _small_codes(cols["me_dtype"])
+    try:
+        cols["op_stack"], cols["op_hierarchy"] = _strings(cols["op_stack"]), _strings(cols["op_hierarchy"])
+    except (msgspec.DecodeError, RecursionError):
+        return None
     counts = {k: result[k] for k in ("n_events", "no_ph", "bad_time", "legacy", "t_min", "t_max")}
-    trace = assemble(path, doc, [], result["names"], result["threads"], cols, counts)
+    trace = assemble(path, doc, [], names, threads, cols, counts)
     for row, raw in result["comm"]:
         rec = comm_record(raw)
         if rec is not None:

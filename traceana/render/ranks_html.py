@@ -28,11 +28,15 @@ from traceana.render import (
     text,
 )
 from traceana.render.json_out import render_json
-from traceana.render.md import md_text
+from traceana.ownership import MD_MARKER, stamp_markdown
+from traceana.render.markdown import SHORT_CHARS
+from traceana.render.md import fold, md_text
 from traceana.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
+#: Above this many ranks the markdown's rank table goes inside <details> (half the budget at most).
+FOLD_RANKS = 16
 #: Analysis keys the html and markdown cross-rank reports (and the --fail-on gates) never read:
 #: the rank workers leave them out of their results for those formats (the timeline is about
 #: half of a rank's result). The JSON form keeps every rank's full Analysis.
@@ -125,10 +129,12 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     if strag:
         label = text(strag.get("label"), 60)
         ties = [text(t, 60) for t in seq(strag.get("ties"))]
+        # the near-tie named slowest first, as the straggler text names them ("ties" is in rank order)
+        tied = [text(t, 60) for t in seq(strag.get("tied"))] or [label, *ties]
         straggler = {
             "label": label, "near_tie": bool(strag.get("near_tie")) and bool(ties),
             "title": (f"Straggler: {label}" if clear else "No rank stands out" if extra is not None and extra <= 0
-                      else f"No single straggler: the slowest ranks are {_named([label, *ties])}, "
+                      else f"No single straggler: the slowest ranks are {_named(tied)}, "
                       f"within {fmt_pct(strag.get('near_tie_pct')).replace('.0%', '%')} of each other"),
             "text": [text(t, 800) for t in seq(strag.get("text"))],
             "phases": [{"phase": text(p.get("phase"), 20), "source": text(p.get("source"), 200),
@@ -203,64 +209,95 @@ def _md(s: str) -> str:
     return md_text(s, None)
 
 
-def render_ranks_markdown(doc: Mapping[str, Any]) -> str:
+def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> str:
+    """The cross-rank report as markdown for a PR comment: the headline, the straggler's
+    explanation and the rank table first; the per-phase, per-op and per-rank detail inside
+    <details>, cut to whole rows so the whole comment stays within `budget` characters (a
+    64-rank run would otherwise post ~50 KB). The JSON form keeps everything."""
     v = build_view(doc)
-    out = ["# traceana cross-rank report", ""]
-    out.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
-    out.append("")
+    head = ["# traceana cross-rank report", ""]
+    head.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
+    head.append("")
     if v["warning"]:
-        out += [f"> **Warning:** {_md(v['warning'])}", ""]
-    if v["straggler"]:
-        out += [f"## {_md(v['straggler']['title'])}", ""]
-        for t in v["straggler"]["text"]:
-            out.append(f"> {md_text(t, None, line_start=True)}")
-        out.append("")
-    out += [f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
-            "| of which waiting |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]
+        head += [f"> **Warning:** {_md(v['warning'])}", ""]
+    s = v["straggler"]
+    if s:
+        head += [f"## {_md(s['title'])}", ""]
+        for t in s["text"]:
+            head.append(f"> {md_text(t, None, line_start=True)}")
+    failed = ""
+    if v["failed"]:
+        items = [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
+        failed = "## Rank files that could not be analysed\n\n" + "\n".join(items[:20])
+        if len(items) > 20:
+            failed += f"\n- … and {len(items) - 20} more (the JSON form lists them all)"
+    tool = f"<sub>{_md(v['tool'])}</sub>"
+    rank_head = (f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
+                 "| of which waiting |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for r in v["rows"]:
         mark = " **straggler**" if r["straggler"] else ""
-        out.append(f"| {_md(r['label'])}{mark} | {_md(r['file'])} | {r['step']} | {r['vs_median']} | {r['own']} | "
-                   f"{r['busy']} | {r['collective']} | {r['wait']} |")
-    out.append("")
-    s = v["straggler"]
+        rows.append(f"| {_md(r['label'])}{mark} | {_md(r['file'])} | {r['step']} | {r['vs_median']} | {r['own']} | "
+                    f"{r['busy']} | {r['collective']} | {r['wait']} |")
+    # the fixed parts first; the rank table and the detail share what is left, in that order
+    fixed = "\n".join(head).strip() + "\n\n" + (failed + "\n\n" if failed else "") + tool
+    left = budget - len(fixed) - len(MD_MARKER) - 16
+    if len(rows) > FOLD_RANKS:  # many ranks: the straggler text names the ones that matter
+        table = fold(f"All {len(rows)} ranks", rows, left // 2, head=rank_head, more=_more("ranks"))
+    else:
+        table = _rows_within(rank_head, rows, left, "ranks")
+    left -= len(table) + 2
+    blocks: list[str] = []
     if s and s["phases"]:
-        out += ["## By phase (GPU work of the kernels launched in it)", "",
-                "| phase | most work | its work | median rank | extra | its wait | within the tie margin |",
-                "|---|---|---:|---:|---:|---:|---|"]
-        for p in s["phases"]:
-            out.append(f"| {_md(p['phase'])} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
-                       f"| {p['wait']} | {_md(p['ties']) or '—'} |")
-        out.append("")
+        blocks.append(fold("By phase (GPU work of the kernels launched in it)", [
+            f"| {_md(p['phase'])} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
+            f"| {p['wait']} | {_md(p['ties']) or '—'} |" for p in s["phases"]], left,
+            head="| phase | most work | its work | median rank | extra | its wait | within the tie margin |\n"
+                 "|---|---|---:|---:|---:|---:|---|", more=_more("phases")))
+        left -= len(blocks[-1]) + 2
     if s and s["ops"]:
-        out += [f"## Where {_md(s['label'])}'s extra time goes", "",
-                "| op signature | class | this rank | median rank | extra |", "|---|---|---:|---:|---:|"]
-        for o in s["ops"][:8]:
-            out.append(f"| {_md(o['sig'])} | {_md(o['cls'])} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |")
-        out.append("")
+        blocks.append(fold(f"Where {_md(s['label'])}'s extra time goes", [
+            f"| {_md(o['sig'])} | {_md(o['cls'])} | {o['rank']} | {o['median']} | {o['delta']} ({o['pct']}) |"
+            for o in s["ops"][:8]], left,
+            head="| op signature | class | this rank | median rank | extra |\n|---|---|---:|---:|---:|",
+            more=_more("ops")))
+        left -= len(blocks[-1]) + 2
     if s and s["differ"]:
-        out += [f"## Ops whose shapes differ between ranks (not compared; {s['differ_count']})", "",
-                "| op | class | signatures | this rank | range over ranks |", "|---|---|---:|---:|---|"]
-        for d in s["differ"][:8]:
-            out.append(f"| {_md(d['name'])} | {_md(d['cls'])} | {_md(d['sigs'])} | {d['rank']} | {d['range']} |")
-        out.append("")
-    out += ["## Each rank", ""]
+        blocks.append(fold(f"Ops whose shapes differ between ranks (not compared; {s['differ_count']})", [
+            f"| {_md(d['name'])} | {_md(d['cls'])} | {_md(d['sigs'])} | {d['rank']} | {d['range']} |"
+            for d in s["differ"][:8]], left,
+            head="| op | class | signatures | this rank | range over ranks |\n|---|---|---:|---:|---|",
+            more=_more("ops")))
+        left -= len(blocks[-1]) + 2
+    sections = []
     for sec in v["sections"]:
-        out.append(f"### {_md(sec['label'])} — {_md(sec['file'])}")
-        out.append("")
+        lines = [f"**{_md(sec['label'])}** — {_md(sec['file'])}", ""]
         if sec["verdict"]:
-            out.append(md_text(sec["verdict"], None, line_start=True))
-            out.append("")
+            lines += [md_text(sec["verdict"], None, line_start=True), ""]
         if sec["ops"]:
-            out += ["| op | input dims | bound | device time | % of roof |", "|---|---|---|---:|---:|"]
-            for o in sec["ops"]:
-                out.append(f"| {_md(o['name'])} | {_md(o['dims'])} | {o['bound']} | {o['time']} | {o['roof']} |")
-            out.append("")
-    if v["failed"]:
-        out += ["## Rank files that could not be analysed", ""]
-        out += [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
-        out.append("")
-    out.append(f"<sub>{_md(v['tool'])}</sub>")
-    from traceana.ownership import stamp_markdown
+            lines += ["| op | input dims | bound | device time | % of roof |", "|---|---|---|---:|---:|"]
+            lines += [f"| {_md(o['name'])} | {_md(o['dims'])} | {o['bound']} | {o['time']} | {o['roof']} |"
+                      for o in sec["ops"]]
+        sections.append("\n".join(lines).rstrip())
+    blocks.append(fold("Each rank's headline and top ops", sections, left, sep="\n\n", more=_more("ranks")))
+    body = "\n\n".join(b for b in [table, *blocks] if b)
+    out = "\n".join(head).strip() + "\n\n" + body + "\n\n" + (failed + "\n\n" if failed else "") + tool
+    return stamp_markdown(out)
 
-    return stamp_markdown("\n".join(out))
+
+def _more(what: str):
+    return lambda n: f"… {n} more {what} in the JSON or HTML form (`traceana report DIR/ -o x.json`)."
+
+
+def _rows_within(header: str, rows: list[str], budget: int, what: str) -> str:
+    """The table with as many whole rows as fit in `budget`, and a line saying how many did not."""
+    out = [header]
+    used = len(header) + 130
+    for i, r in enumerate(rows):
+        if used + len(r) + 1 > budget:
+            out.append("")
+            out.append(_more(what)(len(rows) - i))
+            break
+        out.append(r)
+        used += len(r) + 1
+    return "\n".join(out)

@@ -32,6 +32,8 @@ def inject(trace: Trace, links: Links, matches: list[Match], captures: list[Trac
     cols: dict[str, list] = {k: [] for k in ("name", "thread", "ts", "end", "dims", "types", "strides", "concrete",
                                              "kflop", "kgb")}
     extra: dict[int, tuple] = dict(trace.ops.extra)
+    # the synthetic ops keep their captured op's "Call stack" / "Module Hierarchy" (the same code)
+    stacks, hierarchy = dict(trace.ops.call_stack), dict(trace.ops.module_hierarchy)
     n_ops = len(trace.ops)
     gpu_op = links.gpu_op.copy()
     no_op: list[np.ndarray] = []
@@ -68,9 +70,13 @@ def inject(trace: Trace, links: Links, matches: list[Match], captures: list[Trac
             cols["kgb"].append(co.kernel_num_gb[c])
             if c in co.extra:
                 extra[first + k] = co.extra[c]
+            if c in co.call_stack:
+                stacks[first + k] = co.call_stack[c]
+            if c in co.module_hierarchy:
+                hierarchy[first + k] = co.module_hierarchy[c]
         cols["ts"].extend(ts.tolist())
         cols["end"].extend(end.tolist())
-    ops = _extend(trace.ops, cols, extra)
+    ops = _extend(trace.ops, cols, extra, stacks, hierarchy)
     new = replace(trace, names=names, ops=ops)
     cause = causes(new, links.gpu_launch, gpu_op)
     if len(unaligned):
@@ -85,7 +91,8 @@ def inject(trace: Trace, links: Links, matches: list[Match], captures: list[Trac
     return new, replace(links, gpu_op=gpu_op, op_device_us=op_us, op_gpu_events=op_n, gpu_cause=cause)
 
 
-def _extend(ops: CpuOps, cols: dict[str, list], extra: dict[int, tuple]) -> CpuOps:
+def _extend(ops: CpuOps, cols: dict[str, list], extra: dict[int, tuple], stacks: dict[int, str],
+            hierarchy: dict[int, str]) -> CpuOps:
     n = len(cols["name"])
     return CpuOps(
         name=np.concatenate((ops.name, np.array(cols["name"], dtype=np.int32))),
@@ -97,5 +104,5 @@ def _extend(ops: CpuOps, cols: dict[str, list], extra: dict[int, tuple]) -> CpuO
         concrete=ops.concrete + cols["concrete"],
         kernel_flop=np.concatenate((ops.kernel_flop, np.array(cols["kflop"], dtype=np.float64))),
         kernel_num_gb=np.concatenate((ops.kernel_num_gb, np.array(cols["kgb"], dtype=np.float64))),
-        extra=extra,
+        extra=extra, call_stack=stacks, module_hierarchy=hierarchy,
     )
