@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.analyses import analysis
 from tests.conftest import SAMPLES
 from traceana.analysis import analyze
 from traceana.diagnose.findings import memory_finding
@@ -136,3 +137,24 @@ def test_host_copies_of_one_op_are_one_finding():
     assert htod["ops"] == ["op1", "op2"] and "2 signatures" in htod["title"]
     # 111,139,060 B at 31.5 GB/s = 3,528.2 µs; saving 14,665 - 3,528.2 = 11,136.8 µs
     assert htod["saving_us"] == pytest.approx(7334 + 7331 - (55_599_168 + 55_539_892) / 31.5e3)
+
+
+def test_compute_bound_fix_names_the_kernel_choice_then_fp8():
+    from traceana.diagnose.advice import compute_fix
+    # a bf16 GEMM at 34.9% of its roof on a device with fp8 tensor cores, in an inference run
+    fix = compute_fix({"family": "gemm"}, "fp8_tc", 34.9, {"mode": "inference"})
+    assert fix.startswith("Tune the GEMM kernel per shape (PYTORCH_TUNABLEOP_ENABLED=1")
+    assert fix.endswith("Or fp8: 2x the tensor-core peak (fp8 weight and activation quantization).")
+    # near its roof (>= FAR_FROM_ROOF_PCT = 60%), training: only the dtype is left
+    assert compute_fix({"family": "gemm"}, "fp8_tc", 75.0, {"mode": "training"}) == (
+        "Use fp8: 2x the tensor-core peak (torchao float8 or Transformer Engine).")
+    assert "FA3 on Hopper" in compute_fix({"family": "attention"}, None, 9.6, None)
+    assert compute_fix({"family": "gemm"}, None, 80.0, None).startswith("Do fewer FLOPs")
+
+
+def test_sglang_prefill_gemm_lever_says_tune_then_fp8():
+    a = analysis("tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz")
+    p = a["plan"][0]
+    # aten::mm bf16 on MI300X at 34.9% of 1307.4 TFLOP/s: far from the roof, and the MI300X has fp8
+    assert p["kind"] == "compute_bound" and "34.9%" in p["title"]
+    assert "PYTORCH_TUNABLEOP_ENABLED=1" in p["fix"] and "fp8 weight and activation quantization" in p["fix"]

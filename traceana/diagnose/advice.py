@@ -123,3 +123,36 @@ def memory_fix(row: dict) -> str:
     if row.get("family") in MATRIX:
         return "Give each call more work (a larger batch or sequence) or fuse what reads its output."
     return "Fuse it with its neighbours (torch.compile)" + (" or keep it in bf16/fp16." if wide else ".")
+
+
+#: Below this share of the dtype's roof a matrix kernel falls well short of the library's best: the
+#: kernel choice (or its tuning) is the first lever, before a narrower dtype.
+FAR_FROM_ROOF_PCT = 60.0
+
+
+def compute_fix(row: dict, faster: str | None, pct: float, context: dict | None) -> str:
+    """A compute-bound op's fix in a sentence or two: the kernel first when it is far from its roof
+    (tuned GEMM selection, the device's best attention kernel, a tuned fused-MoE config, cuDNN's
+    autotuner), then a faster dtype the device has (fp8 for bf16/fp16 matmuls)."""
+    fam = row.get("family")
+    out = []
+    if pct < FAR_FROM_ROOF_PCT:
+        if fam == "gemm":
+            out.append("Tune the GEMM kernel per shape (PYTORCH_TUNABLEOP_ENABLED=1 tries the cuBLAS / hipBLASLt "
+                       "candidates and keeps the fastest).")
+        elif fam == "moe":
+            out.append("Tune the fused-MoE kernel's tile config for this GPU and batch size (serving engines ship a "
+                       "tuning script that writes one per device).")
+        elif fam == "attention":
+            out.append("Use the device's fastest attention kernel (FA3 on Hopper, CK / aiter on ROCm).")
+        elif fam == "conv":
+            out.append("Let cuDNN / MIOpen pick its fastest algorithm (torch.backends.cudnn.benchmark = True) "
+                       "and use channels_last.")
+    if faster == "fp8_tc" and fam in MATRIX:
+        inference = (context or {}).get("mode") == "inference"
+        out.append(("Or" if out else "Use") + " fp8: 2x the tensor-core peak (" + (
+            "fp8 weight and activation quantization" if inference else "torchao float8 or Transformer Engine") + ").")
+    elif faster:
+        out.append("A faster dtype's tensor cores raise the roof (autocast to bf16 / fp16).")
+    return " ".join(out) or "Do fewer FLOPs: the kernel is near its roof and the device has no faster dtype."
+

@@ -27,7 +27,8 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
-from traceana.diagnose.advice import OPAQUE_ADVICE, latency_fix, memory_advice, memory_fix, replays_graphs
+from traceana.diagnose.advice import (OPAQUE_ADVICE, compute_fix, latency_fix, memory_advice, memory_fix,
+                                      replays_graphs)
 from traceana.diagnose.projection import annotate
 from traceana.link import CAUSES
 from traceana.roofline import PEAK_LABEL
@@ -35,7 +36,7 @@ from traceana.roofline import PEAK_LABEL
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25
 # notes that say where time went which no lever here can recover: kept past the cap
-ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized"})
+ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized", "stream_wait"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
            "bf16_tc": ("fp8_tc",), "fp16_tc": ("fp8_tc",)}
 
@@ -107,7 +108,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         elif bound == "memory":
             out.append(memory_finding(row, device))
         elif bound == "compute":
-            out.append(compute_finding(row, device))
+            out.append(compute_finding(row, device, context))
     for group in copies.values():
         out.append(copy_finding(group, device))
     out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
@@ -219,7 +220,7 @@ def memory_finding(row: dict, device: dict) -> dict:
     }
 
 
-def compute_finding(row: dict, device: dict) -> dict:
+def compute_finding(row: dict, device: dict, context: dict | None = None) -> dict:
     peaks = device.get("peak_tflops") or {}
     used, key = row.get("peak_tflops") or 0, row.get("peak_dtype")
     matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
@@ -239,9 +240,10 @@ def compute_finding(row: dict, device: dict) -> dict:
                 f"cores, so the {used:g} TFLOP/s TF32 roof applies: {total_floor / row['device_time_us'] * 100:.1f}% "
                 "of it.")
     ach = bool(achievable_note(row)) and not note  # with a profile: saving against the achievable roof
-    faster = ""
+    faster, fk = "", None
     for k in _FASTER.get(key or "", ()):
         if peaks.get(k, 0) > used:
+            fk = k
             faster = (f" A faster dtype raises the roof: {PEAK_LABEL[k]} {peaks[k]:g} TFLOP/s "
                       f"({peaks[k] / used:.1f}x) would put the floor at {u.us(total_floor * used / peaks[k])}"
                       + (" (needs an fp8 recipe: Transformer Engine, torchao float8)." if k == "fp8_tc" else "."))
@@ -258,6 +260,7 @@ def compute_finding(row: dict, device: dict) -> dict:
                  f"({u.us(launch)})." + (achievable_note(row) if ach else "")),
         "ops": [row["id"]],
         "saving_us": _above_roof(row) if ach else max(row["device_time_us"] - total_floor - launch, 0.0),
+        "fix": compute_fix(row, fk, total_floor / row["device_time_us"] * 100, context),
     }
 
 

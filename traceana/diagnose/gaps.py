@@ -174,3 +174,62 @@ def host_finding(ledger: dict, acc: Account, activity: dict[str, float]) -> dict
     return {"kind": "host_dispatch", "title": title, "text": text, "fix": fix.split(": ")[0].rstrip(".") + ".",
             "group": "host", "ops": [g["next_row"] for g in mine if g.get("next_row")],
             "saving_us": t, "idle_us": t, "activity": activity}
+
+
+#: Runtime calls that make a stream wait for an event recorded elsewhere (another stream or device).
+_WAIT_CALLS = ("StreamWaitEvent", "StreamWaitValue", "cuStreamWaitEvent")
+
+
+def wait_finding(trace: Trace, links: Links, ledger: dict, acc: Account, ev_row: np.ndarray,
+                 rows: list[dict]) -> dict | None:
+    """stream_wait idle: the next work was already launched yet started late, and nothing of this device
+    ran meanwhile: it waited on an event, another stream or device, or a graph dependency that the
+    trace does not show running. A note (saving 0): what it waited for decides what can be recovered."""
+    idle = ledger["idle"]["by_cause"]
+    t, span = idle["stream_wait"], ledger["span_us"]
+    if span <= 0 or t < 0.05 * span:
+        return None
+    mask = (acc.gap_cause == IDLE_CAUSES.index("stream_wait")) & (acc.gap_len > acc.gap_sync_us)
+    gaps = np.flatnonzero(mask)
+    i = int(gaps[np.argmax(acc.gap_len[gaps])])
+    ev, start, length = int(acc.gap_event[i]), float(acc.gap_start[i]), float(acc.gap_len[i])
+    la = trace.launches
+    launch = int(links.gpu_launch[ev])
+    where = _label(trace, ev, ev_row, rows)
+    detail = f"The longest: {u.us(length)} before {where}"
+    wait_call = None
+    if launch >= 0:
+        lt, th = float(la.ts[launch]), int(la.thread[launch])
+        detail += (f", launched {u.us(lt - acc.t0)} into the span, {u.us(max(start + length - lt, 0.0))} before it "
+                   "started")
+        names = trace.names
+        cand = np.flatnonzero((la.thread == th) & (la.ts <= lt) & (la.ts >= start - length))
+        waits = [j for j in cand.tolist() if any(w in names[int(la.name[j])] for w in _WAIT_CALLS)]
+        if waits:
+            j = max(waits, key=lambda j: la.ts[j])
+            wait_call = names[int(la.name[j])]
+            detail += f"; its stream was told to wait by {wait_call} {u.us(lt - float(la.ts[j]))} before the launch"
+        doing = _cpu_doing(trace, th, start, start + length)
+        mid = start + length / 2
+        held = np.flatnonzero((la.thread == th) & (la.ts <= mid) & (la.end >= mid))
+        if len(held):  # a runtime call spanning the gap's middle: the thread sat in it (often a blocking copy)
+            j = int(held[np.argmax(la.end[held] - la.ts[held])])
+            detail += f"; the launching thread meanwhile sat in {names[int(la.name[j])]} ({u.us(float(la.end[j] - la.ts[j]))})"
+            detail += f" under {doing}" if doing else ""
+        elif doing:
+            detail += f"; the launching thread meanwhile was in {doing}"
+    steps = ledger.get("steps") or 0
+    per = f", {u.us(t / steps)} per step" if steps > 1 else ""
+    n = len(gaps)
+    text = (f"The GPU sat idle {u.us(t)} ({t / span * 100:.1f}% of the span{per}) in {u.plural(n, 'gap')} whose next "
+            "work had already been launched: it waited on a dependency — an event recorded by another stream, "
+            "device or process, or a CUDA-graph dependency — and nothing of this device ran meanwhile, so the "
+            f"work it waited for is not in this trace. {detail}. No saving is claimed: what can be recovered "
+            "depends on what it waited for. Profile every stream and process the step depends on (all ranks, "
+            "the serving engine's scheduler and worker processes), or check the event it waits on (a copy or "
+            "collective on another stream or device).")
+    return {"kind": "stream_wait", "title": (f"The GPU waits on work outside the trace: {u.us(t)} idle with its next "
+                                             f"work already launched ({t / span * 100:.1f}% of the span{per})"),
+            "text": text, "fix": "Profile what it waits for (other streams, devices, processes).",
+            "group": "host", "ops": [rows[int(ev_row[ev])]["id"]] if ev_row[ev] >= 0 else [],
+            "saving_us": 0.0, "idle_us": t, "wait_call": wait_call}

@@ -21,10 +21,10 @@ either busy (some GPU event runs) or idle, and gets exactly one term:
                      LAUNCH_GAP_US before work already queued stays a launch gap.
       launch_gaps    gaps of at most LAUNCH_GAP_US between back-to-back events: the fixed cost of
                      issuing work one kernel at a time.
-      host_dispatch  the next event was launched only after the GPU went idle: the CPU (Python, dispatch,
-                     data loading) set the pace.
-      stream_wait    the next event was launched before the GPU went idle yet started later: it waited on
-                     another stream, an event, or a graph's dependencies.
+      host_dispatch  the next event was launched only after the GPU went idle, late in the gap (at least
+                     half of the gap had passed): the CPU (Python, dispatch, data loading) set the pace.
+      stream_wait    the next event was launched before the GPU went idle, or early in the gap, yet
+                     started later: it waited on another stream, an event, or a graph's dependencies.
       no_work        the next event has no launch in the trace: what held it cannot be seen.
 
 Everything here is sorts, cumulative maxima and searchsorted over the device's events: no per-event
@@ -65,6 +65,9 @@ SYNC_CALLS = ALLOCATOR_FREE | frozenset({
     "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
     "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyHtoD", "cuMemcpyHtoD_v2",
     "hipMemcpy", "hipMemcpy2D", "hipMemcpy3D", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyFromSymbol",
+    # a copy on a stream that returns when the copy is done: torch on ROCm makes every blocking
+    # copy_ / .to() / .item() with it (an async copy and a stream synchronize in one call)
+    "hipMemcpyWithStream",
 })
 # ... and asynchronous copies, which block the host when the copy could not be asynchronous (pageable
 # host memory) or when it must complete before the call returns: seen as a call that ends after its copy.
@@ -225,7 +228,11 @@ def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> 
     has = launch >= 0
     cause = np.full(len(k), IDLE_CAUSES.index("no_work"), dtype=np.int8)
     late = np.zeros(len(k), dtype=bool)
-    late[has] = la.ts[launch[has]] > start[has]
+    # launched after the GPU went idle, and most of the gap passed before the launch: the CPU set the
+    # pace. Launched early in the gap yet started much later, it waited on something (an event,
+    # another stream or device): a dependency, whatever the CPU did meanwhile.
+    lt = la.ts[launch[has]]
+    late[has] = (lt > start[has]) & (lt - start[has] >= start[has] + length[has] - lt)
     cause[has & late] = IDLE_CAUSES.index("host_dispatch")
     cause[has & ~late] = IDLE_CAUSES.index("stream_wait")
     cause[length <= LAUNCH_GAP_US] = IDLE_CAUSES.index("launch_gaps")

@@ -33,7 +33,7 @@ MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutili
                           "allocator_churn"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.
-TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized",
+TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized", "stream_wait",
                             "allocator_churn"})
 # A finding that recovers less than this is a note, not a lever.
 LEVER_MIN_US = 1.0

@@ -17,7 +17,7 @@ from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
 from traceana.diagnose import memory as mem
 from traceana.diagnose import ledger as lg
-from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts
+from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.stalls import stall_findings, stalls
@@ -51,6 +51,9 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         activity = host_activity(trace, links, acc)
         ledger["idle"]["host_activity"] = activity
         f = host_finding(ledger, acc, activity)
+        if f:
+            extra.append(f)
+        f = wait_finding(trace, links, ledger, acc, ev_row, rows)
         if f:
             extra.append(f)
         extra.extend(fd.comm_findings(ledger, rows, context))
