@@ -58,11 +58,11 @@ def _device_phrase(d: Mapping[str, Any], gpu: bool) -> str:
         bits[0] += " (summed from the recording's start: the events carry no totals)"
     step = _peak_step(d)
     if step:
-        bits.append(f"in {step}")
+        bits[0] += f" in {step}"
     top = [mapping(x) for x in seq(d.get("top_at_peak"))[:1]]
     if top and num(top[0].get("bytes")):
         bits.append(f"most held by {text(top[0].get('op'), 60)} ({u.bytes_iec(top[0].get('bytes'))})")
-    return " ".join(bits[:2]) + (", " + bits[2] if len(bits) > 2 else "")
+    return ", ".join(bits)
 
 
 def memory_line(a: Mapping[str, Any]) -> str:
