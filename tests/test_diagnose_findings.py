@@ -158,3 +158,15 @@ def test_sglang_prefill_gemm_lever_says_tune_then_fp8():
     # aten::mm bf16 on MI300X at 34.9% of 1307.4 TFLOP/s: far from the roof, and the MI300X has fp8
     assert p["kind"] == "compute_bound" and "34.9%" in p["title"]
     assert "PYTORCH_TUNABLEOP_ENABLED=1" in p["fix"] and "fp8 weight and activation quantization" in p["fix"]
+
+
+def test_copies_hidden_under_kernels_save_nothing():
+    """hta/control (A100): pinned HtoD copies run 46.90 ms at 8.38 GB/s against a 31.5 GB/s link (floor
+    12.47 ms), but of the device's 53,498 µs of memcpy only 18,762 µs ran with nothing else on the GPU:
+    18,762 / 53,498 = 35.07% exposed. A faster copy under a kernel shortens nothing, so the saving is
+    46.90 ms x 0.3507 = 16.45 ms, not 46.90 - 12.47 = 34.43 ms; the fix does not say "pin" to pinned copies."""
+    a = analysis("hta/control.json.gz")
+    (f,) = [f for f in a["findings"] if f["kind"] == "host_copy" and "HtoD from Pinned" in f["title"]]
+    assert f["saving_us"] == pytest.approx(46_900 * 18_762 / 53_498, rel=1e-3)
+    assert "Only 35% of the device's copy time ran with nothing else on the GPU" in f["text"]
+    assert f["fix"] == "Overlap the copies with compute: non_blocking=True on a side stream, ahead of use."

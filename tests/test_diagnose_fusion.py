@@ -303,3 +303,11 @@ def test_layers_written_out_in_real_model_code_are_named(recorded_trace):
     # NewGELU: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))): its tail mul -> tanh -> add -> mul
     (gelu,) = [f for f in gpt2 if f.get("pattern", "") and f["pattern"].startswith("GELU")]
     assert gelu["title"].endswith("launch-bound; mul → tanh → add → mul)") and 'approximate="tanh"' in gelu["fix"]
+
+
+def test_quick_gelu_is_not_a_gated_activation():
+    # CLIP / OWLv2's QuickGELU: x * sigmoid(1.702 x) = mul -> sigmoid -> mul; one input, no gate
+    label, _, fix = pattern(["aten::mul", "aten::sigmoid", "aten::mul"])
+    assert label.startswith("QuickGELU") and "torch.compile" in fix
+    # Llama's MLP: silu(gate_proj(x)) * up_proj(x): a gate
+    assert pattern(["aten::silu", "aten::mul"])[0] == "Gated activation (SwiGLU / GeGLU)"

@@ -79,9 +79,10 @@ def _calls(n: int) -> str:
 
 
 def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None,
-         context: dict | None = None) -> list[dict]:
+         context: dict | None = None, copy_exposed: float | None = None) -> list[dict]:
     """Row findings (+ trace-level ones in extra), ranked by saving_us; `context` (diagnose/context.py)
-    keeps advice that contradicts the run out."""
+    keeps advice that contradicts the run out. `copy_exposed`: the share of the primary device's copy
+    time that ran with nothing else on it (the ledger's); a faster copy hidden under kernels saves nothing."""
     out: list[dict] = []
     peaks = device.get("peak_tflops") or {}
     latency = []
@@ -110,7 +111,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         elif bound == "compute":
             out.append(compute_finding(row, device, context))
     for group in copies.values():
-        out.append(copy_finding(group, device))
+        out.append(copy_finding(group, device, copy_exposed))
     out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None, context))
@@ -145,9 +146,10 @@ def underutilised_finding(row: dict) -> dict:
     }
 
 
-def copy_finding(rows: list[dict], device: dict) -> dict:
+def copy_finding(rows: list[dict], device: dict, exposed: float | None = None) -> dict:
     """Signatures of one op copying one way over the host (or peer) link: one finding, held to
-    that link's bandwidth with the bytes the profiler recorded as crossing it."""
+    that link's bandwidth with the bytes the profiler recorded as crossing it. Its saving is at most
+    its share of the exposed copy time (`exposed`: the device's exposed share of all copy time)."""
     c0 = rows[0]["copy"]
     direction, memory, link, gbps = c0["direction"], c0.get("memory"), c0["link"], c0.get("link_gbps")
     t = sum(r["device_time_us"] for r in rows)
@@ -163,15 +165,21 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
         fix = ("The host side is pageable memory: the driver stages it through a pinned bounce buffer and the "
                "copy cannot overlap with kernels. Pin it (DataLoader(pin_memory=True), tensor.pin_memory()) and "
                "copy with non_blocking=True.")
+        short = "Pin the host memory (pin_memory=True) and copy with non_blocking=True."
     elif host:
         fix = ("Overlap the copies with compute: non_blocking=True from pinned memory, issued on a side stream "
                "ahead of use (prefetch the next batch while this one computes); or keep the data on the GPU.")
+        short = ("Overlap the copies with compute: non_blocking=True on a side stream, ahead of use."
+                 if memory == "Pinned" else "Pin the host memory and copy with non_blocking=True, overlapped with "
+                                            "compute.")
     else:
         fix = ("Peer copies: keep each tensor on the GPU that uses it, or overlap the copy with compute on a "
                "side stream.")
+        short = "Keep each tensor on the GPU that uses it, or overlap the peer copy with compute."
     if small:
         fix += (f" The copies are small ({u.nbytes(moved / calls)} each): their fixed cost dominates; batch them "
                 "into fewer, larger copies.")
+        short = "Batch the small copies into fewer, larger ones. " + short
     names = f"{len(rows)} signatures, " if len(rows) > 1 else ""
     where = f"{direction}{' from ' + memory + ' memory' if memory else ''}"
     text = (f"{rows[0]['name']}: {names}{_calls(calls)}, {u.us(t)} of device time, {u.us(copy_t)} of it copying "
@@ -183,8 +191,15 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
             text += "They ran faster than that: the table's link is not this machine's. "
     else:
         text += "The device table has no figure for this link (pass --host-link-gbps), so no saving is estimated. "
+    hidden = ""
+    if exposed is not None and exposed < 0.999 and saving > 0:
+        cap = copy_t * max(exposed, 0.0)
+        hidden = (f" Only {exposed * 100:.0f}% of the device's copy time ran with nothing else on the GPU; the rest "
+                  "was hidden under kernels, where a faster copy shortens nothing: the saving is capped at this "
+                  f"op's share of the exposed time, {u.us(cap)}.")
+        saving = min(saving, cap)
     text += fix + (f" Saving shown: the copy time above the link's floor, {u.us(copy_t)} - {u.us(at_link)}."
-                   if at_link is not None else "")
+                   if at_link is not None else "") + hidden
     return {
         "kind": "host_copy",
         "title": (f"{rows[0]['name']} copies {where} at {u.rate_gbps(rate)}"
@@ -193,6 +208,7 @@ def copy_finding(rows: list[dict], device: dict) -> dict:
         "text": text,
         "ops": [r["id"] for r in rows][:50],
         "saving_us": saving,
+        "fix": short,
     }
 
 

@@ -93,7 +93,18 @@ def pattern(names: list[str]) -> tuple[str | None, str, str]:
                 "this looks like a per-parameter optimizer update (in-place mul_ / add_ on each tensor): use the "
                 "fused or foreach implementation (torch.optim.SGD/Adam/AdamW(..., fused=True) or foreach=True)",
                 "Use a fused optimizer (fused=True or foreach=True).")
-    if n & {"silu", "sigmoid", "gelu"} and n & {"mul"}:
+    if "sigmoid" in n and "mul" in n and not n & {"silu", "gelu"}:
+        i = seq.index("sigmoid")
+        if 0 < i < len(seq) - 1 and seq[i - 1] == "mul" and seq[i + 1] == "mul":
+            return ("QuickGELU (x * sigmoid(1.702 x)) written out as separate ops",
+                    "torch.compile fuses it into one kernel (keep the activation: swapping it for F.gelu changes "
+                    "the model's numerics)",
+                    "Fuse it into one kernel with torch.compile.")
+        return ("x * sigmoid(.) written out as separate ops",
+                "torch.compile fuses it into one kernel; if it is x * sigmoid(x), torch.nn.functional.silu is one "
+                "kernel in eager mode",
+                "Use F.silu if it is x * sigmoid(x), else torch.compile.")
+    if n & {"silu", "gelu"} and n & {"mul"}:
         return ("Gated activation (SwiGLU / GeGLU)",
                 "fuse the gated activation: torch.compile, or a fused SwiGLU / GeGLU kernel "
                 "(Liger, xformers, Transformer Engine)",

@@ -123,10 +123,38 @@ def host_activity(trace: Trace, links: Links, acc: Account) -> dict[str, float]:
         ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
         j = np.searchsorted(ts, mid[m], side="right") - 1
         hit = (j >= 0) & (end[np.maximum(j, 0)] >= mid[m]) if len(ts) else np.zeros(int(m.sum()), dtype=bool)
-        for k, us in zip(np.where(hit, j, -1).tolist(), rest[m].tolist()):
-            name = trace.names[int(code[k])] if k >= 0 else "other"
+        slow = _slow_call(trace, th, mid[m]) if th >= 0 else [None] * int(m.sum())
+        for k, us, call in zip(np.where(hit, j, -1).tolist(), rest[m].tolist(), slow):
+            name = call or (trace.names[int(code[k])] if k >= 0 else "other")
             out[name] = out.get(name, 0.0) + us
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+#: A runtime call this long is not dispatch work: the thread sat inside the call (a kernel's first
+#: launch loading its code, an allocator call, a blocking copy). Ordinary calls take microseconds.
+SLOW_CALL_US = 1000.0
+_LAUNCH_WORDS = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunch", "cuLaunch", "hipExtLaunch")
+SLOW_LAUNCH = "kernel launch calls that themselves took milliseconds"
+_ALLOC_CALLS = ("Malloc", "Free")
+
+
+def _slow_call(trace: Trace, thread: int, mids: np.ndarray) -> list[str | None]:
+    """For each instant in mids, the activity key of a runtime call of at least SLOW_CALL_US on `thread`
+    spanning it (launch calls share one key), else None."""
+    la = trace.launches
+    sel = np.flatnonzero((la.thread == thread) & (la.end - la.ts >= SLOW_CALL_US))
+    if not len(sel):
+        return [None] * len(mids)
+    sel = sel[np.argsort(la.ts[sel], kind="stable")]
+    j = np.searchsorted(la.ts[sel], mids, side="right") - 1
+    out: list[str | None] = []
+    for jj, mid in zip(j.tolist(), mids.tolist()):
+        if jj < 0 or la.end[sel[jj]] < mid:
+            out.append(None)
+            continue
+        name = trace.names[int(la.name[sel[jj]])]
+        out.append(SLOW_LAUNCH if any(w in name for w in _LAUNCH_WORDS) else f"inside {name}")
+    return out
 
 
 def _activity_fix(name: str) -> tuple[str, str]:
@@ -140,6 +168,17 @@ def _activity_fix(name: str) -> tuple[str, str]:
         return ("the DataLoader, whose workers do not keep up",
                 "Give the DataLoader more workers or a deeper prefetch (num_workers, prefetch_factor), or make the "
                 "dataset's __getitem__ / collate cheaper (decode once, cache, move augmentation to the GPU).")
+    if name == SLOW_LAUNCH:
+        return ("slow kernel launches (first launches loading their code)",
+                "Profile after warm-up steps (torch.profiler.schedule(wait=1, warmup=1, active=3)): a launch call "
+                "that takes milliseconds is a kernel's first launch loading its code (lazy module loading, or a JIT "
+                "compile when the binary has no code for this GPU); if it recurs every step, build for this GPU's "
+                "architecture (TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH) so nothing is JIT-compiled.")
+    if name.startswith("inside ") and any(w in name for w in _ALLOC_CALLS):
+        return (f"the allocator ({name[7:]})",
+                "Let the caching allocator keep its blocks: each device malloc / free synchronizes and takes long "
+                "(no torch.cuda.empty_cache() in the loop; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; stable "
+                "or padded shapes).")
     if "optimizer" in low or ".step" in low:
         return ("the optimizer step's host work",
                 "Use a fused or foreach optimizer (torch.optim.AdamW(..., fused=True)) or compile the step, so the "

@@ -21,10 +21,12 @@ either busy (some GPU event runs) or idle, and gets exactly one term:
                      LAUNCH_GAP_US before work already queued stays a launch gap.
       launch_gaps    gaps of at most LAUNCH_GAP_US between back-to-back events: the fixed cost of
                      issuing work one kernel at a time.
-      host_dispatch  the next event was launched only after the GPU went idle, late in the gap (at least
-                     half of the gap had passed): the CPU (Python, dispatch, data loading) set the pace.
-      stream_wait    the next event was launched before the GPU went idle, or early in the gap, yet
-                     started later: it waited on another stream, an event, or a graph's dependencies.
+      host_dispatch  the next event's launch call returned only after the GPU went idle, late in the gap
+                     (at least half of the gap had passed): the CPU (Python, dispatch, data loading, a slow
+                     first launch) set the pace.
+      stream_wait    the next event's launch call returned before the GPU went idle, or early in the gap,
+                     yet the event started later: it waited on another stream, an event, or a graph's
+                     dependencies.
       no_work        the next event has no launch in the trace: what held it cannot be seen.
 
 Everything here is sorts, cumulative maxima and searchsorted over the device's events: no per-event
@@ -228,10 +230,11 @@ def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> 
     has = launch >= 0
     cause = np.full(len(k), IDLE_CAUSES.index("no_work"), dtype=np.int8)
     late = np.zeros(len(k), dtype=bool)
-    # launched after the GPU went idle, and most of the gap passed before the launch: the CPU set the
-    # pace. Launched early in the gap yet started much later, it waited on something (an event,
-    # another stream or device): a dependency, whatever the CPU did meanwhile.
-    lt = la.ts[launch[has]]
+    # submitted (the launch call returned) after the GPU went idle, and most of the gap passed before
+    # that: the CPU set the pace — including a launch call that itself took long (a kernel's first
+    # launch loading its code). Submitted early in the gap yet started much later, it waited on
+    # something (an event, another stream or device): a dependency, whatever the CPU did meanwhile.
+    lt = la.end[launch[has]]
     late[has] = (lt > start[has]) & (lt - start[has] >= start[has] + length[has] - lt)
     cause[has & late] = IDLE_CAUSES.index("host_dispatch")
     cause[has & ~late] = IDLE_CAUSES.index("stream_wait")

@@ -132,14 +132,16 @@ _MANY = {"tensor_core_dtype": "{n} matmul / convolution signatures could run on 
          "gemm_shape": "{n} GEMM shapes waste work on tile and wave padding",
          "host_copy": "{n} host copies could be pinned and overlapped",
          "layout": "{n} layout conversions run around convolutions",
-         "sync_stall": "{n} blocking host calls stall the GPU"}
+         "sync_stall": "{n} blocking host calls stall the GPU",
+         # groups of a kind that read better by what they are
+         "attention": "{n} attention blocks are written out as separate matmul and softmax kernels"}
 
 
 def _merged_title(members: list[dict]) -> str:
     """One lever made of several findings of a kind: how many, and what they are when each names
     what it is (fusion chains name the layer they write out), else the largest's title."""
     f = members[0]
-    head = _MANY[f["kind"]].format(n=len(members))
+    head = _MANY.get(f.get("group") or "", _MANY[f["kind"]]).format(n=len(members))
     named = [(m["pattern"].split(" written out")[0], m["saving_us"]) for m in members if m.get("pattern")]
     if len(named) == len(members):
         return head + ": " + ", ".join(f"{name} ({u.us(us)})" for name, us in named[:4]) + (

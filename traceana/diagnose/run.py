@@ -63,9 +63,19 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         extra.extend(mem.fragmentation_findings(memory))
     extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows, device), total_us))
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
-    findings = fd.find(rows, device, total_us, extra, context)
+    findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc))
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0
     projection = project(findings, rows, busy, idle_us)
     return {"findings": findings, "timeline": timeline, "utilisation": util, "ledger": ledger,
             "projection": projection, "plan": plan(findings, rows, busy, idle_us), "accounts": accs}
+
+
+def _copy_exposed(trace: Trace, acc) -> float | None:
+    """The share of the device's memcpy time that ran with nothing else on it (None: no copies)."""
+    if acc is None:
+        return None
+    gpu = trace.gpu
+    m = (gpu.device == acc.device) & (gpu.kind == 1)
+    total = float(gpu.dur[m].sum())
+    return min(acc.by_category.get("memcpy", 0.0) / total, 1.0) if total > 0 else None
