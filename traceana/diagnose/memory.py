@@ -301,9 +301,9 @@ def churn_finding(trace: Trace, calls: dict, acc: Account | None, steps: int, sp
                 "charged to them in the step's account (the sync term, counted once). Saving shown: that idle, "
                 "an upper bound.")
     else:
-        cost = ("No GPU idle is charged to them in the step's account (the device had queued work while they "
-                "ran), so no time saving is claimed; each free still waits for the device, and each call costs "
-                "the CPU its time.")
+        cost = ("No GPU idle is charged to the frees in the step's account, so no time saving is claimed here "
+                "(GPU idle while a malloc call held the CPU, if any, is host dispatch and counted in that "
+                "finding); each free still waits for the device, and each call costs the CPU its time.")
     text = (f"The caching allocator went to the driver during the run ({names}): {where}. PyTorch calls the "
             "driver's malloc only when its cache holds no free block that fits, and the driver's free when it "
             "releases cached blocks (torch.cuda.empty_cache(), or an allocation that failed and was retried "
