@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
+from traceana.arrays import distinct
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
 from traceana.link import innermost_ops
 from traceana.load.model import Trace
@@ -75,7 +76,10 @@ def owner_ops(trace: Trace) -> np.ndarray:
     m = trace.memory
     names = trace.names
     helper = np.array([n in ALLOC_HELPERS for n in names], dtype=bool)
-    keep = ~helper[trace.ops.name] if len(trace.ops) else None
+    if not len(trace.ops) or not len(m):
+        return np.full(len(m), -1, dtype=np.int64)
+    # only ops of threads that allocate can enclose an allocation
+    keep = ~helper[trace.ops.name] & np.isin(trace.ops.thread, distinct(m.thread))
     return innermost_ops(trace, m.thread, m.ts, keep)
 
 
