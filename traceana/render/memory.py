@@ -123,9 +123,14 @@ def memory_view(a: Mapping[str, Any]) -> dict[str, Any] | None:
                                     "before it is not counted)"))
         facts.append(("events", f"{u.plural(d.get('allocations'), 'allocation')}, {u.plural(d.get('frees'), 'free')}"))
         full = text(d.get("type")) != "cpu" or not gpus  # beside GPUs the host's memory gets its facts only
+        svg = curve_svg(d, window if i == 0 else None) if full else ""
+        caption = ("Allocated (filled)" + (" and reserved (dashed)" if "<path" in svg and 'stroke-dasharray="4 3"' in svg
+                                           else "") + " over the profiled steps (bands, hover for each step's peak)"
+                   + ("; the dotted box is the window the timeline draws" if 'stroke-dasharray="2 2"' in svg else "")
+                   + ".") if svg else ""
         out.append({
-            "device": text(d.get("device"), 30) or "?", "facts": facts,
-            "svg": Markup(curve_svg(d, window if i == 0 else None)) if full else "",
+            "device": text(d.get("device"), 30) or "?", "facts": facts, "caption": caption,
+            "svg": Markup(svg),
             "at_peak": _op_rows(d.get("top_at_peak")) if full else [],
             "allocating": _op_rows(d.get("top_allocating")) if full else [],
             "steps": _step_rows(d.get("steps")) if full else [],
@@ -189,7 +194,9 @@ def curve_svg(d: Mapping[str, Any], window: tuple[float, float, str] | None = No
     c = mapping(d.get("curve"))
     t = _column(c.get("t_us"))
     al = _column(c.get("allocated"), len(t))
-    rs = _column(c.get("reserved"), len(t)) if seq(c.get("reserved")) else [None] * len(t)
+    # (the host's allocator reserves nothing apart: its Total Reserved is 0)
+    has_res = bool(seq(c.get("reserved"))) and text(d.get("type")) != "cpu"
+    rs = _column(c.get("reserved"), len(t)) if has_res else [None] * len(t)
     pts = [(x, y, r) for x, y, r in zip(t, al, rs) if x is not None and y is not None]
     if not pts:
         return ""
