@@ -103,6 +103,16 @@ def test_df_index_resolver_numbers():
     assert "expandable_segments:True" in frag[0]["text"]
     # the curve: at most 400 of 26,770 events
     assert gpu["curve"]["points"] <= 400
+    # the frames hold the JSON's values
+    import traceana
+    from traceana.api import MEMORY_COLUMNS
+
+    an = traceana.Analysis(a)
+    row = an.memory.loc["cuda:1"]
+    assert all(row[k] == gpu[k] for k in MEMORY_COLUMNS if k != "device")
+    assert row["live_at_peak_bytes"] == 2_532_893_696 and row["before_recording_bytes"] == 4_096_614_400
+    st = an.memory_steps[an.memory_steps.device == "cuda:1"]
+    assert st["step"].tolist() == [2, 3, 4, 5, 6] and st["peak_allocated_bytes"].max() == 6_629_508_096
     # markdown: one line; the short report stays within its budget
     md = render(a, "md")
     line = next(x for x in md.splitlines() if x.startswith("**Memory:**"))
