@@ -118,6 +118,9 @@ def test_df_index_resolver_numbers():
     line = next(x for x in md.splitlines() if x.startswith("**Memory:**"))
     assert "cuda:1 peak 6.17 GiB allocated (11.9 GiB reserved)" in line and "aten::mm (989 MiB)" in line
     assert len(md) <= 8000
+    # the long form: a memory table, the ops holding most at the peak
+    long = render(a, "md", long=True)
+    assert "| cuda:1 | 6.17 GiB | 11.9 GiB | 11.9 GiB |" in long and "aten::mm 989 MiB, aten::add 564 MiB" in long
 
 
 def test_qwen_no_fragmentation_below_the_threshold():

@@ -48,7 +48,7 @@ from traceana.render import (
 )
 from traceana.render.first import terms
 from traceana.units import kernel_names
-from traceana.render.memory import memory_line
+from traceana.render.memory import memory_line, memory_markdown
 from traceana.render.md import code_block, fold, md_text, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
@@ -232,6 +232,7 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
         head + ([] if a.get("cpu") else _device(mapping(a.get("device")), image)),
         _lead_table(a),
         _breakdown(a),
+        memory_markdown(a),
         _findings(a, findings),
         _ops_table(ops, top),
         _coverage(a),

@@ -282,3 +282,28 @@ def _step_path(pts: list, k: int, sx, sy, x_end: float, fill: bool = False) -> s
     if fill:
         parts.append(f"V{sy(0.0):.1f}Z")
     return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ markdown
+
+
+def memory_markdown(a: Mapping[str, Any], top: int = 5) -> list[str]:
+    """The long markdown form's memory block: per device its peaks and the ops holding most at the peak."""
+    from traceana.render.md import md_text, table_row
+
+    devs = [d for d in devices(a) if text(d.get("type")) != "cpu"] or devices(a)
+    if mapping(a.get("memory")).get("recorded") is not True or not devs:
+        return []
+    lines = ["## Memory (profile_memory=True)", "",
+             table_row(["device", "peak allocated", "reserved then", "peak reserved", "when", "held most at the peak"]),
+             "|---|--:|--:|--:|---|---|"]
+    for d in devs:
+        held = ", ".join(f"{text(mapping(x).get('op'), 60)} {u.bytes_iec(mapping(x).get('bytes'))}"
+                         for x in seq(d.get("top_at_peak"))[:top])
+        res = num(d.get("reserved_at_peak_bytes")) if text(d.get("type")) != "cpu" else None
+        peak_res = num(d.get("peak_reserved_bytes")) if text(d.get("type")) != "cpu" else None
+        lines.append(table_row([md_text(d.get("device"), 30), u.bytes_iec(d.get("peak_allocated_bytes")),
+                                u.bytes_iec(res) if res is not None else "—",
+                                u.bytes_iec(peak_res) if peak_res is not None else "—",
+                                md_text(_peak_step(d), 40) or "—", md_text(held, 400) or "—"]))
+    return lines
