@@ -20,6 +20,7 @@ from tests.conftest import shared_trace
 from traceana.analysis import analyze, analyze_trace
 from traceana.diagnose import memory as mem
 from traceana.diagnose.ledger import SYNC_CALLS
+from traceana.link import ALLOC_HELPERS, link
 from traceana.load import load_trace
 from traceana.render import render
 
@@ -69,7 +70,7 @@ def test_peak_is_the_largest_total_allocated(rel):
         live = d["live_at_peak"]
         assert live["bytes"] + live["before_recording_bytes"] == d["peak_allocated_bytes"]
         assert sum(r["bytes"] for r in d["top_at_peak"]) <= live["bytes"]
-        assert all(r["op"] not in mem.ALLOC_HELPERS for r in d["top_at_peak"] + d["top_allocating"])
+        assert all(r["op"] not in ALLOC_HELPERS for r in d["top_at_peak"] + d["top_allocating"])
         res = [a["Total Reserved"] for a in raw if (a["Device Type"], a["Device Id"]) == (d["device_type"], d["index"])]
         assert d["peak_reserved_bytes"] == max(res)
 
@@ -280,7 +281,7 @@ def test_recorded_training_steps(recorded):
     assert live["bytes"] > 0
     # the ops named are those that asked for memory, never the allocation helpers below them
     names = [r["op"] for r in d["top_allocating"]]
-    assert names and not set(names) & mem.ALLOC_HELPERS
+    assert names and not set(names) & ALLOC_HELPERS
     # per step: both steps are there, their peaks bound the trace's
     assert [s["step"] for s in d["steps"]] == [1, 2]
     assert all(s["peak_allocated_bytes"] <= d["peak_allocated_bytes"] for s in d["steps"])
@@ -334,3 +335,17 @@ def test_html_escapes_the_memory_section():
     assert '<svg class="memchart"' in html
     md = render(a, "md")
     assert "<script>" not in md
+
+
+def test_link_finds_each_allocations_op():
+    """links.memory_op (found with the launches' ops, one sort) = the innermost op of the event's thread
+    running at its time that is not an allocation helper, checked one by one on every 50th event."""
+    t = load_trace(shared_trace("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"))
+    own = link(t).memory_op
+    assert np.array_equal(own, mem.owner_ops(t))  # the same without the link stage's pass
+    ops, m = t.ops, t.memory
+    helper = np.array([n in ALLOC_HELPERS for n in t.names])[ops.name]
+    for i in range(0, len(m), 50):
+        c = np.flatnonzero((ops.thread == m.thread[i]) & (ops.ts <= m.ts[i]) & (ops.end >= m.ts[i]) & ~helper)
+        ref = c[np.lexsort((-ops.end[c], ops.ts[c]))][-1] if len(c) else -1  # the latest start, then the shortest
+        assert own[i] == ref

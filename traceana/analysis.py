@@ -123,7 +123,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
-    memory = memory_section(trace)
+    memory = memory_section(trace, links)
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     coverage = _coverage(trace, links, rows, total)

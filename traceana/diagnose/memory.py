@@ -19,8 +19,9 @@ index as the event names them; the host's memory is a device of its own, `cpu`):
                    before the recording began (weights, optimizer state, caches) and still held.
   by op            every allocation is charged to the innermost CPU op of its thread running at its time,
                    passing over the allocation helpers (aten::empty, empty_strided, ...) to the op that
-                   asked for the memory; `owner_ops` gives that op per event, the hook by which a module
-                   path (or a source line) can be put on the same rows.
+                   asked for the memory (found by the link stage with the launches' ops: links.memory_op);
+                   `owner_ops` gives that op per event, the hook by which a module path (or a source
+                   line) can be put on the same rows.
 
 Allocator calls on the host (cudaMalloc / cudaFree and their HIP and driver twins) are runtime events
 (trace.launches). A free waits for the device to finish all its queued work, so the ledger counts it
@@ -36,9 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
-from traceana.arrays import distinct
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
-from traceana.link import innermost_ops
+from traceana.link import Links, helper_ops, innermost_ops
 from traceana.load.model import Trace
 from traceana.rank_facts import _steps as profiler_steps
 
@@ -49,9 +49,6 @@ TOP = 10
 #: Device allocations on the host: the caching allocator calls these when its cache has no fitting block.
 ALLOCATOR_ALLOC = frozenset({"cudaMalloc", "hipMalloc", "cuMemAlloc", "cuMemAlloc_v2", "hipExtMallocWithFlags"})
 ALLOCATOR_CALLS = ALLOCATOR_ALLOC | ALLOCATOR_FREE
-#: Ops that only hand out memory for the op above them: an allocation is charged to that op instead.
-ALLOC_HELPERS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
-                           "aten::new_empty_strided", "aten::resize_", "aten::empty.memory_format"})
 #: c10::DeviceType codes as the events record them.
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 15: "hpu",
                 19: "mtia", 20: "privateuseone"}
@@ -71,26 +68,23 @@ def device_label(dtype: int, index: int) -> str:
     return name if int(index) < 0 or name == "cpu" else f"{name}:{int(index)}"
 
 
-def owner_ops(trace: Trace) -> np.ndarray:
-    """Per memory event (trace.memory order): the op index it is charged to, -1 outside any op."""
+def owner_ops(trace: Trace, links: Links | None = None) -> np.ndarray:
+    """Per memory event (trace.memory order): the op index it is charged to, -1 outside any op (the link
+    stage's links.memory_op when given, found with the launches' op in one pass)."""
     m = trace.memory
-    names = trace.names
-    helper = np.array([n in ALLOC_HELPERS for n in names], dtype=bool)
-    if not len(trace.ops) or not len(m):
-        return np.full(len(m), -1, dtype=np.int64)
-    # only ops of threads that allocate can enclose an allocation
-    keep = ~helper[trace.ops.name] & np.isin(trace.ops.thread, distinct(m.thread))
-    return innermost_ops(trace, m.thread, m.ts, keep)
+    if links is not None and links.memory_op is not None and len(links.memory_op) == len(m):
+        return links.memory_op
+    return innermost_ops(trace, m.thread, m.ts, helper_ops(trace))
 
 
-def memory_section(trace: Trace, max_points: int = MAX_POINTS, top: int = TOP) -> dict:
+def memory_section(trace: Trace, links: Links | None = None, max_points: int = MAX_POINTS, top: int = TOP) -> dict:
     """analysis["memory"]: per device peaks, steps, curve and the ops holding memory (docs/analysis-schema.md)."""
     m = getattr(trace, "memory", None)
     calls = allocator_calls(trace)
     if m is None or not len(m):
         return {"recorded": False, "note": HOW_TO_RECORD, "t0_us": None, "devices": [], "allocator": calls}
     names = trace.names
-    owner = owner_ops(trace)
+    owner = owner_ops(trace, links)
     owner_name = np.where(owner >= 0, trace.ops.name[np.maximum(owner, 0)] if len(trace.ops) else -1, -1)
     nums, st, se = profiler_steps(trace)
     t0 = float(min(m.ts.min(), st.min())) if len(nums) else float(m.ts.min())  # times in the section: µs from t0
@@ -216,11 +210,14 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray | None, p: int, t0: 
         span = float(ts[-1] - ts[0])
         k = np.minimum(((ts - ts[0]) / span * bins).astype(np.int64), bins - 1) if span > 0 else \
             np.minimum(np.arange(n) * bins // n, bins - 1)
-        hi = np.lexsort((-tot, k))  # per bin: highest first
-        lo = np.lexsort((tot, k))  # per bin: lowest first
-        first = np.r_[True, k[hi][1:] != k[hi][:-1]]
-        first_lo = np.r_[True, k[lo][1:] != k[lo][:-1]]
-        keep = np.unique(np.concatenate(([0, n - 1, p], hi[first], lo[first_lo])))
+        # ts ascending, so each bin is one run of events: its first highest and first lowest by reduceat
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+        picks = [np.array([0, n - 1, p])]
+        for ext in (np.maximum.reduceat(tot, starts), np.minimum.reduceat(tot, starts)):
+            hit = np.flatnonzero(tot == ext[seg])
+            picks.append(hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]])
+        keep = np.unique(np.concatenate(picks))
     out = {"t_us": _round(ts[keep] - t0, 2), "allocated": _round(tot[keep], 0), "points": int(len(keep))}
     if res is not None:
         r = res[keep]
