@@ -544,6 +544,13 @@ class Recorder:
             self._paths[key] = write(train_step_doc(), self.folder / f"{key}.pt.trace.json.gz")
         return self._paths[key]
 
+    def train_step_gpu(self) -> str:
+        """Path of train_step_doc's trace re-shaped as a CUDA run (gpu_shaped): stacks and memory events kept."""
+        key = "bert_mlm_train_step_gpu"
+        if key not in self._paths:
+            self._paths[key] = write(gpu_shaped(train_step_doc()), self.folder / f"{key}.pt.trace.json.gz")
+        return self._paths[key]
+
     def custom(self, key: str, setup: Callable[[], Callable[[], object]]) -> str:
         """Path of the GPU-shaped trace of any code: setup() builds what it needs and returns the zero-argument
         callable to record (it is run once unrecorded first, as a warm-up)."""

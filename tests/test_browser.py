@@ -32,7 +32,7 @@ try:
 except ImportError:  # not POSIX: no pipes to hand over, the tests skip
     fcntl = None
 from traceana.cli import main
-from traceana.units import kernel_name
+from traceana.units import kernel_names
 
 CHROMIUM = next((p for p in (os.environ.get("TRACEANA_CHROMIUM"), "/usr/bin/chromium",
                              shutil.which("chromium"), shutil.which("chromium-browser")) if p and os.path.exists(p)),
@@ -305,6 +305,26 @@ def test_hostile_trace_report_runs_no_script(browser, tmp_path):
         1 for o in analysis["ops"] if (o.get("flops") or 0) > 0)
     assert hover_each_point_kind(browser, analysis) >= 1
     click_header(browser, "name")
+    # the timeline: every kernel's hover names it (markup shown as text), and a hostile search runs nothing
+    page = json.loads(browser.js("document.getElementById('data').textContent"))["timeline"]
+    lane = page["lanes"][0]
+    browser.js("document.getElementById('step-timeline').scrollIntoView({block: 'start'})")
+    named = 0
+    for i in range(len(lane["start"])):
+        start, dur = lane["start"][i], lane["dur"][i]
+        where = browser.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), r = c.getBoundingClientRect();
+            c.timeline.setView({start - dur / 4}, {start + dur * 1.25});
+            return {{x: r.left + c.timeline.x({start + dur / 2}), y: r.top + c.timeline.y(0)}}; }})()""")
+        browser.page("Input.dispatchMouseEvent", type="mouseMoved", x=where["x"], y=where["y"])
+        name = browser.js("document.querySelector('#tl-tip .t-name').textContent")
+        if lane["kernel"][i] >= 0:
+            assert name == page["kernels"]["short"][lane["kernel"][i]]
+            named += 1
+    assert named == len(lane["start"]) >= 5
+    assert browser.js("""(() => { const s = document.getElementById('tl-search');
+        s.value = '</script><img src=x onerror=alert(9)>'; s.dispatchEvent(new Event('input'));
+        return document.getElementById('tl-found').textContent; })()""") == "0 kernels and 0 CPU ops match"
+    assert browser.js("document.querySelectorAll('img').length") == 0
     found = problems(browser, url)
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
 
@@ -341,31 +361,27 @@ def page_at(b: Chromium, html: Path, width: int) -> str:
     return url
 
 
-def check_timeline(b: Chromium, analysis: dict) -> None:
-    """Lanes drawn; hovering a kernel names its op; the buttons, the wheel and a drag zoom."""
+def check_timeline(b: Chromium, analysis: dict, shots: Path | None = None) -> None:
+    """Lanes and CPU threads drawn; the buttons, the wheel and a drag zoom; hovering a kernel names it and
+    its op and draws the link from its launch; the search box lights up matches and counts them."""
     t = analysis["timeline"]
-    assert b.js("document.getElementById('tl-canvas').timeline.lanes") == len(t["lanes"]) >= 1
-    assert b.js("document.getElementById('tl-canvas').getBoundingClientRect().height") >= 26 + 27 * len(t["lanes"])
+    canvas = "document.getElementById('tl-canvas').timeline"
+    assert b.js(f"{canvas}.lanes") == len(t["lanes"]) >= 1
+    assert b.js(f"{canvas}.threads") == len(t["threads"])
+    cpu_tracks = sum(1 + ("annotations" in th) for th in t["threads"])
+    assert b.js("document.getElementById('tl-canvas').getBoundingClientRect().height") >= 26 + 27 * len(t["lanes"]) \
+        + 17 * cpu_tracks
     b.js("document.getElementById('step-timeline').scrollIntoView({block: 'start'})")
-    # the longest interval of the busiest lane: its middle, in page coordinates
+    # the drawn domain: the GPU window and the step's CPU range, whichever reaches further
+    lo, hi = min(0, t["cpu_range"][0]), max(t["dur_us"], t["cpu_range"][1])
+    assert b.js(f"{canvas}.domain") == [pytest.approx(lo), pytest.approx(hi)]
+    view = f"(() => {{ const v = {canvas}.view; return [v.a, v.b]; }})()"
     li = max(range(len(t["lanes"])), key=lambda i: t["lanes"][i]["busy_us"])
-    lane = t["lanes"][li]
-    k = max(range(len(lane["dur"])), key=lambda i: lane["dur"][i])
-    mid = lane["start"][k] + lane["dur"][k] / 2
     where = b.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), r = c.getBoundingClientRect();
-        return {{x: r.left + c.timeline.x({mid}), y: r.top + c.timeline.y({li})}}; }})()""")
-    b.page("Input.dispatchMouseEvent", type="mouseMoved", x=where["x"], y=where["y"])
-    tip = b.js("(() => { const t = document.getElementById('tl-tip'); return {hidden: t.hidden,"
-               " name: t.querySelector('.t-name').textContent, text: t.textContent}; })()")
-    assert not tip["hidden"]
-    op = lane["op"][k]
-    if op >= 0:
-        assert tip["name"] == kernel_name(analysis["ops"][op]["name"])  # the readable part; full name in the table
-        assert analysis["ops"][op]["bound"] in tip["text"]  # the verdict
+        return {{x: r.left + c.timeline.x({(lo + hi) / 2}), y: r.top + c.timeline.y({li})}}; }})()""")
     # zoom: the + button halves the range; the wheel zooms further; a drag zooms into its stretch
-    view = "(() => { const v = document.getElementById('tl-canvas').timeline.view; return [v.a, v.b]; })()"
     a0, b0 = b.js(view)
-    assert (a0, b0) == (0, pytest.approx(t["dur_us"], rel=1e-9))
+    assert (a0, b0) == (pytest.approx(lo), pytest.approx(hi, rel=1e-9))
     b.js("document.querySelector('[data-tl=in]').click()")
     a1, b1 = b.js(view)
     assert b1 - a1 == pytest.approx((b0 - a0) / 2, rel=1e-6)
@@ -378,7 +394,68 @@ def check_timeline(b: Chromium, analysis: dict) -> None:
     a3, b3 = b.js(view)
     assert b3 - a3 < (b2 - a2) / 2  # 80 px of a plot over 900 px wide
     b.js("document.querySelector('[data-tl=reset]').click()")
-    assert b.js(view) == [0, pytest.approx(t["dur_us"], rel=1e-9)]
+    assert b.js(view) == [pytest.approx(lo), pytest.approx(hi, rel=1e-9)]
+    # hover: the longest kernel whose launch is drawn, zoomed so its launch and itself both show
+    li, k = max(((li, i) for li, lane in enumerate(t["lanes"]) for i in range(len(lane["start"]))
+                 if lane["thread"][i] >= 0), key=lambda p: t["lanes"][p[0]]["dur"][p[1]])
+    lane = t["lanes"][li]
+    start, dur, launch, th = lane["start"][k], lane["dur"][k], lane["launch"][k], lane["thread"][k]
+    b.js(f"{canvas}.setView({min(launch, start) - dur}, {start + 3 * dur})")
+    where = b.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), r = c.getBoundingClientRect();
+        return {{x: r.left + c.timeline.x({start + dur / 2}), y: r.top + c.timeline.y({li})}}; }})()""")
+    b.page("Input.dispatchMouseEvent", type="mouseMoved", x=where["x"], y=where["y"])
+    tip = b.js("(() => { const t = document.getElementById('tl-tip'); return {hidden: t.hidden,"
+               " name: t.querySelector('.t-name').textContent, text: t.textContent}; })()")
+    assert not tip["hidden"]
+    kernels = kernel_names(t["kernels"], 100)
+    assert tip["name"] == kernels[lane["kernel"][k]]  # the kernel, shortened as the report does elsewhere
+    op = lane["op"][k]
+    if op >= 0:
+        assert analysis["ops"][op]["name"] in tip["text"] and analysis["ops"][op]["bound"] in tip["text"]
+    assert f"correlation{lane['corr'][k]}" in tip["text"]
+    assert f"on thread{t['threads'][th]['thread'].rsplit('/', 1)[-1]}" in tip["text"]  # cells, no space between
+    assert f"launched by{t['calls'][lane['call'][k]]} at " in tip["text"]
+    assert b.js(f"{canvas}.hover()") == {"lane": li, "i": k}
+    # the link: the launch's mark on its thread's track is drawn in the link colour (#d6336c)
+    pixel = b.js(f"""(() => {{ const c = document.getElementById('tl-canvas'), t = c.timeline;
+        const x = Math.round(t.x({launch})), y = Math.round(t.cpuY({th}));
+        return Array.from(c.getContext('2d').getImageData(x, y, 1, 1).data); }})()""")
+    assert pixel[:3] == [0xd6, 0x33, 0x6c], pixel
+    if shots:
+        shoot(b, shots.with_name(shots.stem + "-hover.png"))
+    # search: the op's name lights up every kernel of the op and every CPU interval so named
+    name = analysis["ops"][op]["name"] if op >= 0 else t["kernels"][lane["kernel"][k]]
+    q = name.lower()
+    page = json.loads(b.js("document.getElementById('data').textContent"))["timeline"]
+    ops = {int(i): o["name"].lower() for i, o in page["ops"].items()}
+    hit_k = {i for i, (s, f) in enumerate(zip(page["kernels"]["short"], page["kernels"]["full"]))
+             if q in s.lower() or q in f.lower()}
+    want_k = sum(n for ln in page["lanes"] for kk, o, n in zip(ln["kernel"], ln["op"], ln["n"])
+                 if kk in hit_k or q in ops.get(o, ""))
+    want_c = sum(n for th_ in page["threads"] for kind in ("ops", "annotations") if kind in th_
+                 for nm, n in zip(th_[kind]["name"], th_[kind]["n"]) if q in page["cpu_names"][nm].lower())
+    b.page("Input.dispatchMouseEvent", type="mouseMoved", x=5, y=5)
+    b.js("document.querySelector('[data-tl=reset]').click()")
+    b.js(f"""(() => {{ const s = document.getElementById('tl-search'); s.focus(); s.value = {json.dumps(name)};
+        s.dispatchEvent(new Event('input')); }})()""")
+    found = b.js("document.getElementById('tl-found').textContent")
+    assert want_k >= 1
+    assert found == (f"{want_k} kernel{'' if want_k == 1 else 's'} and {want_c} CPU op{'' if want_c == 1 else 's'} "
+                     "match"), found
+    if shots:
+        shoot(b, shots.with_name(shots.stem + "-search.png"))
+    # Enter: the first match (by start) is brought into view, zoomed to at most 20 times its length
+    first = min(((ln["start"][i], ln["dur"][i]) for ln in page["lanes"] for i in range(len(ln["start"]))
+                 if ln["kernel"][i] in hit_k or q in ops.get(ln["op"][i], "")), default=None)
+    cpu = [(th_[kind]["start"][i], th_[kind]["dur"][i]) for th_ in page["threads"] for kind in ("ops", "annotations")
+           if kind in th_ for i, nm in enumerate(th_[kind]["name"]) if q in page["cpu_names"][nm].lower()]
+    first = min([x for x in [first, *cpu] if x is not None])
+    b.js("""document.getElementById('tl-search').dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}))""")
+    a4, b4 = b.js(view)
+    assert a4 <= first[0] + 1e-6 and first[0] + first[1] <= b4 + 1e-6 and b4 - a4 <= max(first[1] * 20, 1) + 1e-6
+    b.js("""(() => { const s = document.getElementById('tl-search');
+        s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); })()""")
+    assert b.js("document.getElementById('tl-found').textContent") == ""
 
 
 @pytest.mark.parametrize("key", list(READ))
@@ -398,7 +475,8 @@ def test_report_reads_at_desktop_widths(browser, read_reports, key, width):
     for inner, total in bars:
         assert abs(inner - total) <= 2 + 0.01 * inner
     shoot(b, OUTPUT / f"{key}-{width}-top.png")
-    check_timeline(b, analysis)
+    check_timeline(b, analysis, OUTPUT / f"{key}-{width}-timeline.png")
+    b.js("document.getElementById('step-timeline').scrollIntoView({block: 'start'})")
     shoot(b, OUTPUT / f"{key}-{width}-timeline.png")
     # the chart: the slowest ops named next to their circles
     labels = b.js("Array.from(document.querySelectorAll('#chart text.pt-label')).map(t => t.getAttribute('data-op'))")
@@ -770,6 +848,33 @@ def test_first_screen_at_1280x900(browser, tmp_path, key):
     assert b.js("document.querySelector('#findings .fcard details').open") is True
     assert b.js("document.querySelector('#findings .fcard .f-member').getBoundingClientRect().height") > 0
     found = problems(b, url)
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_module_table_reads_and_folds(browser, read_reports, width):
+    """The by-module table (Qwen1.5 on H100: python_function events with nn.Module entries): one top entry per
+    top-level module, no sideways scroll, a closed module opens on a click and shows its submodules."""
+    if "qwen" not in read_reports:
+        pytest.skip(f"{TRACES / READ['qwen']} not present")
+    html, analysis = read_reports["qwen"]
+    page_at(browser, html, width)
+    b = browser
+    roots = [n for n in analysis["modules"]["tree"] if n["depth"] == 0]
+    assert roots and b.js("document.querySelectorAll('#modules > .mtree > .mnode, #modules > .mtree > .mleaf:not(.mother)')"
+                          ".length") == len(roots)
+    fits = b.js("(() => { const t = document.querySelector('#modules > .mtree'); return [t.scrollWidth, t.clientWidth]; })()")
+    assert fits[0] <= fits[1], f"module table {fits[0]} px wide in a {fits[1]} px container"
+    assert b.js("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    b.js("document.getElementById('modules').scrollIntoView({block: 'start'})")
+    shoot(b, OUTPUT / f"modules-{width}.png")
+    closed = "document.querySelector('#modules details.mnode:not([open])')"
+    assert b.js(f"{closed} !== null")
+    b.js(f"window._m = {closed}; window._m.querySelector('summary').click()")
+    assert b.js("window._m.open") is True
+    assert b.js("window._m.querySelector('.mkids').getBoundingClientRect().height") > 0  # its submodules show
+    shoot(b, OUTPUT / f"modules-{width}-open.png")
+    found = problems(b, html.resolve().as_uri())
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
 
 

@@ -120,8 +120,8 @@ def test_html_has_no_injected_markup(reports):
     assert names.count("script") == 2 and names.count("style") == 1
     for banned in ("img", "iframe", "object", "embed", "link", "base", "form", "style2", "b"):
         assert banned not in names, banned
-    # the one input is the ops table's own text filter
-    assert [a.get("id") for t, a in page.tags if t == "input"] == ["ops-filter"]
+    # the inputs are the timeline's search box and the ops table's own text filter
+    assert [a.get("id") for t, a in page.tags if t == "input"] == ["tl-search", "ops-filter"]
     for tag, attrs in page.tags:
         for k, v in attrs.items():
             assert not k.startswith("on"), (tag, k)

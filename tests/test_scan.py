@@ -235,3 +235,22 @@ def test_cli_reports_are_the_same_either_way(tmp_path):
                        env={**os.environ, **env}, timeout=300)
         out[way] = dest.read_bytes()
     assert out["c"] == out["py"]
+
+
+def test_sequence_numbers_take_the_python_rules(tmp_path, monkeypatch):
+    """Ops' autograd "Sequence number" (traceana.modules places backward ops by it): ints, strings, absent,
+    null; a float or a number beyond int64 sends the event to the lenient decode, as on the Python path."""
+    ops = [dict(OP, ts=9 + i, args=dict(OP["args"], **({"Sequence number": v} if v != "absent" else {})))
+           for i, v in enumerate([7, "12", "absent", None, "x"])]
+    for extra in ([], [dict(OP, ts=20, args=dict(OP["args"], **{"Sequence number": 2.5}))],
+                  [dict(OP, ts=21, args=dict(OP["args"], **{"Sequence number": 2**70}))]):
+        p = _write(tmp_path, {"traceEvents": ops + extra + [LAUNCH, KERNEL]})
+        slow = _python_load(p, monkeypatch)
+        if not extra:
+            fast = _fast_load(p)
+            _same(fast, slow)
+            assert fast.ops.seq.tolist() == [7, 12, -1, -1, -1]  # "12" -> 12 (_as_int); "x", null, absent -> -1
+        else:
+            with monkeypatch.context():
+                same = reader.load_trace(str(p))
+            _same(same, slow)

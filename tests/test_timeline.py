@@ -79,19 +79,22 @@ def test_over_the_cap_short_kernels_of_one_category_become_buckets(tmp_path, mon
     assert "drawn as one bucket" in t["aggregation"]
 
 
-def test_alternating_categories_fall_back_to_mixed_buckets(monkeypatch):
-    monkeypatch.setattr(tl, "CAP", 4)
+def test_alternating_categories_fall_back_to_mixed_buckets():
     import numpy as np
+
+    from traceana.diagnose import buckets as bk
 
     n = 20
     stream = np.zeros(n, dtype=np.int64)
     s = np.arange(n) * 3.0
     e = s + 2
     c = np.arange(n) % 2  # compute, memory, compute, ...
-    assert tl._count(stream, s, e, c, np.inf, same_cat=True) == 20  # no neighbours share a category
-    q = tl._threshold(stream, s, e, c, same_cat=False)
-    assert tl._count(stream, s, e, c, q, same_cat=False) <= 4
-    assert tl._count(stream, s, e, c, q / 1.02, same_cat=False) > 4  # the smallest such threshold
+    assert bk._count(stream, s, e, c, np.inf, same_cat=True) == 20  # no neighbours share a category
+    q = bk._threshold(stream, s, e, c, same_cat=False, cap=4)
+    assert bk._count(stream, s, e, c, q, same_cat=False) <= 4
+    assert bk._count(stream, s, e, c, q / 1.02, same_cat=False) > 4  # the smallest such threshold
+    b = bk.buckets(stream, s, e, c, 4)
+    assert b.mixed and b.aggregated and len(b.first) <= 4 and int(b.n.sum()) == 20
 
 
 def test_without_steps_the_busiest_stretch_is_drawn(tmp_path, monkeypatch):
@@ -131,3 +134,89 @@ def test_json_keeps_number_lists_on_one_line(tmp_path):
     out = render_json(analyze(synth.write(tmp_path, synth.trace(ev))))
     assert '"start": [0,30]' in out and '"dur": [20,20]' in out
     assert json.loads(out)["timeline"]["lanes"][0]["n"] == [1, 1]
+
+
+def test_kernels_carry_their_name_correlation_and_launch_and_the_launching_threads_are_drawn(tmp_path):
+    ev = [synth.annotation("ProfilerStep#1", 0, 200, tid=1),
+          synth.annotation("## forward ##", 2, 60, tid=1),
+          synth.annotation("## nested ##", 3, 10, tid=1),  # inside ## forward ##: not outermost
+          # thread 1: aten::linear [5, 25) holding aten::mm [6, 20) which launches gemm_a at 10 (corr 1)
+          synth.op("aten::linear", 5, 20, 1, dims=MM[0], types=MM[1], tid=1),
+          synth.op("aten::mm", 6, 14, 2, dims=MM[0], types=MM[1], tid=1),
+          synth.launch(10, 1, ext=2, tid=1),
+          synth.kernel("void gemm_a<float, 128>(float*)", 40, 20, 1, ext=2),
+          # thread 2 (the backward thread): aten::add [30, 40) launches add_k at 32 (corr 2)
+          synth.op("aten::add", 30, 10, 3, dims=[[64], [64]], types=["float", "float"], tid=2),
+          synth.launch(32, 2, ext=3, tid=2),
+          synth.kernel("add_k", 70, 5, 2, ext=3),
+          # a memset with no launch recorded
+          synth.kernel("Memset (Device)", 90, 1, 99, cat="gpu_memset")]
+    a = _analyze(tmp_path, ev)
+    t = a["timeline"]
+    # the GPU window: the first kernel's start 40 to the last one's end 91; the CPU step 0 .. 200 is -40 .. 160
+    assert t["start_us"] == 40.0 and t["dur_us"] == 51.0 and t["cpu_range"] == [-40, 160]
+    (lane,) = t["lanes"]
+    assert [t["kernels"][k] for k in lane["kernel"]] == ["void gemm_a<float, 128>(float*)", "add_k", "Memset (Device)"]
+    assert lane["corr"] == [1, 2, 99]
+    # launches at 10 and 32 on the clock, 10 - 40 = -30 and 32 - 40 = -8 from the window start; none for the memset
+    assert lane["launch"] == [-30, -8, 0]
+    assert [t["calls"][c] for c in lane["call"][:2]] == ["cudaLaunchKernel"] * 2 and lane["call"][2] == -1
+    threads = [th["thread"] for th in t["threads"]]
+    assert threads == ["1/1", "1/2"]  # the step's thread first, then the other launching thread
+    assert lane["thread"] == [0, 1, -1]
+    assert [th["launched"] for th in t["threads"]] == [1, 1]
+    first, second = t["threads"]
+    # outermost ops only: aten::linear (aten::mm is inside it), clipped to nothing; times from the window start
+    assert [t["cpu_names"][i] for i in first["ops"]["name"]] == ["aten::linear"]
+    assert first["ops"]["start"] == [-35] and first["ops"]["dur"] == [20]  # 5 - 40, 25 - 5
+    assert [t["cpu_names"][i] for i in first["annotations"]["name"]] == ["## forward ##"]  # not ProfilerStep, not nested
+    assert [t["cpu_names"][i] for i in second["ops"]["name"]] == ["aten::add"] and "annotations" not in second
+    assert t["cpu_events"] == t["cpu_intervals"] == 3 and t["threads_omitted"] == 0
+
+
+def test_cpu_intervals_over_their_cap_merge_into_named_buckets(tmp_path, monkeypatch):
+    from traceana.diagnose import timeline_cpu
+
+    monkeypatch.setattr(timeline_cpu, "CPU_CAP", 5)
+    ev = [synth.annotation("ProfilerStep#1", 0, 400)]
+    # 20 outermost 1 µs ops, 2 µs apart, then one 30 µs op that launches the only kernel
+    ev += [synth.op("aten::view", 10 + 3 * i, 1, 100 + i) for i in range(20)]
+    ev += [synth.op("aten::mm", 100, 30, 1, dims=MM[0], types=MM[1]), synth.launch(105, 1, ext=1),
+           synth.kernel("gemm_a", 150, 10, 1, ext=1)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    (th,) = t["threads"]
+    ops = th["ops"]
+    assert t["cpu_events"] == 21 and t["cpu_intervals"] == len(ops["start"]) <= 5
+    assert sum(ops["n"]) == 21 and sum(ops["busy"]) == pytest.approx(20 * 1 + 30)
+    assert t["cpu_names"][ops["name"][-1]] == "aten::mm" and ops["n"][-1] == 1 and ops["dur"][-1] == 30
+    assert "aten::view" in [t["cpu_names"][i] for i in ops["name"]]  # a bucket named after its longest op
+    assert "named after its longest" in t["cpu_aggregation"]
+
+
+def test_without_steps_the_cpu_side_starts_at_the_first_launch(tmp_path):
+    ev = [synth.op("aten::mm", 5, 10, 1, dims=MM[0], types=MM[1]), synth.launch(8, 1, ext=1),
+          synth.kernel("gemm_a", 100, 20, 1, ext=1),
+          synth.op("aten::mm", 20, 10, 2, dims=MM[0], types=MM[1]), synth.launch(22, 2, ext=2),
+          synth.kernel("gemm_a", 130, 20, 2, ext=2)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    # the whole span, 100 .. 150 (50 µs); the first launch at 8 is 92 µs before it, over one window length
+    # (50 µs): the CPU side starts at 100 - 50 = 50, i.e. -50 from the window start
+    assert t["window"]["kind"] == "span" and t["start_us"] == 100.0 and t["dur_us"] == 50.0
+    assert t["cpu_range"] == [-50, 50]
+    (th,) = t["threads"]
+    assert th["thread"] == "1/1" and th["launched"] == 2 and t["lanes"][0]["thread"] == [0, 0]
+    assert t["lanes"][0]["launch"] == [-92, -78]  # 8 - 100, 22 - 100: the link reaches past the drawn CPU range
+    assert th["ops"] == {"start": [], "dur": [], "name": [], "n": []}  # both ops ended before -50
+
+
+def test_the_step_thread_comes_first_even_when_another_thread_launched_more(tmp_path):
+    # the step is annotated on thread 1, which launches one kernel; thread 2 launches two
+    t0 = 1_428_625_731_896.179  # a wall-clock µs timestamp, as real traces have
+    ev = [synth.annotation("ProfilerStep#3", t0, 500, tid=1),
+          synth.op("aten::mm", t0 + 1, 10, 1, dims=MM[0], types=MM[1], tid=1), synth.launch(t0 + 2, 1, ext=1, tid=1),
+          synth.kernel("gemm_a", t0 + 50, 10, 1, ext=1)]
+    for i in (2, 3):
+        ev += [synth.op("aten::mm", t0 + 10 * i, 5, i, dims=MM[0], types=MM[1], tid=2),
+               synth.launch(t0 + 10 * i + 1, i, ext=i, tid=2), synth.kernel("gemm_a", t0 + 50 + 20 * i, 10, i, ext=i)]
+    t = _analyze(tmp_path, ev)["timeline"]
+    assert [(th["thread"], th["launched"]) for th in t["threads"]] == [("1/1", 1), ("1/2", 2)]

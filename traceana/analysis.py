@@ -34,6 +34,8 @@ from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.kernel_classes import kernel_classes
+from traceana.modules.attribute import places as op_places
+from traceana.modules.table import finding_fields, module_table
 from traceana.link import CAUSES, Links, link
 from traceana.device_profile import Profile
 from traceana.load import Trace, load_trace
@@ -79,6 +81,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     if stage:
         stage("link")
     links = link(trace)
+    recorded_ops = len(trace.ops)  # graph replays' synthetic ops are appended after these
     trace, links, capture = attach_capture(trace, links, options.capture, options.find_capture)
     groups = group_ops(trace, links)
     warnings = list(trace.warnings)
@@ -126,6 +129,8 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
     memory = memory_section(trace, links)
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
+    modules = module_table(op_places(trace, links, recorded_ops), trace, links, ordered, rows, total)  # also each row's module / source
+    finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
     classes = kernel_classes(trace, ordered, rows)
@@ -161,6 +166,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
+        "modules": modules,
         "memory": memory,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,

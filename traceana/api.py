@@ -44,6 +44,8 @@ OP_COLUMNS: dict[str, str] = {
     "grid_blocks": "grid_blocks", "kernel_class": "kernel_class", "flops_expr": "flops_expr",
     "bytes_expr": "bytes_expr", "notes": "notes", "meta": "meta",
     "recorded_bytes": "recorded_bytes", "recorded_gbps": "recorded_gbps",
+    "module": "module", "module_class": "module_class", "module_instances": "module_instances",
+    "module_share": "module_share", "source": "source", "source_function": "source_function", "phase": "phase",
 }
 #: Nested op fields flattened to `<prefix>_<key>` columns (present, as NaN / None, on every row).
 OP_NESTED: dict[str, tuple[str, ...]] = {
@@ -60,9 +62,11 @@ _NUMERIC = {"device_time_us", "mean_time_us", "kernels_per_call", "flops", "byte
             "recorded_bytes", "recorded_gbps", "over_roof_pct", "comm_group_size", "comm_msg_bytes",
             "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps", "comm_link_gbps",
             "comm_transfer_us", "comm_wait_us",
-            "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events"}
+            "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events", "module_share"}
 FINDING_COLUMNS = ("id", "kind", "group", "title", "fix", "saving_us", "idle_us", "confidence", "estimated", "lever",
-                   "ops", "text")
+                   "ops", "text", "module_class", "source")
+#: a.modules: per module (and per phase: forward_*, backward_*, optimizer_*) these figures
+MODULE_FIGURES = ("time_us", "pct", "flops", "bytes", "achieved_tflops", "achieved_gbps", "bound")
 _OPTION_NAMES = ("peak_tflops", "bandwidth_gbps", "launch_floor_us", "host_link_gbps", "network_gbps", "explain_top",
                  "meta", "hta", "capture", "find_capture")
 
@@ -171,6 +175,44 @@ class Analysis:
         """One row per finding, in the report's order (levers by saving x confidence, then notes)."""
         records = [{k: _cell(f.get(k)) for k in f} for f in self.raw.get("findings") or [] if isinstance(f, Mapping)]
         return _frame(records, list(FINDING_COLUMNS), {"saving_us", "idle_us"})
+
+    @cached_property
+    def modules(self) -> pd.DataFrame:
+        """One row per module path (the by-module table, depth first), indexed by path, then one row per kind
+        of time outside modules (kind "other": ops outside modules, the optimizer step, gradient accumulation,
+        backward ops with no module, kernels with no op; path "(key)"). time_us, flops and bytes include
+        the submodules' (self_time_us: the module's own ops only); forward_*, backward_* and optimizer_*
+        split them by phase. The depth-0 rows sum to the ops table's totals."""
+        m = self.raw.get("modules") or {}
+        phases = ("forward", "backward", "optimizer")
+        cols = ["path", "kind", "name", "class", "depth", "parent", "self_time_us", *MODULE_FIGURES,
+                *(f"{p}_{k}" for p in phases for k in MODULE_FIGURES), "ops"]
+        tree = [n for n in m.get("tree") or [] if isinstance(n, Mapping)]
+        records = []
+        for n in tree:
+            parent = n.get("parent")
+            rec = {"path": n.get("path"), "kind": "module", "name": n.get("name"), "class": n.get("class"),
+                   "depth": n.get("depth"), "self_time_us": n.get("self_time_us"), "ops": _cell(n.get("ops")),
+                   "parent": tree[parent].get("path") if isinstance(parent, int) and 0 <= parent < len(tree) else None}
+            records.append(self._figures(rec, n, phases))
+        for o in m.get("other") or []:
+            if isinstance(o, Mapping):
+                rec = {"path": f"({o.get('key')})", "kind": "other", "name": o.get("label"), "class": None, "depth": 0,
+                       "parent": None, "self_time_us": o.get("time_us"), "ops": ()}
+                records.append(self._figures(rec, o, phases))
+        numeric = {c for c in cols if c.endswith(("time_us", "pct", "flops", "bytes", "tflops", "gbps"))}
+        df = _frame(records, cols, numeric, index="path")
+        if len(df):
+            df["depth"] = df["depth"].astype("int64")
+        return df
+
+    @staticmethod
+    def _figures(rec: dict[str, Any], n: Mapping[str, Any], phases: tuple[str, ...]) -> dict[str, Any]:
+        rec.update({k: n.get(k) for k in MODULE_FIGURES})
+        for p in phases:
+            ph = n.get(p) if isinstance(n.get(p), Mapping) else {}
+            rec.update({f"{p}_{k}": ph.get(k) for k in MODULE_FIGURES})
+        return rec
 
     @cached_property
     def breakdown(self) -> pd.DataFrame:

@@ -33,6 +33,8 @@ import numpy as np
 from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import ledger as lg
+from traceana.diagnose.buckets import buckets
+from traceana.diagnose.timeline_cpu import cpu_tracks, name_table, pick_threads, step_thread
 from traceana.link import Links
 from traceana.load.model import Trace
 from traceana.rank_facts import _steps as profiler_steps
@@ -66,6 +68,7 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
     acc = accs[primary]
     t0, t1, window = _window(trace, links, on)
     lanes, agg = _lanes(gpu, on, ev_row, cat, t0, t1)
+    cpu = _cpu_side(trace, links, lanes, window, t0, t1)
     return {
         "device": int(primary),
         "window": window,
@@ -74,12 +77,15 @@ def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict]
         "categories": list(bd.PRIORITY),
         "lanes": lanes,
         **agg,
+        **cpu,
         "gap_causes": list(GAP_CAUSES),
         "gaps": _window_gaps(acc, t0, t1),
         "idle_by_device": [{"device": int(d), "idle_us": accs[int(d)].by_category["idle"],
                             "idle_by_cause": accs[int(d)].idle_by_cause()} for d in distinct(gpu.device).tolist()],
         "note": ("times in µs from the window start; cat indexes `categories`, op indexes analysis.ops (-1: no op); "
-                 "gap cause indexes `gap_causes`"),
+                 "kernel indexes `kernels`; call indexes `calls` (the launching runtime call, -1: none recorded), "
+                 "launch is its start, thread indexes `threads` (-1: none, or its thread not drawn); a CPU track's "
+                 "name indexes `cpu_names`; gap cause indexes `gap_causes`"),
     }
 
 
@@ -131,10 +137,55 @@ def _window(trace: Trace, links: Links, on: np.ndarray) -> tuple[float, float, d
                 "the GPU was busiest")}
 
 
+# ----------------------------------------------------------------------------- kernels, launches, CPU threads
+
+
+def _cpu_side(trace: Trace, links: Links, lanes: list[dict], window: dict, t0: float, t1: float) -> dict:
+    """Each lane's kernel names, correlation ids and launches (its `_ev` consumed), the kernel name
+    table, and the CPU threads that launched the drawn work (timeline_cpu)."""
+    gpu, la = trace.gpu, trace.launches
+    evs = [lane.pop("_ev") for lane in lanes]
+    every = np.concatenate(evs) if evs else np.zeros(0, dtype=np.int64)
+    launch = links.gpu_launch[every] if len(every) else np.zeros(0, dtype=np.int64)
+    has = launch >= 0
+    l_thread = np.where(has, la.thread[np.maximum(launch, 0)], -1) if len(la) else np.full(len(every), -1)
+    l_ts = np.where(has, la.ts[np.maximum(launch, 0)], t0) if len(la) else np.full(len(every), t0)
+    if window["kind"] == "step":
+        lo = t0 + window["cpu_start_us"]
+        hi = lo + window["cpu_dur_us"]
+        own = step_thread(trace, window["name"], lo)
+    else:  # the window itself, from its first launch (at most one window length earlier)
+        lo = max(float(l_ts[has].min()), t0 - (t1 - t0)) if has.any() else t0
+        lo, hi, own = min(lo, t0), t1, None
+    threads, launched, omitted = pick_threads(l_thread, own, trace.threads)
+    row_of = np.full(len(trace.threads) + 1, -1, dtype=np.int64)
+    row_of[threads] = np.arange(len(threads))
+    row = row_of[l_thread]  # -1 (no launch) indexes the spare last slot: -1
+    kernels, kidx = name_table(gpu.name[every], trace.names)
+    l_name = np.where(has, la.name[np.maximum(launch, 0)], -1) if len(la) else np.full(len(every), -1)
+    calls, cidx = name_table(l_name[has], trace.names)
+    call = np.full(len(every), -1, dtype=np.int64)
+    call[has] = cidx
+    at = 0
+    for lane, ev in zip(lanes, evs):
+        sl = slice(at, at + len(ev))
+        at += len(ev)
+        lane["kernel"] = kidx[sl].astype(np.int64).tolist()
+        lane["corr"] = gpu.corr[ev].astype(np.int64).tolist()
+        lane["call"] = call[sl].tolist()
+        lane["thread"] = row[sl].tolist()
+        lane["launch"] = _nums(np.where(has[sl], l_ts[sl] - t0, 0.0))
+    return {"kernels": kernels, "calls": calls,
+            **cpu_tracks(trace, threads, launched, omitted, t0, lo, hi)}
+
+
 # ----------------------------------------------------------------------------- lanes
 
 
 def _lanes(gpu, on: np.ndarray, ev_row: np.ndarray, cat: np.ndarray, t0: float, t1: float) -> tuple[list, dict]:
+    """The stream lanes (columns per lane) and the aggregation facts; each lane also carries `_ev`,
+    the GPU event index behind each interval (a bucket's longest kernel), for the caller to read
+    kernel names and launches from and then drop."""
     ts, end = gpu.ts[on], gpu.ts[on] + gpu.dur[on]
     inside = ((ts < t1) & (end > t0)) | ((gpu.dur[on] <= 0) & (ts >= t0) & (ts <= t1))  # zero-length ones too
     sel = on[inside]
@@ -144,78 +195,27 @@ def _lanes(gpu, on: np.ndarray, ev_row: np.ndarray, cat: np.ndarray, t0: float, 
     order = np.lexsort((s, stream))
     sel, stream, s, e = sel[order], stream[order], s[order], np.maximum(e[order], s[order])
     c, op = cat[sel].astype(np.int64), ev_row[sel]
-    n = len(sel)
-    agg = {"events": int(n), "intervals": int(n), "cap": CAP, "aggregated": False}
-    starts = np.ones(n, dtype=bool)  # True where an interval (bucket) begins
-    if n > CAP:
-        mixed = _count(stream, s, e, c, np.inf, same_cat=True) > CAP
-        q = _threshold(stream, s, e, c, not mixed)
-        starts = _joins(stream, s, e, c, q, not mixed)
-        agg.update({"aggregated": True, "bucket_us": round(q, _ROUND), "mixed": bool(mixed),
-                    "intervals": int(starts.sum()),
-                    "aggregation": (f"{n:,} events over the cap of {CAP:,}: adjacent kernels shorter than "
-                                    f"{q:.3g} µs and under that apart on one stream"
+    b = buckets(stream, s, e, c, CAP)
+    agg = {"events": int(len(sel)), "intervals": int(len(b.first)), "cap": CAP, "aggregated": b.aggregated}
+    if b.aggregated:
+        agg.update({"bucket_us": round(b.q, _ROUND), "mixed": b.mixed,
+                    "aggregation": (f"{len(sel):,} events over the cap of {CAP:,}: adjacent kernels shorter than "
+                                    f"{b.q:.3g} µs and under that apart on one stream"
                                     + (" (of any category: the bucket takes the category with most of its time)"
-                                       if mixed else ", of the same category,") + " are drawn as one bucket")})
-    first = np.flatnonzero(starts)
-    d = e - s
-    b_start, b_end = s[first], np.maximum.reduceat(e, first) if n else e
-    b_n = np.diff(np.append(first, n))
-    b_busy = np.add.reduceat(d, first) if n else d
-    gid = np.cumsum(starts) - 1
-    # the op of each bucket's longest kernel; its category: the one with most time (or the only one)
-    longest = np.lexsort((-d, gid))
-    b_op = op[longest[np.searchsorted(gid[longest], np.arange(len(first)))]] if n else op
-    if n and agg.get("mixed"):
-        ncat = len(bd.PRIORITY)
-        per = np.bincount(gid * ncat + c, weights=np.maximum(d, 1e-9), minlength=len(first) * ncat)
-        b_cat = per.reshape(len(first), ncat).argmax(axis=1)
-    else:
-        b_cat = c[first]
+                                       if b.mixed else ", of the same category,") + " are drawn as one bucket")})
     lanes = []
-    lane_of = stream[first]
+    lane_of = stream[b.first]
     for st in distinct(stream).tolist():
         k = np.flatnonzero(lane_of == st)
         raw = stream == st
-        lane = {"stream": int(st), "events": int(raw.sum()), "busy_us": round(float(d[raw].sum()), _ROUND),
-                "start": _nums(b_start[k]), "dur": _nums(b_end[k] - b_start[k]),
-                "op": b_op[k].astype(np.int64).tolist(), "cat": b_cat[k].astype(np.int64).tolist(),
-                "n": b_n[k].astype(np.int64).tolist()}
-        if agg["aggregated"]:
-            lane["busy"] = _nums(b_busy[k])
+        lane = {"stream": int(st), "events": int(raw.sum()), "busy_us": round(float((e - s)[raw].sum()), _ROUND),
+                "start": _nums(b.start[k]), "dur": _nums(b.end[k] - b.start[k]),
+                "op": op[b.rep[k]].astype(np.int64).tolist(), "cat": b.cat[k].astype(np.int64).tolist(),
+                "n": b.n[k].astype(np.int64).tolist(), "_ev": sel[b.rep[k]]}
+        if b.aggregated:
+            lane["busy"] = _nums(b.busy[k])
         lanes.append(lane)
     return lanes, agg
-
-
-def _joins(stream: np.ndarray, s: np.ndarray, e: np.ndarray, c: np.ndarray, q: float, same_cat: bool) -> np.ndarray:
-    """True where an interval starts a new bucket at threshold q (intervals sorted by stream, start)."""
-    n = len(s)
-    short = (e - s) < q
-    join = np.zeros(n, dtype=bool)
-    if n > 1:
-        join[1:] = short[1:] & short[:-1] & (stream[1:] == stream[:-1]) & (s[1:] - e[:-1] < q)
-        if same_cat:
-            join[1:] &= c[1:] == c[:-1]
-    return ~join
-
-
-def _count(stream, s, e, c, q: float, same_cat: bool) -> int:
-    return int(_joins(stream, s, e, c, q, same_cat).sum())
-
-
-def _threshold(stream, s, e, c, same_cat: bool) -> float:
-    """The smallest threshold (to a ratio of 1.01) that leaves at most CAP intervals."""
-    span = float(e.max() - s.min()) if len(s) else 1.0
-    lo, hi = 1e-3, max(span, 1e-3) * 2
-    if _count(stream, s, e, c, hi, same_cat) > CAP:
-        return np.inf
-    while hi / lo > 1.01:
-        mid = float(np.sqrt(lo * hi))
-        if _count(stream, s, e, c, mid, same_cat) > CAP:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 # ----------------------------------------------------------------------------- idle

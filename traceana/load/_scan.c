@@ -510,7 +510,7 @@ static void tfree(table *t)
 
 /* args keys the loader reads (as the typed decoder names them) */
 enum { A_EXT, A_EXT21, A_CORR, A_DIMS, A_TYPES, A_STRIDES, A_CONC, A_DEVICE, A_STREAM, A_BYTES,
-       A_GRID, A_BLOCK, A_KFLOP, A_KGB, A_KERNEL, A_GNODE,
+       A_GRID, A_BLOCK, A_KFLOP, A_KGB, A_KERNEL, A_GNODE, A_SEQ,
        /* typed Any: any JSON value is accepted; what is not an int (or a number) is a fixup */
        A_STACK, A_HIER, A_PY_ID, A_PY_PARENT, A_PY_MODULE, A_ADDR, A_MBYTES, A_TALLOC, A_TRES, A_DTYPE, A_DID,
        A_N };
@@ -519,7 +519,7 @@ enum { A_EXT, A_EXT21, A_CORR, A_DIMS, A_TYPES, A_STRIDES, A_CONC, A_DEVICE, A_S
 enum { F_GP_DEVICE, F_GP_PID, F_GP_STREAM, F_GP_CORR, F_GP_EXT, F_GP_GNODE, F_GP_BYTES, F_GP_BLOCKS,
        F_OP_EXT, F_OP_KFLOP, F_OP_KGB, F_LA_CORR, F_LA_EXT,
        F_PY_ID, F_PY_PARENT, F_PY_MODULE, F_ME_ADDR, F_ME_NBYTES, F_ME_ALLOC, F_ME_RESERVED, F_ME_DTYPE,
-       F_ME_DEVICE };
+       F_ME_DEVICE, F_OP_SEQ };
 
 /* document states between feeds */
 enum { S_START, S_KEY_FIRST, S_KEY, S_AFTER_VALUE, S_EV_FIRST, S_EV, S_EV_AFTER, S_DONE };
@@ -562,7 +562,7 @@ typedef struct {
     vec op_stack, op_hier;  /* int32 pairs (op row, raw index) of non-empty "Call stack" / "Module Hierarchy" */
     /* columns */
     vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_groups, gp_gnode;
-    vec op_name, op_thread, op_ts, op_end, op_ext, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
+    vec op_name, op_thread, op_ts, op_end, op_ext, op_seq, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
     vec py_name, py_thread, py_ts, py_end, py_id, py_parent, py_module;
@@ -583,7 +583,7 @@ static PyObject *Unsupported;
     &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
     &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end, &s->op_stack, &s->op_hier, &s->py_name,    \
     &s->py_thread, &s->py_ts, &s->py_end, &s->py_id, &s->py_parent, &s->py_module, &s->me_thread, &s->me_ts,     \
-    &s->me_addr, &s->me_nbytes, &s->me_alloc, &s->me_reserved, &s->me_dtype, &s->me_device}
+    &s->me_addr, &s->me_nbytes, &s->me_alloc, &s->me_reserved, &s->me_dtype, &s->me_device, &s->op_seq}
 
 static void Scanner_dealloc(Scanner *s)
 {
@@ -1033,7 +1033,8 @@ static int args_key(const char *k, Py_ssize_t kn)
                     : KEY("kernel_flop") ? A_KFLOP : KEY("Device Type") ? A_DTYPE : -1;
     case 13: return KEY("Input Strides") ? A_STRIDES : KEY("kernel_num_gb") ? A_KGB : KEY("graph node id") ? A_GNODE : -1;
     case 14: return KEY("Total Reserved") ? A_TRES : -1;
-    case 15: return KEY("Concrete Inputs") ? A_CONC : KEY("Total Allocated") ? A_TALLOC : -1;
+    case 15: return KEY("Concrete Inputs") ? A_CONC : KEY("Total Allocated") ? A_TALLOC
+                    : KEY("Sequence number") ? A_SEQ : -1;
     case 16: return KEY("Python parent id") ? A_PY_PARENT : KEY("Python module id") ? A_PY_MODULE
                     : KEY("Module Hierarchy") ? A_HIER : -1;
     default: return -1;
@@ -1147,9 +1148,9 @@ static int typed_ok(const event *ev)
     if (!IS(ev->pid, id) || !IS(ev->tid, id) || !IS(ev->ts, num) || !IS(ev->dur, num)) return 0;
     const tok *ints[] = {&ev->pid, &ev->tid, &ev->ts, &ev->dur, &ev->a[A_EXT], &ev->a[A_EXT21], &ev->a[A_CORR],
                          &ev->a[A_DEVICE], &ev->a[A_STREAM], &ev->a[A_GNODE], &ev->a[A_BYTES], &ev->a[A_KFLOP],
-                         &ev->a[A_KGB]};
+                         &ev->a[A_KGB], &ev->a[A_SEQ]};
     if (ev->args == T_OBJ) {
-        int ids[] = {A_EXT, A_EXT21, A_CORR, A_DEVICE, A_STREAM, A_GNODE};
+        int ids[] = {A_EXT, A_EXT21, A_CORR, A_DEVICE, A_STREAM, A_GNODE, A_SEQ};
         for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
             if (!IS(ev->a[ids[i]], id)) return 0;
         if (!IS(ev->a[A_BYTES], num | str) || !IS(ev->a[A_KFLOP], num | str) || !IS(ev->a[A_KGB], num | str))
@@ -1305,7 +1306,8 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
         Py_ssize_t row = (Py_ssize_t)(s->op_ts.n / sizeof(double));
         NOMEM(push_i(&s->op_name, code) || push_i(&s->op_thread, thread) || push_d(&s->op_ts, ts) ||
               push_d(&s->op_end, end));
-        if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
+        if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_id(s, &s->op_seq, F_OP_SEQ, &A[A_SEQ]) ||
+            push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
             push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]) || push_text(s, &s->op_stack, row, &A[A_STACK]) ||
             push_text(s, &s->op_hier, row, &A[A_HIER]))
             return -1;
@@ -1509,7 +1511,7 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
         {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_groups", &s->gp_groups},
         {"gp_gnode", &s->gp_gnode},
         {"op_name", &s->op_name}, {"op_thread", &s->op_thread}, {"op_ts", &s->op_ts}, {"op_end", &s->op_end},
-        {"op_ext", &s->op_ext}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
+        {"op_ext", &s->op_ext}, {"op_seq", &s->op_seq}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
         {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},
         {"la_corr", &s->la_corr}, {"la_ext", &s->la_ext}, {"la_kernel", &s->la_kernel},
         {"an_name", &s->an_name}, {"an_thread", &s->an_thread}, {"an_ts", &s->an_ts}, {"an_end", &s->an_end},

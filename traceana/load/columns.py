@@ -43,7 +43,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     threads: dict[tuple, int] = {}
     # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
     op = {k: array("d") if k in ("ts", "end") else [] for k in
-          ("name", "thread", "ts", "end", "ext", "dims", "types", "strides", "concrete", "kflop", "kgb")}
+          ("name", "thread", "ts", "end", "ext", "seq", "dims", "types", "strides", "concrete", "kflop", "kgb")}
     la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
           ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
@@ -71,7 +71,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     g_name, g_kind, g_dev, g_pid, g_stream = (gp[k].append for k in ("name", "kind", "device", "pid", "stream"))
     g_ts, g_dur, g_corr, g_ext, g_bytes, g_blocks, g_groups, g_node = (
         gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "groups", "gnode"))
-    o_name, o_thread, o_ts, o_end, o_ext = (op[k].append for k in ("name", "thread", "ts", "end", "ext"))
+    o_name, o_thread, o_ts, o_end, o_ext, o_seq = (
+        op[k].append for k in ("name", "thread", "ts", "end", "ext", "seq"))
     o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
         op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
     l_name, l_thread, l_ts, l_end, l_corr, l_ext, l_kernel = (
@@ -208,6 +209,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 o_end(end)
                 if a is None:
                     o_ext(None)
+                    o_seq(None)
                     o_dims(empty)
                     o_types(empty)
                     o_strides(empty)
@@ -217,6 +219,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 else:
                     x = a.external_id
                     o_ext(x if x is not None else a.external_id_2021)
+                    o_seq(a.seq)
                     x = a.call_stack
                     if x:  # ("" when not recorded: most ops of a with_modules trace)
                         stacks[len(op["ts"]) - 1] = x
@@ -264,6 +267,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     i32, f64 = np.int32, np.float64
     cols = {"op_name": np.array(op["name"], i32), "op_thread": np.array(op["thread"], i32),
             "op_ts": np.array(op["ts"], f64), "op_end": np.array(op["end"], f64), "op_ext": _ints(op["ext"]),
+            "op_seq": _ints(op["seq"]),
             "op_dims": op["dims"], "op_types": op["types"], "op_strides": op["strides"], "op_concrete": op["concrete"],
             "op_kflop": _floats(op["kflop"]), "op_kgb": _floats(op["kgb"]),
             "la_name": np.array(la["name"], i32), "la_thread": np.array(la["thread"], i32),
@@ -305,7 +309,7 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
     c = cols
     ops = CpuOps(c["op_name"], c["op_thread"], c["op_ts"], c["op_end"], c["op_ext"], c["op_dims"], c["op_types"],
                  c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"],
-                 call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]))
+                 call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]), seq=c["op_seq"])
     python = PyFrames(c["py_name"], c["py_thread"], c["py_ts"], c["py_end"], c["py_id"], c["py_parent"],
                       c["py_module"])
     memory = MemoryEvents(c["me_ts"], c["me_thread"], c["me_addr"], c["me_nbytes"], c["me_alloc"], c["me_reserved"],

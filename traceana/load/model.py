@@ -32,6 +32,9 @@ class CpuOps:
     call_stack: dict[int, str] = field(default_factory=dict)
     # op index -> its "Module Hierarchy" arg (TorchScript modules), only the ops with a non-empty one
     module_hierarchy: dict[int, str] = field(default_factory=dict)
+    # int64 "Sequence number" (autograd: a forward op's node, repeated by the backward's evaluate_function
+    # op), -1 when absent; None when the trace was built without it (tests' hand-made columns)
+    seq: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)

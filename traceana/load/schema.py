@@ -38,6 +38,8 @@ class Args(Struct, forbid_unknown_fields=False):
     # cpu ops recorded with_stack (older torch) / TorchScript modules: text, kept when a non-empty str
     call_stack: Any = field(name="Call stack", default=None)
     module_hierarchy: Any = field(name="Module Hierarchy", default=None)
+    # autograd: a forward op's node number; the backward's evaluate_function op repeats it (traceana.modules)
+    seq: Id = field(name="Sequence number", default=None)
     # python_function events (with_stack=True): the Python call tree
     py_id: Any = field(name="Python id", default=None)
     py_parent: Any = field(name="Python parent id", default=None)

@@ -37,7 +37,7 @@ except ImportError:  # the scanner is not built (no C compiler at install): the 
 _FIXUP_COLUMNS = ("gp_device", "gp_pid", "gp_stream", "gp_corr", "gp_ext", "gp_gnode", "gp_bytes", "gp_blocks",
                   "op_ext", "op_kflop", "op_kgb", "la_corr", "la_ext",
                   "py_id", "py_parent", "py_module", "me_addr", "me_nbytes", "me_alloc", "me_reserved", "me_dtype",
-                  "me_device")
+                  "me_device", "op_seq")
 _FLOAT_FIXUPS = frozenset({"gp_bytes", "op_kflop", "op_kgb", "me_alloc", "me_reserved"})
 _MISSING_ZERO = frozenset({"me_addr", "me_nbytes"})  # absent or unreadable: 0, not -1
 _DTYPES = {"name": np.int32, "thread": np.int32, "kernel": np.int32, "kind": np.int8, "ts": np.float64,

@@ -47,6 +47,7 @@ from traceana.render import (
 from traceana import units
 from traceana.render.first import CARDS_BEFORE_FOLD, cards, device_line, plan, sentence, terms
 from traceana.render.json_out import to_json_safe
+from traceana.render.modules import modules_view, where, where_title
 from traceana.render.memory import memory_view
 from traceana.render.timeline import add_story
 from traceana.render.utilisation import utilisation_view
@@ -167,8 +168,10 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
         _cell(bound.replace("_", " "), cls=f"bound b-{bound}"),
         _cell(f"{peak_text} {peak_label}".strip() if peak is not None else "—", peak,
               title=text(op.get("peak_why"), 300), cls="roof"),
+        _cell(where(op) or "—", title=where_title(op), cls="where"),
     ]
-    search = " ".join((full, dims, fmt_types(op.get("input_types")), bound, family)).lower()
+    search = " ".join((full, dims, fmt_types(op.get("input_types")), bound, family,
+                       text(op.get("module_class"), 2000), text(op.get("source"), 400))).lower()
     return {"id": anchor, "cells": cells, "bound": bound, "family": family, "search": text(search, 3000),
             "full": full}
 
@@ -319,6 +322,8 @@ def _cards(a: Mapping[str, Any], link: Any) -> list[dict[str, Any]]:
         ids = [m["id"] for m in c["members"] if m["id"]]
         anchor = "f-" + (_ANCHOR_BAD.sub("_", ids[0])[:40] if ids else str(i))
         members = [{**m, "ops": [link(o) for o in m["ops"]]} for m in c["members"]]
+        top = mapping(seq(a.get("findings"))[c["members"][0]["index"]])
+        c = {**c, "where": where(top, 4), "where_title": where_title(top)}
         tags = [f"{c['confidence']} confidence"] if c["confidence"] else []
         if c["estimated"]:
             tags.append("estimated")
@@ -393,6 +398,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
                   "capped": len(plottable) - len(points)},
         "table": ops_table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
         "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")),
+        "modules": modules_view(a, link),
         "data": to_json_safe({
             "points": points,
             "roofs": [{"dtype": k, "tflops": v} for k, v in roofs],

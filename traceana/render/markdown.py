@@ -22,6 +22,7 @@ from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_
 from traceana.render import verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
+from traceana.render.markdown_long import modules_block
 from traceana.render.memory import memory_line
 from traceana.render.md import fit, fold, md_text, table_row
 from traceana.units import kernel_names
@@ -150,6 +151,8 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
             blocks.append(block)
             left -= len(block) + 2
 
+    mods = modules_block(a, min(left, 1800), 10, 3.0)  # its room is kept: the line on how to record stacks
+    left -= len(mods) + 2 if mods else 0
     rows = terms(a)
     add(fold("Where the time went: every µs of the primary device's span, once",
              [table_row([md_text(t["label"], 80), t["time"], t["pct"]]) for t in rows], left,
@@ -157,6 +160,8 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
     cs = cards(a)
     add(fold(f"Findings: {plural(len(cs), 'group')}, largest saving first", [_card(c) for c in cs], left,
              more=lambda n: f"*… {plural(n, 'more group')} in the long form.*"))
+    if mods:
+        blocks.append(mods)
     warns = [f"- {md_text(w, 300, line_start=True)}" for w in _warnings(a)]
     add(fold(f"{plural(len(warns), 'warning')}", warns, left, more=lambda n: f"*… {n:,} more in the JSON report.*"))
     cov = _coverage(a)

@@ -48,6 +48,7 @@ from traceana.render import (
 )
 from traceana.render.first import terms
 from traceana.units import kernel_names
+from traceana.render.modules import markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
 from traceana.render.md import code_block, fold, md_text, table_row
 
@@ -148,11 +149,13 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
         return []
     shown = ops[:n]
     ach = any("achievable_pct" in op for op in shown)  # a device profile was given
+    at = any(where(op) for op in shown)  # the trace recorded modules or source lines
     lines = [
         f"## Top {len(shown)} of {plural(len(ops), 'op signature')} by device time",
         "",
-        table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
-        "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|",
+        table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound",
+                   *(["module · code"] if at else [])]),
+        "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|" + ("---|" if at else ""),
     ]
     for op, name in zip(shown, kernel_names([op.get("name") for op in shown])):
         lines.append(table_row([
@@ -163,6 +166,7 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
             _pct_cell(op),
             *([fmt_pct(op.get("achievable_pct"))] if ach else []),
             bound_of(op),
+            *([md_text(where(op), 160) or "—"] if at else []),
         ]))
     return lines
 
@@ -187,7 +191,9 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
         tags = finding_tags(f)
         bits = ([f"saves up to {saving / 1000:,.3f} ms"] if saving and f.get("lever") is not False else []) + tags
         tail = f" ({', '.join(bits)})" if bits else ""
-        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}")
+        at = where(f, 4)
+        lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}"
+                     + (f" *(in {md_text(at, 300)})*" if at else ""))
     if len(items) > n:
         lines.append(f"- … and {len(items) - n:,} more findings (see the HTML or JSON report)")
     return lines
@@ -312,15 +318,34 @@ def _folded(a: Mapping[str, Any], budget: int) -> tuple[str, str]:
     budget -= len(why) + 2
     cov = _coverage_detail(a, int(total * 0.1))
     budget -= len(cov) + 2
+    mods = modules_block(a, int(total * 0.15), 80, 0.5)
+    budget -= len(mods) + 2
     table = ""
     if len(ops) > TOP_OPS:
         reserve = min(len(warnings_block(total)), int(total * 0.15)) + 2
         table = _full_table(ops, budget - reserve)
         budget -= len(table) + 2
     warn_block = warnings_block(budget)
-    parts = [p for p in (why, table, cov) if p]
+    parts = [p for p in (why, mods, table, cov) if p]
     detail = "\n\n".join(["## Details", *parts]) if parts else ""
     return warn_block, detail
+
+
+def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float) -> str:
+    """The by-module tree as an indented list in a <details> block (the modules with the most device time),
+    or the one line saying how to record modules when the trace has none."""
+    m = mapping(a.get("modules"))
+    if not m or (m.get("source") and not num(mapping(m.get("total")).get("time_us"))):
+        return ""
+    items = [f"{'  ' * d}- " + (md_text(n, 200) if mod else f"*{md_text(n, 200)}*") + f": {md_text(c, 300)}"
+             for d, n, c, mod in markdown_items(a, limit, min_pct)]
+    note = md_text(m.get("note"), 400) + (f"; {md_text(m.get('backward'), 300)}" if m.get("backward") else "")
+    if not items:  # one visible line: what the trace lacks and how to record it
+        line = f"**Modules and source lines:** {note}."
+        return line if len(line) <= budget else ""
+    return fold(f"By module: device time, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
+                "have the whole tree)", items, budget, head=note + ".\n",
+                more=lambda n: f"*… {n:,} more in the HTML and JSON reports.*")
 
 
 def render_long(analysis: Mapping[str, Any], image: str | None = None) -> str:

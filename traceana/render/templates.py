@@ -14,6 +14,7 @@ written only means compiling every time.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING

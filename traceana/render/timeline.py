@@ -34,6 +34,7 @@ from traceana.render import (
     short_name,
     text,
 )
+from traceana.units import kernel_names
 from traceana.render.json_out import to_json_safe
 
 #: Colours of the timeline categories and idle causes (the bounds' as in report.css and svg.py).
@@ -69,6 +70,14 @@ TIPS: dict[str, str] = {
 MAX_INTERVALS = 50_000
 MAX_GAPS = 5_000
 MAX_LANES = 64
+#: ... and at most this many CPU threads and CPU intervals, kernel names and CPU names (an interval whose
+#: name is beyond the table shows its op's name; shortening a long C++ name takes ~0.3 ms).
+MAX_THREADS = 16
+MAX_CPU_INTERVALS = 20_000
+MAX_NAMES = 5_000
+MAX_CPU_NAMES = 20_000
+#: The full kernel names (shown under the short one in the hover) take about this many characters in all.
+FULL_NAMES_CHARS = 400_000
 _EXACT = 2 ** 53  # ints below this survive int(float(x)) unchanged
 
 
@@ -186,6 +195,12 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         return None
     cats = [text(c, 30) for c in seq(t.get("categories"))][:32]
     causes = [text(c, 30) for c in seq(t.get("gap_causes"))][:8]
+    raw_kernels = [text(k, 1000) for k in seq(t.get("kernels"))[:MAX_NAMES]]
+    kernels = {"short": kernel_names(raw_kernels, 100),
+               "full": [text(k, _full_limit(len(raw_kernels))) for k in raw_kernels]}
+    calls = [text(c, 80) for c in seq(t.get("calls"))[:64]]
+    cpu_names = [short_name(text(x, 1000), 120) or "(unnamed)" for x in seq(t.get("cpu_names"))[:MAX_CPU_NAMES]]
+    threads = _threads(t, len(cpu_names))
     lanes, used, total = [], set(), 0
     for lane in [mapping(x) for x in seq(t.get("lanes"))][:MAX_LANES]:
         start = _column(lane.get("start"))
@@ -203,6 +218,7 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
             cols["busy"] = busy[:n]
         cols["op"] = [o if 0 <= o < len(ops) else -1 for o in cols["op"]]
         cols["cat"] = [c if 0 <= c < len(cats) else -1 for c in cols["cat"]]
+        cols.update(_links(lane, len(start), n, len(raw_kernels), len(calls), len(threads)))
         used.update(o for o in cols["op"] if o >= 0)
         total += n
         lanes.append({"stream": text(lane.get("stream"), 20), "events": fmt_int(lane.get("events")),
@@ -222,7 +238,80 @@ def timeline_data(a: Mapping[str, Any], ops: list[Mapping[str, Any]], anchors: l
         "labels": {k: TL_LABELS.get(k, k) for k in (*cats, *causes)},
         "ops": {str(i): _op_info(ops[i], anchors[i], anchors[i] in in_table) for i in sorted(used)},
         "cpu": _cpu_window(mapping(t.get("window"))),
+        "kernels": kernels, "calls": calls, "threads": threads, "cpu_names": cpu_names,
+        "cpu_range": _column(t.get("cpu_range"), 2), "notes": drawing_notes(t),
     }
+
+
+def _full_limit(n: int) -> int:
+    """How much of each full kernel name the page keeps: 400 characters, less when there are many
+    names (about FULL_NAMES_CHARS in all, never under 80)."""
+    return max(80, min(400, FULL_NAMES_CHARS // max(n, 1)))
+
+
+def _links(lane: Mapping[str, Any], m: int, n: int, n_kernels: int, n_calls: int, n_threads: int) -> dict[str, list]:
+    """A lane's kernel name, correlation id and launch columns (m long in the analysis, cut to n);
+    a column that is missing or malformed reads as none (-1)."""
+    kernel = _column(lane.get("kernel"), m, True) or [-1] * m
+    corr = _column(lane.get("corr"), m, True) or [-1] * m
+    call, thread = _column(lane.get("call"), m, True), _column(lane.get("thread"), m, True)
+    launch = _column(lane.get("launch"), m)
+    if call is None or thread is None or launch is None:
+        call, thread, launch = [-1] * m, [-1] * m, [0.0] * m
+    return {"kernel": [k if 0 <= k < n_kernels else -1 for k in kernel[:n]], "corr": corr[:n],
+            "call": [c if 0 <= c < n_calls else -1 for c in call[:n]],
+            "thread": [x if 0 <= x < n_threads else -1 for x in thread[:n]], "launch": launch[:n]}
+
+
+def _track(cols: Any, n_names: int, room: int) -> dict[str, list] | None:
+    """One CPU track's checked columns (start, dur, name, n, busy), at most `room` long; None when unusable."""
+    c = mapping(cols)
+    start = _column(c.get("start")) if c else None
+    if start is None:
+        return None
+    m = len(start)
+    dur, name = _column(c.get("dur"), m), _column(c.get("name"), m, True)
+    if dur is None or name is None:
+        return None
+    k = min(m, room)
+    out = {"start": start[:k], "dur": dur[:k], "name": [x if 0 <= x < n_names else -1 for x in name[:k]],
+           "n": (_column(c.get("n"), m, True) or [1] * m)[:k]}
+    busy = _column(c.get("busy"), m) if "busy" in c else None
+    if busy is not None:
+        out["busy"] = busy[:k]
+    return out
+
+
+def _threads(t: Mapping[str, Any], n_names: int) -> list[dict[str, Any]]:
+    """The CPU threads: label, kernels launched, ops and annotations tracks (checked, capped)."""
+    out, room = [], MAX_CPU_INTERVALS
+    for th in [mapping(x) for x in seq(t.get("threads"))][:MAX_THREADS]:
+        full = text(th.get("thread"), 60)
+        row: dict[str, Any] = {"thread": full, "tid": full.rsplit("/", 1)[-1], "launched": fmt_int(th.get("launched"))}
+        for kind in ("ops", "annotations"):
+            cols = _track(th.get(kind), n_names, room)
+            if cols is not None:
+                row[kind] = cols
+                room -= len(cols["start"])
+        out.append(row)
+    return out
+
+
+def drawing_notes(t: Mapping[str, Any]) -> list[str]:
+    """What the drawing leaves out or merges, one sentence each (shown above the timeline)."""
+    notes = []
+    if t.get("aggregated") is True:
+        notes.append(f"{fmt_int(t.get('events'))} GPU events drawn as {fmt_int(t.get('intervals'))} intervals: kernels "
+                     f"shorter than {fmt_sig(t.get('bucket_us'))} µs merged into buckets (hover one for its count)")
+    cpu_ev, cpu_iv = num(t.get("cpu_events")), num(t.get("cpu_intervals"))
+    if cpu_ev is not None and cpu_iv is not None and cpu_iv < cpu_ev:
+        notes.append(f"{fmt_int(cpu_ev)} CPU ops and annotations drawn as {fmt_int(cpu_iv)} intervals: short "
+                     "neighbours merged, each bucket named after its longest")
+    omitted = num(t.get("threads_omitted"))
+    if omitted:
+        notes.append(f"{plural(omitted, 'other launching thread')} not drawn (the threads that launched most "
+                     "kernels are)")
+    return notes
 
 
 def _cpu_window(w: Mapping[str, Any]) -> list[float] | None:
@@ -244,7 +333,8 @@ def _verdict(op: Mapping[str, Any]) -> str:
 
 def _op_info(op: Mapping[str, Any], anchor: str, in_table: bool) -> dict[str, Any]:
     return {"name": short_name(op.get("name")) or "(unnamed)", "dims": fmt_dims(op.get("input_dims"), 160),
-            "dtypes": fmt_types(op.get("input_types"), 80), "verdict": _verdict(op),
+            "dtypes": fmt_types(op.get("input_types"), 80), "verdict": _verdict(op), "bound": bound_of(op),
+            "roof": fmt_pct(op.get("roof_pct")) if num(op.get("roof_pct")) is not None else "",
             "mean": fmt_time_us(op.get("mean_time_us")), "id": anchor, "row": in_table}
 
 
@@ -257,7 +347,8 @@ def _caption(tl: dict[str, Any] | None, a: Mapping[str, Any]) -> dict[str, Any] 
     legend = [{"label": TL_LABELS.get(k, k), "colour": COLOURS.get(k, "#999999"), "title": TIPS.get(k, "")}
               for k in [tl["categories"][c] for c in cats] + [tl["causes"][c] for c in causes
                                                                 if 0 <= c < len(tl["causes"])]]
-    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"])}
+    return {"text": window_text(a), "legend": legend, "lanes": len(tl["lanes"]), "threads": len(tl["threads"]),
+            "annotations": any("annotations" in th for th in tl["threads"]), "notes": tl["notes"]}
 
 
 def window_text(a: Mapping[str, Any]) -> str:

@@ -1,0 +1,462 @@
+"""Which module and which line of the user's code issued each op, and in which phase it ran.
+
+From what the trace recorded, best first:
+  python_function events (with_stack=True, torch >= 2.0): the Python call tree, "nn.Module: Class_k" entries
+      included. An op's innermost enclosing frame on its own thread (by time nesting) leads, through the
+      frames' parent ids, to its chain of module entries (the module path) and to the innermost frame whose
+      file is the user's own code (frames.is_user_file).
+  "Call stack" op args (with_stack=True in older torch): the user frame only (the stack names functions,
+      not modules).
+  "Module Hierarchy" op args (TorchScript, with_modules=True): the module path, with attribute names.
+
+Backward ops run on autograd's thread, where no Python frame of the model is recorded: each backward op
+sits inside an "autograd::engine::evaluate_function: XBackward0" op whose "Sequence number" is that of
+the forward op that created the node; the backward op takes that forward op's module and user frame.
+Frames recorded inside the node itself (activation checkpointing recomputes the forward there; a custom
+autograd.Function's backward is Python) come first.
+
+All passes are numpy over the whole trace: no Python loop runs per frame or per op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from traceana.load.model import Trace
+from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
+
+PHASES = ("forward", "backward", "optimizer")
+FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+NODE_PREFIX = "autograd::engine::evaluate_function: "
+# traces before torch 1.10 name the node op itself ("AddmmBackward", "CudnnConvolutionBackward"), no wrapper
+_OLD_NODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*Backward\d*$")
+OPTIM_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
+OPTIM_FILES = ("torch/optim/",)
+
+
+@dataclass(frozen=True)
+class Places:
+    """Per op instance (index into trace.ops): its module path, user frame and phase."""
+
+    source: str | None  # "python_function" | "call_stack" | "module_hierarchy" | None (nothing recorded)
+    module: np.ndarray  # int64 index into paths, -1 unknown
+    frame: np.ndarray  # int64 index into frames, -1 unknown
+    phase: np.ndarray  # int8 index into PHASES
+    via_forward: np.ndarray  # bool: a backward op placed through its forward op's sequence number
+    paths: list[tuple[str, ...]] = field(default_factory=list)  # module instance names from the top
+    frames: list[Frame] = field(default_factory=list)
+    seq_recorded: bool = False  # the trace has sequence numbers (backward ops can be placed)
+    # bool per op: inside autograd's AccumulateGrad node (gradients summed into .grad, DDP's reducer hooks):
+    # backward work of no module
+    accumulate: np.ndarray | None = None
+
+
+def places(trace: Trace, links=None, first_replayed: int | None = None) -> Places:
+    """`first_replayed`: ops from this index on are the synthetic ops replay.inject appended for graph
+    replays (timed by their replayed kernels, on the GPU's clock); with `links`, each is placed where its
+    graph was launched (the launch call's time on its thread), not at its kernels' times."""
+    ops = trace.ops
+    q_ts, q_end = _query_times(trace, links, first_replayed)
+    n = len(ops)
+    module = np.full(n, -1, dtype=np.int64)
+    frame = np.full(n, -1, dtype=np.int64)
+    phase = np.zeros(n, dtype=np.int8)
+    via = np.zeros(n, dtype=bool)
+    paths: list[tuple[str, ...]] = []
+    frames: list[Frame] = []
+    py = getattr(trace, "python", None)
+    source = None
+    # when the op's module / user frame started (a Call stack or Module Hierarchy has no times: never inside
+    # an autograd node, so a backward op takes its forward op's)
+    m_start = f_start = np.full(n, -np.inf)
+    opt = np.zeros(n, dtype=bool)
+    if py is not None and len(py) and n:
+        source = "python_function"
+        module, frame, m_start, f_start, opt = _from_python(trace, paths, frames, q_ts, q_end)
+        mh = getattr(ops, "module_hierarchy", None) or {}
+        if mh:  # a TorchScript model called from Python: its ops have no module entry, their hierarchy says it
+            scripted = np.full(n, -1, dtype=np.int64)
+            _from_text(mh, scripted, paths, hierarchy_path)
+            take = (module < 0) & (scripted >= 0)
+            module[take] = scripted[take]
+    else:
+        cs = getattr(ops, "call_stack", None) or {}
+        mh = getattr(ops, "module_hierarchy", None) or {}
+        if mh:
+            source = "module_hierarchy"
+            _from_text(mh, module, paths, hierarchy_path)
+        if cs:
+            source = source or "call_stack"
+            _frames_from_stacks(cs, frame, frames, None if mh else (module, paths))
+    if not n:
+        return Places(source, module, frame, phase, via, paths, frames)
+    phase[opt | _inside_named(trace, OPTIM_PREFIXES, q_ts, q_end, ops.thread)] = OPTIMIZER
+    node = _enclosing_node(trace, q_ts, q_end)
+    back = node >= 0
+    acc_codes = [i for i, nm in enumerate(trace.names) if nm.endswith("AccumulateGrad")]
+    accumulate = back & np.isin(ops.name[np.maximum(node, 0)], acc_codes)
+    phase[back] = BACKWARD
+    seq = getattr(ops, "seq", None)
+    seq_ok = seq is not None and bool((seq >= 0).any())
+    if back.any():
+        # a backward op's own frames count only when they started inside its autograd node
+        node_ts = np.where(back, ops.ts[np.maximum(node, 0)], np.inf)
+        module[back & (m_start < node_ts)] = -1
+        frame[back & (f_start < node_ts)] = -1
+        if seq_ok:
+            fwd = _forward_of(ops, seq, node, back)
+            take = back & (fwd >= 0)
+            need_m = take.copy()
+            need_m[take] = module[take] < 0
+            module[need_m] = module[fwd[need_m]]
+            need_f = take.copy()
+            need_f[take] = frame[take] < 0
+            frame[need_f] = frame[fwd[need_f]]
+            via[need_m | need_f] = True
+    return Places(source, module, frame, phase, via, paths, frames, seq_ok, accumulate)
+
+
+def _query_times(trace: Trace, links, first: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's interval for finding what encloses it: its own, but a replayed op's is its graph launch's."""
+    ops = trace.ops
+    q_ts, q_end = ops.ts, ops.end
+    if links is None or first is None or first >= len(ops):
+        return q_ts, q_end
+    ev = np.flatnonzero((links.gpu_op >= first) & (links.gpu_launch >= 0))
+    if not len(ev):
+        return q_ts, q_end
+    op, at = np.unique(links.gpu_op[ev], return_index=True)  # each replayed op's first event
+    la = links.gpu_launch[ev[at]]
+    q_ts, q_end = q_ts.copy(), q_end.copy()
+    q_ts[op] = trace.launches.ts[la]
+    q_end[op] = trace.launches.end[la]
+    return q_ts, q_end
+
+
+# --- python_function events -------------------------------------------------------------------------------
+
+def _from_python(trace: Trace, paths: list, frames: list, q_ts: np.ndarray, q_end: np.ndarray):
+    """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
+    py, ops, names = trace.python, trace.ops, trace.names
+    parent = _parent_index(py)
+    if not (py.parent >= 0).any():  # no parent ids recorded: the call tree from time nesting instead
+        parent = _nesting_parents(py.thread, py.ts, py.end)
+    codes = np.flatnonzero(np.bincount(py.name, minlength=len(names)))  # the frame names present
+    inv = py.name  # the tables below are indexed by name code
+    is_mod_c = np.zeros(len(names), dtype=bool)
+    frame_c = np.full(len(names), -1, dtype=np.int64)  # index into frames for user-code frames
+    opt_c = np.zeros(len(names), dtype=bool)
+    lib_c = np.zeros(len(names), dtype=bool)  # kernel libraries' frames
+    for i in codes.tolist():  # per distinct frame name, not per frame
+        nm = names[i]
+        if module_name(nm) is not None:
+            is_mod_c[i] = True
+            continue
+        f = parse_frame(nm)
+        if f is None:
+            continue
+        lib_c[i] = f.kernel_lib
+        if f.user:
+            frame_c[i] = len(frames)
+            frames.append(f)
+        elif f.file.startswith(OPTIM_FILES):
+            opt_c[i] = True
+    is_mod = is_mod_c[inv]
+    is_user = frame_c[inv] >= 0
+    mod_anc = _nearest(parent, is_mod)
+    user_anc = _nearest(parent, is_user)
+    opt_anc = _nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
+    path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths)
+    inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
+    n = len(ops)
+    has = inner >= 0
+    m_fr = np.full(n, -1, dtype=np.int64)
+    u_fr = np.full(n, -1, dtype=np.int64)
+    m_fr[has] = mod_anc[inner[has]]
+    # the user's frame is above every kernel library frame on the way: what called into the library
+    start = inner.copy()
+    if lib_c.any():
+        lib_anc = _nearest(parent, lib_c[inv])
+        b = np.where(has, lib_anc[np.maximum(inner, 0)], -1)
+        for _ in range(64):
+            live = np.flatnonzero(b >= 0)
+            if not len(live):
+                break
+            start[live] = parent[b[live]]
+            b[live] = np.where(start[live] >= 0, lib_anc[np.maximum(start[live], 0)], -1)
+    ok = start >= 0
+    u_fr[ok] = user_anc[start[ok]]
+    module = np.where(m_fr >= 0, path_of[np.maximum(m_fr, 0)], -1)
+    frame = np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1)
+    m_start = np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf)
+    f_start = np.where(u_fr >= 0, py.ts[np.maximum(u_fr, 0)], -np.inf)
+    opt = np.zeros(n, dtype=bool)
+    opt[has] = opt_anc[inner[has]] >= 0
+    return module, frame, m_start, f_start, opt
+
+
+def _parent_index(py) -> np.ndarray:
+    """Each frame's parent frame (index), from "Python parent id" -> "Python id"; -1 for a root. A parent
+    that is not found, is on another thread or starts after its child makes the frame a root."""
+    n = len(py)
+    out = np.full(n, -1, dtype=np.int64)
+    ids = py.py_id
+    ok = ids >= 0
+    if not ok.any():
+        return out
+    idx = np.flatnonzero(ok)
+    order = idx if (np.diff(ids[idx]) > 0).all() else idx[np.argsort(ids[idx], kind="stable")]
+    s = ids[order]
+    want = py.parent
+    pos = np.searchsorted(s, want)
+    pos_c = np.minimum(pos, len(s) - 1)
+    hit = (want >= 0) & (pos < len(s)) & (s[pos_c] == want)
+    cand = np.where(hit, order[pos_c], -1)
+    good = cand >= 0
+    good[good] = (py.thread[cand[good]] == py.thread[good]) & (py.ts[cand[good]] <= py.ts[good])
+    out[good] = cand[good]
+    return out
+
+
+def _nearest(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """For each frame, the nearest frame at or above it (itself, its parent, ...) with `flag`; -1 when none.
+    Pointer doubling over the frames not yet resolved: about log2(depth) rounds."""
+    n = len(parent)
+    r = np.where(flag, np.arange(n, dtype=np.int64), parent)
+    todo = np.flatnonzero((r >= 0) & ~flag)  # r[i] is an ancestor not known to be flagged
+    todo = todo[~flag[r[todo]]]
+    for _ in range(64):
+        if not len(todo):
+            break
+        r[todo] = r[r[todo]]  # jump: the ancestor's own pointer (flagged, -1, or further up)
+        live = r[todo] >= 0
+        todo = todo[live]
+        todo = todo[~flag[r[todo]]]
+    return r
+
+
+def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, name: np.ndarray,
+                  names: list[str], paths: list) -> np.ndarray:
+    """Path index per module frame (-1 for other frames): the names of its module ancestors from the top.
+    Paths are numbered level by level (a vectorised pass per nesting level of modules, ~10 levels)."""
+    n = len(parent)
+    path_of = np.full(n, -1, dtype=np.int64)
+    mods = np.flatnonzero(is_mod)
+    if not len(mods):
+        return path_of
+    up = np.full(n, -1, dtype=np.int64)  # the enclosing module frame of each module frame
+    p = parent[mods]
+    up[mods] = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
+    depth = np.zeros(len(mods), dtype=np.int64)  # module ancestors of each module frame (~10 rounds)
+    cur = up[mods]
+    while (cur >= 0).any():
+        live = cur >= 0
+        depth += live
+        cur[live] = up[cur[live]]
+    key_paths: dict[tuple[int, int], int] = {}
+    tuples: list[tuple[str, ...]] = []
+    for d in range(int(depth.max()) + 1):
+        at = mods[depth == d]
+        par = np.where(up[at] >= 0, path_of[np.maximum(up[at], 0)], -1)
+        span = len(names) + 1
+        uniq, inv = np.unique((par + 1) * span + name[at].astype(np.int64), return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for u, key in enumerate(uniq.tolist()):  # per distinct path, not per frame
+            pp, code = key // span - 1, key % span
+            k = (pp, code)
+            if k not in key_paths:
+                key_paths[k] = len(tuples)
+                tuples.append((tuples[pp] if pp >= 0 else ()) + (module_name(names[code]) or names[code],))
+            ids[u] = key_paths[k]
+        path_of[at] = ids[inv.reshape(-1)]
+    paths.extend(tuples)
+    return path_of
+
+
+def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np.ndarray:
+    """Index of the innermost interval (by parent links) that encloses each query [q_ts, q_end] on the same
+    thread, -1 when none: the last interval starting at or before the query, climbed up its parents while
+    it ended before the query did."""
+    out = np.full(len(q_ts), -1, dtype=np.int64)
+    if not len(iv_ts) or not len(q_ts):
+        return out
+    order = _by_thread_and_start(iv_thread, iv_ts, iv_end)
+    s_thread, s_ts = iv_thread[order], iv_ts[order]
+    by_q = np.argsort(q_thread, kind="stable")
+    qt = q_thread[by_q]
+    cuts = np.flatnonzero(np.diff(s_thread)) + 1
+    starts, stops = np.r_[0, cuts], np.r_[cuts, len(order)]
+    cand = np.full(len(q_ts), -1, dtype=np.int64)
+    for lo, hi in zip(starts.tolist(), stops.tolist()):  # per thread
+        t = s_thread[lo]
+        a, b = np.searchsorted(qt, t, "left"), np.searchsorted(qt, t, "right")
+        if a == b:
+            continue
+        sel = by_q[a:b]
+        c = np.searchsorted(s_ts[lo:hi], q_ts[sel], side="right") - 1 + lo
+        cand[sel] = np.where(c >= lo, order[np.maximum(c, 0)], -1)
+    for _ in range(1024):  # climb while the candidate ended before the query did
+        live = np.flatnonzero(cand >= 0)
+        miss = live[iv_end[cand[live]] < q_end[live]]
+        if not len(miss):
+            break
+        cand[miss] = iv_parent[cand[miss]]
+    return cand
+
+
+def _by_thread_and_start(thread, ts, end) -> np.ndarray:
+    """Intervals ordered by thread, then start, then longest first. Python calls are recorded in the order they
+    start (parents before children), so a stable sort by thread usually gives that order already (checked);
+    else the full sort."""
+    order = np.argsort(thread, kind="stable")
+    t, th, e = ts[order], thread[order], end[order]
+    same = th[1:] == th[:-1]
+    dt = t[1:] - t[:-1]
+    if not ((dt > 0) | ((dt == 0) & (e[1:] <= e[:-1])) | ~same).all():
+        order = np.lexsort((-end, ts, thread))
+    return order
+
+
+# --- autograd nodes, optimizer ranges ------------------------------------------------------------------
+
+def _enclosing_node(trace: Trace, q_ts: np.ndarray, q_end: np.ndarray) -> np.ndarray:
+    """Per op, the innermost autograd node op enclosing it (itself included), -1: "autograd::engine::
+    evaluate_function: XBackward0", or in traces that have no such wrapper, the "XBackward" op itself."""
+    ops = trace.ops
+    codes = [i for i, nm in enumerate(trace.names) if nm.startswith(NODE_PREFIX)]
+    if not codes or not np.isin(ops.name, codes).any():
+        codes = [i for i, nm in enumerate(trace.names) if _OLD_NODE.match(nm)]
+    out = np.full(len(ops), -1, dtype=np.int64)
+    if not codes:
+        return out
+    nodes = np.flatnonzero(np.isin(ops.name, codes))
+    if not len(nodes):
+        return out
+    parent = _nesting_parents(ops.thread[nodes], ops.ts[nodes], ops.end[nodes])
+    inner = _innermost(ops.thread[nodes], ops.ts[nodes], ops.end[nodes], parent, ops.thread, q_ts, q_end)
+    has = inner >= 0
+    out[has] = nodes[inner[has]]
+    return out
+
+
+def _nesting_parents(thread, ts, end) -> np.ndarray:
+    """Parent of each interval by time nesting on its thread (few intervals: autograd nodes)."""
+    order = np.lexsort((-end, ts, thread))
+    parent = np.full(len(ts), -1, dtype=np.int64)
+    stack: list[int] = []
+    prev = None
+    for i in order.tolist():  # autograd nodes only: thousands, not the trace's events
+        if thread[i] != prev:
+            stack, prev = [], thread[i]
+        while stack and end[stack[-1]] <= ts[i]:
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return parent
+
+
+def _inside_named(trace: Trace, prefixes: tuple[str, ...], ts, end, thread) -> np.ndarray:
+    """Whether each interval lies inside an op or user annotation whose name starts with one of `prefixes`
+    (on the same thread)."""
+    out = np.zeros(len(ts), dtype=bool)
+    codes = [i for i, nm in enumerate(trace.names) if nm.startswith(prefixes)]
+    if not codes:
+        return out
+    for col in (trace.ops, trace.annotations):
+        sel = np.flatnonzero(np.isin(col.name, codes))
+        if not len(sel):
+            continue
+        parent = _nesting_parents(col.thread[sel], col.ts[sel], col.end[sel])
+        out |= _innermost(col.thread[sel], col.ts[sel], col.end[sel], parent, thread, ts, end) >= 0
+    return out
+
+
+def _forward_of(ops, seq: np.ndarray, node: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """Per op, the forward op whose autograd node its enclosing evaluate_function op runs: the latest forward
+    op with the node's sequence number that started before the node; -1 when none."""
+    out = np.full(len(ops), -1, dtype=np.int64)
+    # forward ops: numbered ops other than autograd's own node ops (those repeat their node's number); inside
+    # a backward node, the forward a checkpoint recomputes (numbered anew) counts too
+    own = np.zeros(len(ops), dtype=bool)
+    own[back] = seq[node[back]] == seq[back]
+    fwd = np.flatnonzero((seq >= 0) & ~own)
+    if not len(fwd):
+        return out
+    order = fwd[np.lexsort((ops.ts[fwd], seq[fwd]))]
+    s_seq = seq[order]
+    b = np.flatnonzero(back)
+    n_seq = seq[node[b]]
+    n_ts = ops.ts[node[b]]
+    hi = np.searchsorted(s_seq, n_seq, "right") - 1
+    ok = (n_seq >= 0) & (hi >= 0)
+    ok[ok] = s_seq[hi[ok]] == n_seq[ok]
+    cand = np.where(ok, order[np.maximum(hi, 0)], -1)
+    late = ok & (ops.ts[np.maximum(cand, 0)] > n_ts)  # another thread's later forward with the same number
+    for j in np.flatnonzero(late).tolist():  # rare: several forward threads
+        lo = np.searchsorted(s_seq, n_seq[j], "left")
+        c = [k for k in order[lo:hi[j] + 1].tolist() if ops.ts[k] <= n_ts[j]]
+        cand[j] = c[-1] if c else -1
+    out[b] = cand
+    return out
+
+
+# --- Call stack / Module Hierarchy args ------------------------------------------------------------------
+
+def _frames_from_stacks(stacks: dict[int, str], frame: np.ndarray, frames: list, calls: tuple | None) -> None:
+    """Each op's innermost user frame from its "Call stack" (one parse per distinct stack text). With
+    `calls` = (module, paths), also its call path: the user's frames from the outermost in ("train.py:54
+    <module>" / "resnet.py:249 forward" / ...), the stand-in for a module path, which a Call stack does not
+    name."""
+    seen: dict[str, tuple[int, int]] = {}
+    where: dict[tuple, int] = {}
+    path_ids: dict[tuple, int] = {}
+    for i, text in stacks.items():
+        k = seen.get(text)
+        if k is None:
+            user = [f for f in call_stack_frames(text) if f.user]
+            fr = pa = -1
+            if user:
+                f = user[0]
+                key = (f.file, f.line, f.function)
+                fr = where.get(key, -1)
+                if fr < 0:
+                    fr = where[key] = len(frames)
+                    frames.append(f)
+                if calls is not None:
+                    p = tuple(f"{u.file.rsplit('/', 1)[-1]}:{u.line} {u.function}" for u in reversed(user))
+                    pa = path_ids.get(p, -1)
+                    if pa < 0:
+                        pa = path_ids[p] = len(calls[1])
+                        calls[1].append(p)
+            k = seen[text] = (fr, pa)
+        frame[i] = k[0]
+        if calls is not None:
+            calls[0][i] = k[1]
+
+
+def _from_text(texts: dict[int, str], module: np.ndarray, paths: list, parse) -> None:
+    """Each op's module path from its "Module Hierarchy" (one parse per distinct text). TorchScript's
+    profiling executor inlines submodules into a top written "TOP()" (no class): named by the top class the
+    trace records elsewhere, when it records one."""
+    seen: dict[str, int] = {}
+    ids: dict[tuple, int] = {}
+    first = len(paths)
+    for i, text in texts.items():
+        k = seen.get(text)
+        if k is None:
+            p = parse(text)
+            k = -1
+            if p:
+                k = ids.get(p, -1)
+                if k < 0:
+                    k = ids[p] = len(paths)
+                    paths.append(p)
+            seen[text] = k
+        module[i] = k
+    tops = {p[0] for p in paths[first:] if p[0] != "TOP"}
+    if len(tops) == 1:
+        top = tops.pop()
+        paths[first:] = [(top,) + p[1:] if p[0] == "TOP" else p for p in paths[first:]]
