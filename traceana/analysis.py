@@ -126,10 +126,11 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
-    memory = memory_section(trace, links)
+    places = op_places(trace, links, recorded_ops)
+    memory = memory_section(trace, links, places)
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
-    modules = module_table(op_places(trace, links, recorded_ops), trace, links, ordered, rows, total)  # also each row's module / source
+    modules = module_table(places, trace, links, ordered, rows, total)  # also each row's module / source
     finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)

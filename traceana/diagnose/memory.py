@@ -77,8 +77,10 @@ def owner_ops(trace: Trace, links: Links | None = None) -> np.ndarray:
     return innermost_ops(trace, m.thread, m.ts, helper_ops(trace))
 
 
-def memory_section(trace: Trace, links: Links | None = None, max_points: int = MAX_POINTS, top: int = TOP) -> dict:
-    """analysis["memory"]: per device peaks, steps, curve and the ops holding memory (docs/analysis-schema.md)."""
+def memory_section(trace: Trace, links: Links | None = None, places=None, max_points: int = MAX_POINTS,
+                   top: int = TOP) -> dict:
+    """analysis["memory"]: per device peaks, steps, curve and the ops holding memory (docs/analysis-schema.md).
+    places: modules.attribute.Places (each op's module path), for the modules holding memory at the peak."""
     m = getattr(trace, "memory", None)
     calls = allocator_calls(trace)
     if m is None or not len(m):
@@ -86,6 +88,12 @@ def memory_section(trace: Trace, links: Links | None = None, max_points: int = M
     names = trace.names
     owner = owner_ops(trace, links)
     owner_name = np.where(owner >= 0, trace.ops.name[np.maximum(owner, 0)] if len(trace.ops) else -1, -1)
+    # each event's module path (index into places.paths, -1 unknown), when the trace recorded modules
+    mod_paths = None
+    owner_mod = None
+    if places is not None and places.source is not None and len(places.module) == len(trace.ops) and len(trace.ops):
+        owner_mod = np.where(owner >= 0, places.module[np.maximum(owner, 0)], -1)
+        mod_paths = [".".join(p) for p in places.paths]
     nums, st, se = profiler_steps(trace)
     t0 = float(min(m.ts.min(), st.min())) if len(nums) else float(m.ts.min())  # times in the section: µs from t0
     key = m.device_type.astype(np.int64) * (1 << 40) + (m.device.astype(np.int64) + 1)
@@ -94,6 +102,10 @@ def memory_section(trace: Trace, links: Links | None = None, max_points: int = M
         idx = np.flatnonzero(key == k)
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
         d = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
+        if owner_mod is not None and d["live_at_peak"] is not None:
+            live = _live_at(m.addr[idx], m.nbytes[idx].astype(np.float64), _peak_pos(d, m, idx))[0]
+            b = m.nbytes[idx].astype(np.float64)
+            d["modules_at_peak"] = _by_op(owner_mod[idx][live], b[live], mod_paths, top, "module", "(no module)")
         devices.append(d)
     # GPU devices first (by peak), the host's memory after
     devices.sort(key=lambda d: (d["type"] == "cpu", -d["peak_allocated_bytes"], d["device"]))
@@ -156,7 +168,16 @@ def _live_at(addr: np.ndarray, b: np.ndarray, p: int) -> tuple[np.ndarray | None
     return live, free_at
 
 
-def _by_op(code: np.ndarray, b: np.ndarray, names: list[str], top: int) -> list[dict]:
+def _peak_pos(d: dict, m, idx: np.ndarray) -> int:
+    """Position (in idx, time order) of the device's peak event: the first reaching its peak allocated."""
+    tot = m.total_allocated[idx].astype(np.float64)
+    if d["totals"] != "recorded":
+        tot = np.cumsum(m.nbytes[idx].astype(np.float64))
+    return int(np.argmax(tot))
+
+
+def _by_op(code: np.ndarray, b: np.ndarray, names: list[str], top: int, key: str = "op",
+           none: str = NO_OP) -> list[dict]:
     """Bytes and allocations per op name (code -1: outside any op), largest first."""
     if not len(code):
         return []
@@ -168,7 +189,7 @@ def _by_op(code: np.ndarray, b: np.ndarray, names: list[str], top: int) -> list[
     for i in order.tolist():
         if count[i] == 0:
             continue
-        out.append({"op": names[i - 1] if i > 0 else NO_OP, "bytes": float(nbytes[i]),
+        out.append({key: names[i - 1] if i > 0 else none, "bytes": float(nbytes[i]),
                     "allocations": int(count[i])})
         if len(out) >= top:
             break

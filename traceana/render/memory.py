@@ -132,17 +132,18 @@ def memory_view(a: Mapping[str, Any]) -> dict[str, Any] | None:
             "device": text(d.get("device"), 30) or "?", "facts": facts, "caption": caption,
             "svg": Markup(svg),
             "at_peak": _op_rows(d.get("top_at_peak")) if full else [],
+            "modules": _op_rows(d.get("modules_at_peak"), "module") if full else [],
             "allocating": _op_rows(d.get("top_allocating")) if full else [],
             "steps": _step_rows(d.get("steps")) if full else [],
         })
     return {"note": "", "line": memory_line(a), "devices": out}
 
 
-def _op_rows(v: Any) -> list[tuple[str, str, str]]:
+def _op_rows(v: Any, key: str = "op") -> list[tuple[str, str, str]]:
     rows = []
     for x in seq(v)[:TOP_ROWS]:
         x = mapping(x)
-        rows.append((text(x.get("op"), 120) or "?", u.bytes_iec(x.get("bytes")), u.count(x.get("allocations"))))
+        rows.append((text(x.get(key), 200) or "?", u.bytes_iec(x.get("bytes")), u.count(x.get("allocations"))))
     return rows
 
 
