@@ -399,3 +399,21 @@ def test_recorded_torchscript_module_hierarchy(recorded_trace):
     # addmm [128,64] x [64,32]: 2*128*32*64 = 524288 FLOPs
     assert lin["flops"] == 524288 and lin["class"] == "Linear"
     assert tree["Net/blocks(Sequential)/1(Linear)"]["flops"] == 2 * 128 * 32 * 32  # = 262144
+
+
+def test_by_layer_type_on_qwen():
+    """Qwen1.5-0.5B on H100 (with_stack=True): 24 decoder layers, each with 2 RMSNorms (plus the final
+    norm: 2 x 24 + 1 = 49 instances), an attention, an MLP and 7 Linears (q, k, v, o, gate, up, down:
+    7 x 24 = 168). All instances of a class together show what kind of layer the time goes to: the
+    hand-written RMSNorms take about as long as the MLPs."""
+    a = analyze(shared_trace("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    by = {r["class"]: r for r in a["modules"]["by_class"]}
+    assert by["Qwen2RMSNorm"]["instances"] == 49 and by["Linear"]["instances"] == 168
+    assert by["Qwen2DecoderLayer"]["instances"] == 24 and by["Qwen2Model"]["instances"] == 1
+    # a class's time is within its container's: a layer holds its attention, MLP and norms
+    assert by["Qwen2Attention"]["time_us"] + by["Qwen2MLP"]["time_us"] + by["Qwen2RMSNorm"]["time_us"] \
+        <= by["Qwen2Model"]["time_us"] + 1e-6
+    assert by["Qwen2RMSNorm"]["bound"] == "memory" and by["Qwen2RMSNorm"]["time_us"] == pytest.approx(7378, abs=1)
+    md = render_markdown(a)
+    assert "By layer type (all instances together; a layer includes its sublayers): **Qwen2Attention ×24**" in md
+    assert "**Qwen2RMSNorm ×49** 7.378 ms (16.2%)" in md and len(md) <= SHORT_CHARS

@@ -76,7 +76,8 @@ def module_table(places: Places, trace: Trace, links: Links, groups: list[Group]
     by = np.bincount(key, weights=b_ev, minlength=size).reshape(n_paths + 1, n_ph)
     tb = np.bincount(key * len(BOUNDS) + bd_ev, weights=dur, minlength=size * len(BOUNDS)).reshape(
         n_paths + 1, n_ph, len(BOUNDS))
-    tree = _tree(places, t[1:], fl[1:], by[1:], tb[1:], _top_rows(mod, ev_row, dur, rows, n_paths), total_us)
+    tree, by_class = _tree(places, t[1:], fl[1:], by[1:], tb[1:], _top_rows(mod, ev_row, dur, rows, n_paths),
+                           total_us)
     acc = np.zeros(len(gpu), dtype=bool)
     if places.accumulate is not None:
         acc[has_op] = places.accumulate[op[has_op]]
@@ -95,6 +96,7 @@ def module_table(places: Places, trace: Trace, links: Links, groups: list[Group]
         "backward": _backward_note(places, t, float(dur[none & (cat == 2)].sum())),
         "total": {"time_us": float(dur.sum()), "flops": float(f_ev.sum()), "bytes": float(b_ev.sum())},
         "tree": tree,
+        "by_class": by_class,
         "other": other,
         "by_source": _by_source(places, fr, phase, dur, f_ev, b_ev, bd_ev, mod, total_us),
     }
@@ -165,9 +167,10 @@ def _table(t: np.ndarray, f: np.ndarray, b: np.ndarray, tb: np.ndarray, total_us
     return out
 
 
-def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: float) -> list[dict]:
+def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: float) -> tuple[list[dict], list[dict]]:
     """Module nodes depth-first (children by time), each with inclusive totals, its own (self) time, and its
-    forward / backward split; nodes that took no device time are left out."""
+    forward / backward split; nodes that took no device time are left out. Also the same figures per module
+    class (by_class)."""
     paths = places.paths
     used = np.flatnonzero(t.sum(axis=1) + fl.sum(axis=1) + by.sum(axis=1) > 0).tolist()
     index: dict[tuple, int] = {}
@@ -209,7 +212,32 @@ def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: fl
             walk(p, me)
 
     walk((), -1)
-    return out
+    return out, _by_class(keys, cls, acc, total_us)
+
+
+#: by_class lists at most this many classes
+TOP_CLASSES = 30
+
+
+def _by_class(keys: list[tuple], cls, acc: list[np.ndarray], total_us: float) -> list[dict]:
+    """Per module class (all its instances: "LlamaMLP x 24"), its inclusive figures: the time of each node
+    not inside another node of its own class (a Sequential in a Sequential counts once). Classes overlap
+    one another (a decoder layer holds its MLP): each row is that class's share, not a partition."""
+    names = [cls(p[-1]) or p[-1] for p in keys]
+    pick: dict[str, list[int]] = {}
+    for k, p in enumerate(keys):
+        c = names[k]
+        if any((cls(q) or q) == c for q in p[:-1]):
+            continue  # inside an instance of its own class: already counted there
+        pick.setdefault(c, []).append(k)
+    if not pick:
+        return []
+    order = list(pick)
+    sums = [np.stack([a[pick[c]].sum(axis=0) for c in order]) for a in acc]
+    figures = _table(*sums, total_us)
+    out = [{"class": c, "instances": len(pick[c]), **f} for c, f in zip(order, figures)]
+    out.sort(key=lambda r: (-r["time_us"], r["class"]))
+    return out[:TOP_CLASSES]
 
 
 def _class_of(source: str | None):

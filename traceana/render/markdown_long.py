@@ -48,7 +48,7 @@ from traceana.render import (
 )
 from traceana.render.first import terms
 from traceana.units import kernel_names
-from traceana.render.modules import markdown_items, where
+from traceana.render.modules import class_items, markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
 from traceana.render.md import code_block, fold, md_text, table_row
 
@@ -343,8 +343,13 @@ def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float)
     if not items:  # one visible line: what the trace lacks and how to record it
         line = f"**Modules and source lines:** {note}."
         return line if len(line) <= budget else ""
+    classes = class_items(a)
+    head = note + "."
+    if classes:  # what kind of layer the time goes to, before where
+        head += ("\n\nBy layer type (all instances together; a layer includes its sublayers): "
+                 + " · ".join(f"**{md_text(c, 140)}** {md_text(f, 200)}" for c, f in classes))
     return fold(f"By module: device time, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
-                "have the whole tree)", items, budget, head=note + ".\n",
+                "have the whole tree)", items, budget, head=head + "\n",
                 more=lambda n: f"*… {n:,} more in the HTML and JSON reports.*")
 
 

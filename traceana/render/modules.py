@@ -98,12 +98,15 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
     _open(roots)
     other = [{"name": text(o.get("label"), 300), "cells": _node_line(o)} for o in seq(m.get("other"))
              if isinstance(o, Mapping)] if recorded else []  # without stacks every op is "outside modules"
+    by_class = [{"name": text(r.get("class"), 200), "instances": int(num(r.get("instances")) or 0),
+                 "cells": _node_line(r)} for r in seq(m.get("by_class"))[:12] if isinstance(r, Mapping)]
     by_source = [{"name": text(s.get("source"), 400), "function": text(s.get("function"), 200),
                   "module": short_path(s.get("module"), 3) if text(s.get("module")) else "",
                   "module_title": text(s.get("module"), 3000), "cells": _node_line(s)}
                  for s in seq(m.get("by_source"))[:15] if isinstance(s, Mapping)]
     return {"note": text(m.get("note"), 600), "backward": text(m.get("backward"), 600),
             "source": text(m.get("source"), 40), "roots": roots, "other": other, "by_source": by_source,
+            "by_class": by_class,
             "shown": len(kept), "total": len(nodes)}
 
 
@@ -165,3 +168,24 @@ def _md_cells(n: Mapping[str, Any]) -> str:
     if c["bound"] != "—":
         bits.append(c["bound"])
     return ", ".join(bits)
+
+
+def class_items(a: Mapping[str, Any], limit: int = 8) -> list[tuple[str, str]]:
+    """(class x instances, figures) of the module classes with the most device time, all instances together,
+    leaving out the wrappers (a class holding >= 95% of the largest class's time: the model, its layer
+    stack) that say nothing the tree does not. Unescaped: the renderer escapes."""
+    rows = [r for r in seq(mapping(a.get("modules")).get("by_class")) if isinstance(r, Mapping)]
+    if not rows:
+        return []
+    top = max(num(r.get("time_us")) or 0.0 for r in rows)
+    out = []
+    for r in rows:
+        t = num(r.get("time_us")) or 0.0
+        if top > 0 and t >= 0.95 * top and len(rows) > 1:
+            continue
+        if len(out) >= limit or (num(r.get("pct")) or 0.0) < MD_MIN_PCT:
+            break
+        n = int(num(r.get("instances")) or 0)
+        out.append((f"{text(r.get('class'), 120)}" + (f" ×{n:,}" if n > 1 else ""), _md_cells(r)))
+    return out
+
