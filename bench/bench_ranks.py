@@ -208,7 +208,7 @@ def main() -> None:
     subprocess.run([sys.executable, __file__, "--make-only", "--source", str(args.source), "--ranks",
                     str(args.ranks), "--dir", str(args.dir)], check=True)
     files = [args.dir / f"rank{r}.json.gz" for r in range(args.ranks)]
-    from traceana.parallel import uncompressed_size
+    from traceana.ranks.executor import uncompressed_size
 
     sizes = [uncompressed_size(str(f)) / 1e6 for f in files]
     out = Path(tempfile.mkdtemp(prefix="traceana-bench-ranks-out-"))

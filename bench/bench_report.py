@@ -113,7 +113,7 @@ def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dic
     med = {k: statistics.median(v) for k, v in t.items()}
     rss = {k: max(v) for k, v in m.items()}
     size = trace.stat().st_size / 1e6
-    from traceana.parallel import uncompressed_size
+    from traceana.ranks.executor import uncompressed_size
 
     print(f"{trace.name} ({size:.1f} MB gzip, {uncompressed_size(str(trace)) / 1e6:.1f} MB JSON), "
           f"{runs} alternating runs, {os.cpu_count()} cores")

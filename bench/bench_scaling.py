@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_report import FLOOR, REPO, SHARED, run  # noqa: E402
 sys.path.insert(0, str(REPO))
-from traceana.parallel import uncompressed_size  # noqa: E402
+from traceana.ranks.executor import uncompressed_size  # noqa: E402
 
 SOURCE = SHARED / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
 TOLERANCE = 0.15

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build traceana/devices/table.csv from the shared GPU reference data.
+"""Build traceana/roofline/devices/table.csv from the shared GPU reference data.
 
 How the committed table was made:
 
@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = REPO.parent / "shared" / "reference" / "gpu_specs.csv"
 DEFAULT_NOTES = REPO.parent / "shared" / "reference" / "gpu_specs_notes.csv"
 DEFAULT_ADDED = REPO / "scripts" / "gpu_specs_added.csv"
-DEFAULT_OUT = REPO / "traceana" / "devices" / "table.csv"
+DEFAULT_OUT = REPO / "traceana" / "roofline" / "devices" / "table.csv"
 
 PEAKS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc")
 COLUMNS = (

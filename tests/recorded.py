@@ -33,7 +33,7 @@ What is synthetic (added here, and only this):
              `pytorch_flash::flash_fwd_kernel`, and `vectorized_elementwise_kernel<4, ...>` naming the
              op's functor for element-wise ops.
   times      kernel duration = KERNEL_FIXED_US + max(bytes / (MEM_EFF x DRAM), flops / (MATH_EFF x peak))
-             on the device (A100-SXM4-40GB, its row of traceana/devices/table.csv), where
+             on the device (A100-SXM4-40GB, its row of traceana/roofline/devices/table.csv), where
                bytes = every tensor argument read once (the self of copy_/fill_/random fills is
                        written, not read) + one write as large as the largest tensor argument (cat:
                        the sum of its inputs; GEMMs: the [.., M, N] result), from the recorded dims;
@@ -116,8 +116,8 @@ _OVERWRITE = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "berno
 
 
 def device_row(key: str = DEVICE_KEY) -> dict:
-    """The device's row of traceana/devices/table.csv (peaks in TFLOP/s, bandwidth in GB/s)."""
-    with open(REPO / "traceana" / "devices" / "table.csv", newline="") as f:
+    """The device's row of traceana/roofline/devices/table.csv (peaks in TFLOP/s, bandwidth in GB/s)."""
+    with open(REPO / "traceana" / "roofline" / "devices" / "table.csv", newline="") as f:
         return next(r for r in csv.DictReader(f) if r["key"] == key)
 
 

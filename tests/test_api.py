@@ -189,7 +189,7 @@ def test_cpu_only_trace_frames(tmp_path):
 
 
 def test_diff_frame_equals_the_diff_document():
-    from traceana.compare import diff_analyses
+    from traceana.compare.runs import diff_analyses
 
     a = traceana.analyze(T4)
     head = copy.deepcopy(a.raw)
@@ -227,13 +227,13 @@ def test_diff_of_paths(tmp_path):
 
 
 def test_submodules_do_not_shadow_the_api():
-    import traceana.compare  # noqa: F401  (the comparison module: named apart from the API's diff)
-    import traceana.record  # noqa: F401
-    from traceana.compare import diff_analyses
+    import traceana.compare.runs  # noqa: F401  (the comparison module: named apart from the API's diff)
+    import traceana.measure.record  # noqa: F401
+    from traceana.compare.runs import diff_analyses
 
     assert callable(diff_analyses)
     assert traceana.diff is traceana.api.diff and traceana.analyze is traceana.api.analyze
-    assert traceana.profile is traceana.record.profile
+    assert traceana.profile is traceana.measure.record.profile
     assert "analyze" in dir(traceana)
 
 

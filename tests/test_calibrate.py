@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from traceana.calibrate import SCHEMA, gemm, memory, stats, timing
-from traceana.calibrate.machine import Machine, cpu_caches, datasheet, parse_size
-from traceana.calibrate.run import assemble, plan
-from traceana.calibrate.table import lines
+from traceana.measure.calibrate import SCHEMA, gemm, memory, stats, timing
+from traceana.measure.calibrate.machine import Machine, cpu_caches, datasheet, parse_size
+from traceana.measure.calibrate.run import assemble, plan
+from traceana.measure.calibrate.table import lines
 from traceana.cli import main
 
 MiB = 2**20
@@ -181,8 +181,8 @@ def test_calibrate_bad_output_is_one_line(tmp_path, capsys):
 
 
 def test_unsteady_figures_are_measured_again_then_marked():
-    from traceana.calibrate.run import _steady
-    from traceana.calibrate.stats import figure
+    from traceana.measure.calibrate.run import _steady
+    from traceana.measure.calibrate.stats import figure
 
     runs = iter([[1.0, 2.0, 3.0], [1.9, 2.0, 2.1]])  # spreads (3-1)/2 = 100%, then (2.1-1.9)/2 = 10%
     got = _steady(lambda: figure(next(runs), "GB/s", "s"))

@@ -15,11 +15,11 @@ import pytest
 
 from tests.conftest import SAMPLES
 from traceana.analysis import Options, analyze
-from traceana.calibrate import gemm, stats
-from traceana.calibrate.checks import contradictions
-from traceana.calibrate.machine import Machine
-from traceana.calibrate.run import Prepared, Step, run
-from traceana.device_profile import SCHEMA, load_profile
+from traceana.measure.calibrate import gemm, stats
+from traceana.measure.calibrate.checks import contradictions
+from traceana.measure.calibrate.machine import Machine
+from traceana.measure.calibrate.run import Prepared, Step, run
+from traceana.roofline.device_profile import SCHEMA, load_profile
 
 T4 = str(SAMPLES / "t4_seed_pow_mul.json")
 MiB = 2**20

@@ -8,7 +8,7 @@ import pytest
 from tests import synth as s
 from tests.analyses import analysis
 from traceana.analysis import Options, analyze
-from traceana.link import CAUSE_KEYS, link
+from traceana.link.attribute import CAUSE_KEYS, link
 from traceana.load import load_trace
 
 NCCL = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)"

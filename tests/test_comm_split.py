@@ -11,9 +11,9 @@ import pytest
 from tests import synth as s
 from tests.analyses import analysis
 from traceana.analysis import analyze
-from traceana.comm_kernels import comm_name_mask, is_comm_op, kernel_library
-from traceana.comm_split import finish, placement
-from traceana.kernel_classes import classify
+from traceana.link.comm_kernels import comm_name_mask, is_comm_op, kernel_library
+from traceana.roofline.comm_split import finish, placement
+from traceana.link.kernel_classes import classify
 
 # Kernel names as the libraries' sources declare them (the profiler shows them demangled):
 # DeepEP csrc/kernels/intranode.cu / internode.cu / internode_ll.cu, its v2 JIT kernels

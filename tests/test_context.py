@@ -15,9 +15,9 @@ import pytest
 from tests import synth as s
 from tests.conftest import REPO, shared_trace
 from traceana.diagnose.context import run_context
-from traceana.link import link
+from traceana.link.attribute import link
 from traceana.load import load_trace
-from traceana.replay import attach
+from traceana.link.replay.attach import attach
 
 
 def context_of(path: str) -> dict:

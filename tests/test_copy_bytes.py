@@ -1,4 +1,4 @@
-"""Host copies judged from their own recorded bytes when no shapes were recorded (traceana/copies.py).
+"""Host copies judged from their own recorded bytes when no shapes were recorded (traceana/link/copies.py).
 
 A memcpy event carries what it moved (`bytes`) and, in its name, which memory it read or wrote
 (CUPTI's `Memcpy HtoD (Pageable -> Device)`); neither needs the op's shapes. So a copy under an op that

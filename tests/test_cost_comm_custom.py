@@ -7,7 +7,7 @@ import pytest
 
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
 from traceana.cost.recover import cost_variants, recover
-from traceana.roofline import judge
+from traceana.roofline.judge import judge
 
 BF16, F32 = "c10::BFloat16", "float"
 

@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import shared_trace
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
-from traceana.kernel_classes import classify
-from traceana.roofline import choose_peak
+from traceana.link.kernel_classes import classify
+from traceana.roofline.judge import choose_peak
 
 BF16, F32, FP8, FP4, U8, I32, I64 = ("c10::BFloat16", "float", "c10::Float8_e4m3fn", "c10::Float4_e2m1fn_x2",
                                       "unsigned char", "int", "long int")
@@ -218,7 +218,7 @@ def test_deep_ep_layout_is_not_communication():
 
 def test_vllm_capture_trace_serving_ops_are_modelled():
     from traceana.load import load_trace
-    from traceana.signatures import make_call
+    from traceana.link.signatures import make_call
 
     tr = load_trace(shared_trace("tracelens/vllm_decode_full/capture_traces/"
                                  "graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"))

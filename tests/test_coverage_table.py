@@ -33,7 +33,7 @@ PINNED = {
     "tracelens/perf_model/normalization_layer_test.json.gz": (100.0, 0.0, 0.0),
     "tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz": (100.0, 0.0, 0.0),
     "tracelens/torch_compile_triton/trace.json.gz": (100.0, 0.0, 0.0),
-    # graph replays aligned with their capture (traceana/replay): was 3.9 / 96.0 / 0.0; moe_forward
+    # graph replays aligned with their capture (traceana/link/replay): was 3.9 / 96.0 / 0.0; moe_forward
     # costed from the expert-weight views recorded inside it at capture (load/layer_weights.py)
     "tracelens/vllm_piecewise/graph_execution.json.gz": (100.0, 0.0, 0.0),
     "tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz": (100.0, 0.0, 0.0),

@@ -13,7 +13,7 @@ from traceana.cli import main
 from traceana.cost import Cost
 from traceana.cost.types import OpCall
 from traceana.diagnose.cpu_roofline import DEFAULT, roofs, verdict
-from traceana.device_profile import SCHEMA, load_profile
+from traceana.roofline.device_profile import SCHEMA, load_profile
 
 CPU_SAMPLE = str(SAMPLES / "cpu_mlp_train.json.gz")
 

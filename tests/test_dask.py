@@ -25,7 +25,7 @@ def cluster():
 
 
 def test_map_ranks_on_a_dask_cluster_matches_local(cluster, tmp_path):
-    from traceana.parallel import find_rank_files, map_ranks
+    from traceana.ranks.executor import find_rank_files, map_ranks
 
     make_rank_dir(tmp_path, n=4, straggler=1)
     files, _ = find_rank_files([str(tmp_path)])

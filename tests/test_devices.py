@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO, SHARED, shared_trace
-from traceana.devices import DTYPES, Device, device_rows, match_device
-from traceana.devices.table import UNKNOWN_TARGET, load_aliases, rows_by_key
+from traceana.roofline.devices import DTYPES, Device, device_rows, match_device
+from traceana.roofline.devices.table import UNKNOWN_TARGET, load_aliases, rows_by_key
 from traceana.errors import BadInput
 
 GIB = 2**30
@@ -339,7 +339,7 @@ def test_devices_people_run_today(name, mem, key, dram, bf16) -> None:
 
 
 def test_new_rows_carry_links_and_sources() -> None:
-    from traceana.devices.links import links_for
+    from traceana.roofline.devices.links import links_for
 
     assert links_for("gh200_96gb")["host_link"] == "NVLink-C2C" and links_for("gh200_96gb")["host_link_gbps"] == 450
     assert links_for("mi350x")["l2_bytes"] == 32 << 20 and links_for("rtx_pro_6000_blackwell")["l2_bytes"] == 128 << 20
@@ -437,7 +437,7 @@ def test_table_csv_equals_build_output(tmp_path) -> None:
     subprocess.run([sys.executable, str(REPO / "scripts" / "build_device_table.py"),
                     "--specs", str(specs), "--notes", str(notes), "--out", str(out)],
                    check=True, capture_output=True)
-    committed = REPO / "traceana" / "devices" / "table.csv"
+    committed = REPO / "traceana" / "roofline" / "devices" / "table.csv"
     assert out.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8")
 
 
@@ -510,8 +510,8 @@ def test_cli_usage_errors() -> None:
 
 def test_fp6_fp4_peaks_and_the_wider_roof_without_them():
     from traceana.cost.types import Cost
-    from traceana.devices.table import load_rows
-    from traceana.roofline import choose_peak
+    from traceana.roofline.devices.table import load_rows
+    from traceana.roofline.judge import choose_peak
 
     rows = {r.key: r for r in load_rows()}
     # HGX B200 per GPU: FP4 18 PFLOPS sparse -> 9,000 dense; FP6 = FP8 rate 4,500 dense

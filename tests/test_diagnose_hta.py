@@ -22,7 +22,7 @@ def _both(path):
     from hta.common.trace import Trace as HtaTrace
 
     from traceana.diagnose import hta_views as hv
-    from traceana.link import link
+    from traceana.link.attribute import link
     from traceana.load import load_trace
 
     logging.disable(logging.WARNING)

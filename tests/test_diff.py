@@ -15,7 +15,7 @@ from tests.analyses import analysis, saved
 from tests.conftest import shared_trace
 from tests.mdlint import problems
 from traceana.cli import main
-from traceana.compare import collapse_ops, diff_analyses, merge_analyses
+from traceana.compare.runs import collapse_ops, diff_analyses, merge_analyses
 from traceana.render.diff_html import render_diff_html
 from traceana.render.diff_markdown import render_diff_markdown
 from traceana.render.markdown import MAX_CHARS

@@ -18,7 +18,7 @@ import pytest
 from tests import synth as s
 from tests.conftest import REPO, SAMPLES
 from traceana.cli import main
-from traceana.ownership import MD_MARKER
+from traceana.output.ownership import MD_MARKER
 
 EVIL = [
     '<script>alert("op")</script>',

@@ -20,11 +20,11 @@ from traceana.arrays import distinct, median
 from traceana.diagnose import attention, fusion
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, breaks, dense, feeds, fills_out_buffer, in_place, output, \
     reads, short
-from traceana.link import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
+from traceana.link.attribute import CAUSE_KEYS, _innermost, _parents, _parents_sweep, link
 from traceana.load import load_trace
 from traceana.render.json_out import to_json_safe
 from traceana.render.timeline import _column
-from traceana.signatures import BY_KERNEL, group_ops
+from traceana.link.signatures import BY_KERNEL, group_ops
 from traceana.units import num
 
 

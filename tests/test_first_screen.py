@@ -148,7 +148,7 @@ def test_shared_traces_first_screen_reads_the_ledger(key):
 
 
 def test_shared_diff_markdown_fits():
-    from traceana.compare import diff_analyses
+    from traceana.compare.runs import diff_analyses
     from traceana.render.diff_markdown import render_diff_markdown
 
     d = diff_analyses(analysis("hta/control.json.gz"), analysis("hta/test.json.gz"))

@@ -10,9 +10,9 @@ import pytest
 from tests.conftest import SAMPLES
 from tests.test_diff import doc, op
 from traceana.cli import main
-from traceana.compare import diff_analyses
+from traceana.compare.runs import diff_analyses
 from traceana.errors import BadInput, GateFailed
-from traceana.gates import Gate, enforce, evaluate, parse, parse_all, results
+from traceana.compare.gates import Gate, enforce, evaluate, parse, parse_all, results
 
 T4 = str(SAMPLES / "t4_seed_pow_mul.json")
 

@@ -7,9 +7,9 @@ import pytest
 
 from tests.analyses import analysis
 from tests.conftest import all_shared_traces
-from traceana.copies import classify, dominant_host_copy
-from traceana.devices.links import links_for, load_links
-from traceana.devices.table import load_rows
+from traceana.link.copies import classify, dominant_host_copy
+from traceana.roofline.devices.links import links_for, load_links
+from traceana.roofline.devices.table import load_rows
 
 
 def test_every_table_row_has_a_sourced_host_link():

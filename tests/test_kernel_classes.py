@@ -9,8 +9,8 @@ from tests import synth as s
 from tests.analyses import analysis
 from traceana.analysis import analyze
 from traceana.diagnose.advice import OPAQUE_ADVICE
-from traceana.kernel_classes import CLASSES, classify
-from traceana.link import CAUSES
+from traceana.link.kernel_classes import CLASSES, classify
+from traceana.link.attribute import CAUSES
 
 
 @pytest.mark.parametrize("name,cls", [

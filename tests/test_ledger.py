@@ -10,7 +10,7 @@ from tests.conftest import SAMPLES, all_shared_traces
 from traceana.analysis import analyze
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.findings import launch_findings
-from traceana.link import link
+from traceana.link.attribute import link
 from traceana.load import load_trace
 
 

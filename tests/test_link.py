@@ -7,7 +7,7 @@ import pytest
 
 from tests import synth as s
 from tests.conftest import shared_trace
-from traceana.link import CAUSE_KEYS, link
+from traceana.link.attribute import CAUSE_KEYS, link
 from traceana.load import load_trace
 
 

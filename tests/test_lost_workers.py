@@ -15,9 +15,9 @@ import signal
 import pytest
 
 from tests.rank_traces import make_rank_dir
-from traceana import parallel
+from traceana.ranks import executor as parallel
 from traceana.cli import main
-from traceana.parallel import find_rank_files, map_ranks
+from traceana.ranks.executor import find_rank_files, map_ranks
 
 _real = parallel.analyze_rank
 

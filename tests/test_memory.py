@@ -20,7 +20,7 @@ from tests.conftest import shared_trace
 from traceana.analysis import analyze, analyze_trace
 from traceana.diagnose import memory as mem
 from traceana.diagnose.ledger import SYNC_CALLS
-from traceana.link import ALLOC_HELPERS, link
+from traceana.link.attribute import ALLOC_HELPERS, link
 from traceana.load import load_trace
 from traceana.render import render
 

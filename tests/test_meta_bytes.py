@@ -48,9 +48,9 @@ SKIP = {
 
 
 def _signatures():
-    from traceana.link import link
+    from traceana.link.attribute import link
     from traceana.load import load_trace
-    from traceana.signatures import group_ops
+    from traceana.link.signatures import group_ops
 
     calls = {}
     for rel in TRACES:

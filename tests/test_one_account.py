@@ -11,7 +11,8 @@ from markupsafe import escape
 
 from tests.analyses import analysis
 from tests.conftest import all_shared_traces
-from traceana.render import fmt_time_us, render
+from traceana.render.views import fmt_time_us
+from traceana.render import render
 from traceana.render.first import plan, terms
 from traceana.render.html import render_html
 from traceana.render.md import md_text

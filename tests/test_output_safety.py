@@ -3,7 +3,7 @@ temporary file of its own (unique, created exclusively, never through a link) re
 and never opens the input for writing.
 
 "Written by traceana" is a marker traceana alone writes, in a place only traceana puts it
-(traceana/ownership.py): the HTML generator meta right after the fixed head, markdown's last
+(traceana/output/ownership.py): the HTML generator meta right after the fixed head, markdown's last
 line, a JSON document's top-level "schema", the SVG comment after the root tag, the PNG tEXt chunk
 right after IHDR. A file that merely mentions traceana, or is empty, is not traceana's.
 """
@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import REPO, SAMPLES
 from tests.rank_traces import make_rank_dir
 from traceana.cli import main
-from traceana.ownership import written_by_traceana
+from traceana.output.ownership import written_by_traceana
 
 T4 = str(SAMPLES / "t4_seed_pow_mul.json")
 
@@ -96,7 +96,7 @@ def _all_outputs(tmp_path: Path) -> list[Path]:
     for ext in ("html", "md"):
         outs.append(tmp_path / f"k.{ext}")
         assert main(["render", str(tmp_path / "k.json"), "-o", str(outs[-1]), "-q"]) == 0
-    from traceana.calibrate.run import SCHEMA
+    from traceana.measure.calibrate.run import SCHEMA
 
     prof = tmp_path / "p.json"  # the bytes `calibrate` writes (json.dumps indent=2, sorted keys)
     prof.write_text(json.dumps({"schema": SCHEMA, "device": {"kind": "cpu"}, "gemm": {}}, indent=2,
@@ -164,7 +164,7 @@ def test_a_planted_link_at_the_old_temporary_name_is_not_followed(tmp_path, caps
 
 
 def test_temporary_files_are_unique_exclusive_and_in_the_target_directory(tmp_path, monkeypatch):
-    from traceana.cli import common
+    from traceana.output import safe_write
 
     seen = []
     real_open = os.open
@@ -173,9 +173,9 @@ def test_temporary_files_are_unique_exclusive_and_in_the_target_directory(tmp_pa
         seen.append((os.fspath(path), flags))
         return real_open(path, flags, *a, **k)
 
-    monkeypatch.setattr(common.os, "open", spy)
-    common.write_bytes(str(tmp_path / "a.html"), b"x")
-    common.write_bytes(str(tmp_path / "a.html"), b"y")
+    monkeypatch.setattr(safe_write.os, "open", spy)
+    safe_write.write_bytes(str(tmp_path / "a.html"), b"x")
+    safe_write.write_bytes(str(tmp_path / "a.html"), b"y")
     assert len(seen) == 2 and seen[0][0] != seen[1][0]
     for path, flags in seen:
         assert os.path.dirname(path) == str(tmp_path)
@@ -220,14 +220,14 @@ def test_the_temporary_file_is_removed_on_a_signal(tmp_path):
         out = tmp_path / f"r{int(sig)}.html"
         code = f"""
 import os, signal
-from traceana.cli import common
-real = common._write_all
+from traceana.output import safe_write
+real = safe_write._write_all
 def slow(fd, data):
     real(fd, data[:10])
     os.kill(os.getpid(), {int(sig)})  # the signal arrives halfway through the write
     real(fd, data[10:])
-common._write_all = slow
-common.write_bytes({str(out)!r}, b"<!DOCTYPE html>" * 1000)
+safe_write._write_all = slow
+safe_write.write_bytes({str(out)!r}, b"<!DOCTYPE html>" * 1000)
 print("survived")
 """
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
@@ -238,7 +238,7 @@ print("survived")
 
 
 def test_a_failed_write_leaves_the_old_report(tmp_path, monkeypatch):
-    from traceana.cli import common
+    from traceana.output import safe_write
     from traceana.errors import BadInput
 
     out = tmp_path / "r.html"
@@ -247,9 +247,9 @@ def test_a_failed_write_leaves_the_old_report(tmp_path, monkeypatch):
     def full(fd, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(common, "_write_all", full)
+    monkeypatch.setattr(safe_write, "_write_all", full)
     with pytest.raises(BadInput, match="No space left"):
-        common.write_bytes(str(out), b"new")
+        safe_write.write_bytes(str(out), b"new")
     assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["r.html"]
 
 

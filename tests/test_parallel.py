@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REPO, shared_trace
 from tests.rank_traces import make_rank_dir
 from traceana.errors import BadInput
-from traceana.parallel import (
+from traceana.ranks.executor import (
     MEM_BASE,
     MEM_FACTOR,
     _run,
@@ -24,7 +24,7 @@ from traceana.parallel import (
     split,
     uncompressed_size,
 )
-from traceana.progress import Progress, enabled, progress
+from traceana.cli.progress import Progress, enabled, progress
 
 T4 = REPO / "sample_traces" / "t4_seed_pow_mul.json"
 
@@ -104,7 +104,7 @@ def test_the_memory_estimate_covers_a_measured_worker():
     # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork and exec, so a child of a large
     # pytest process would report pytest's own peak
     code = ("import sys\n"
-            "from traceana.parallel import analyze_rank\n"
+            "from traceana.ranks.executor import analyze_rank\n"
             "r = analyze_rank(sys.argv[1])\n"
             "assert 'analysis' in r, r\n"
             "print([int(x.split()[1]) * 1024 for x in open('/proc/self/status') if x.startswith('VmHWM:')][0])\n")
@@ -175,8 +175,8 @@ def test_html_and_md_reports_read_nothing_the_workers_leave_out(tmp_path):
     gates' verdicts are the same as from the full analyses, and less is sent back."""
     import pickle
 
-    from traceana.gates import evaluate, parse_all
-    from traceana.ranks import cross_rank
+    from traceana.compare.gates import evaluate, parse_all
+    from traceana.ranks.cross_rank import cross_rank
     from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
 
     make_rank_dir(tmp_path, n=3, straggler=2)

@@ -11,7 +11,7 @@ from tests.conftest import SAMPLES
 from traceana.analysis import Options, analyze
 from traceana.cli import main
 from traceana.errors import BadInput
-from traceana.device_profile import SCHEMA, load_profile, parse_profile
+from traceana.roofline.device_profile import SCHEMA, load_profile, parse_profile
 
 T4 = str(SAMPLES / "t4_seed_pow_mul.json")
 

@@ -80,7 +80,7 @@ class _Bar:
 def test_long_load_shows_the_fraction_read():
     """A big file's load says how much of it has been read (traceana.load.stream calls
     `progress(fraction)` per piece, or every 0.1 s while the background scan runs)."""
-    from traceana.progress import Progress
+    from traceana.cli.progress import Progress
 
     bar = _Bar()
     p = Progress(bar)

@@ -21,8 +21,8 @@ import pytest
 from tests.conftest import REPO, shared_trace
 from tests.rank_traces import COLL_BASE, make_rank_dir, scale
 from traceana.analysis import analyze
-from traceana.parallel import analyze_rank
-from traceana.ranks import NEAR_TIE_PCT, collective_kind, cross_rank, rank_facts
+from traceana.ranks.executor import analyze_rank
+from traceana.ranks.cross_rank import NEAR_TIE_PCT, collective_kind, cross_rank, rank_facts
 
 C = 236691.583  # the T4 sample's kernels, µs: 1141 + 230208 + 2184 + 991.583 + 2167
 POW = 2167.0
@@ -348,7 +348,8 @@ def test_the_same_rank_twice(tmp_path):
 
 
 def test_single_trace_lead_uses_the_same_union_as_the_timeline():
-    from traceana.render import by_bound, gpu_busy, verdict
+    from traceana.document import by_bound, gpu_busy
+    from traceana.render.views import verdict
 
     a = analyze(shared_trace("hta/control.json.gz"))
     b = gpu_busy(a)

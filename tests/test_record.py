@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 import traceana  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from traceana.cli import main  # noqa: E402
-from traceana.record import TRACE_NAME, activities, parse_command, trace_name  # noqa: E402
+from traceana.measure.record import TRACE_NAME, activities, parse_command, trace_name  # noqa: E402
 from traceana.errors import BadInput  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -286,7 +286,7 @@ def test_record_keeps_the_compile_steps_as_the_capture_trace(tmp_path, capsys):
 def test_graph_capture_is_counted_through_torch_api_without_a_gpu(monkeypatch):
     """The CUDA path: captures are seen through torch.cuda.CUDAGraph.capture_begin (recording them needs a GPU;
     here the wrapper is installed on torch's class, called with a stand-in capture, and removed)."""
-    from traceana.record_capture import GraphCapture
+    from traceana.measure.record_capture import GraphCapture
 
     import torch.cuda.graphs as graphs
 

@@ -203,7 +203,7 @@ def test_collectives_against_the_peer_link():
 
 
 def test_compiled_kernels_say_what_they_ran():
-    from traceana.compiled_regions import kernel_facts
+    from traceana.diagnose.compiled_regions import kernel_facts
 
     # Inductor joins the fused ops' names with "_": _unsafe_view and native_layer_norm are one op each
     assert kernel_facts("triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt_1") == (

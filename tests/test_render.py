@@ -395,7 +395,7 @@ def test_format_for_path():
 
 
 def test_kernel_tooltip_names_calls_and_time_and_huge_numbers_are_not_numbers():
-    from traceana.render import num
+    from traceana.units import num
 
     a = make_analysis()
     a["ops"][0]["kernels"] = [{"name": "pow_kernel", "time_us": 12.5, "count": 3}]

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from tests.analyses import analysis
-from traceana.render import fmt_pct, fmt_time_us
+from traceana.render.views import fmt_time_us
+from traceana.render.views import fmt_pct
 from traceana.render.first import ledger
 from traceana.render.html import render_html
 from traceana.render.timeline import anatomy_bars, timeline_data, window_text

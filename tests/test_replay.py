@@ -1,4 +1,4 @@
-"""Graph replays meet their capture (traceana.replay): alignment, injection, discovery, CLI."""
+"""Graph replays meet their capture (traceana.link.replay): alignment, injection, discovery, CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests import synth
 from tests.conftest import REPO, shared_trace
 from traceana.analysis import Options, analyze
-from traceana.replay.align import UNNAMED, align, tolerance
+from traceana.link.replay.align import UNNAMED, align, tolerance
 
 F32 = ["float", "float"]
 MM = ("aten::mm", [[64, 32], [32, 128]], F32, "gemm_k")

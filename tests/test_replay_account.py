@@ -1,4 +1,4 @@
-"""Replayed and compiled kernels with no capture trace: the account (traceana/replay_account.py)."""
+"""Replayed and compiled kernels with no capture trace: the account (traceana/diagnose/replay_account.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from tests import synth
 from tests.conftest import shared_trace
 from traceana.analysis import Options, analyze
-from traceana.replay_account import SGLANG, VLLM
+from traceana.diagnose.replay_account import SGLANG, VLLM
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>(Params)"
 

@@ -208,7 +208,7 @@ def test_numbers_are_parsed_as_python_parses_them():
 def test_scan_started_ahead_gives_the_same_trace(monkeypatch):
     """`traceana report` starts reading and scanning before it imports the rest (prefetch.Scan in
     a thread); what load_trace then takes over equals the Python loader's trace."""
-    from traceana import prefetch
+    from traceana.load import prefetch
 
     path = str(TRACES / "hta/rank0.json.gz")
     if not os.path.exists(path):

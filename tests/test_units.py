@@ -12,10 +12,10 @@ import pytest
 
 from tests.analyses import analysis
 from traceana import units as u
-from traceana.render import fmt_time_us
+from traceana.render.views import fmt_time_us
 from traceana.render.html import render_html
 from traceana.render.markdown import render_markdown
-from traceana.roofline import PEAK_LABEL
+from traceana.roofline.judge import PEAK_LABEL
 
 
 def test_times_sizes_counts_and_rates():

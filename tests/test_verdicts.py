@@ -10,7 +10,7 @@ from tests.conftest import all_shared_traces
 from traceana.cost import Cost
 from traceana.diagnose.projection import annotate, project
 from traceana.render.markdown import render_markdown
-from traceana.roofline import judge, launch_floor
+from traceana.roofline.judge import judge, launch_floor
 
 A100 = {"fp32": 19.5, "tf32_tc": 156.0, "bf16_tc": 312.0}
 A100_BW = 2039.0

@@ -5,9 +5,9 @@ cheap and imports neither pandas nor torch:
 
     traceana.analyze(path, device=None, profile=None, **options) -> traceana.api.Analysis
     traceana.diff(base, head) -> pandas.DataFrame               (traceana.api)
-    traceana.profile(...)  -> a context manager recording a trace (traceana.record)
+    traceana.profile(...)  -> a context manager recording a trace (traceana.measure.record)
 
-No submodule is named after these (the comparison of two analyses is traceana/compare.py), so
+No submodule is named after these (the comparison of two analyses is traceana/compare/runs.py), so
 importing any submodule never shadows them.
 """
 
@@ -20,7 +20,7 @@ _API = {
     "analyze": ("traceana.api", "analyze"),
     "diff": ("traceana.api", "diff"),
     "Analysis": ("traceana.api", "Analysis"),
-    "profile": ("traceana.record", "profile"),
+    "profile": ("traceana.measure.record", "profile"),
 }
 
 __all__ = ["__version__", *_API]

@@ -18,12 +18,12 @@ from traceana.cost.families.comm import comm_rates
 from traceana.cost.meta import SOURCE as META_SOURCE
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
-from traceana.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
+from traceana.link.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
 from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
-from traceana.devices import match_device
-from traceana.comm_split import finish as finish_comm
-from traceana.comm_split import topology as comm_topology
-from traceana.devices.links import links_for
+from traceana.roofline.devices import match_device
+from traceana.roofline.comm_split import finish as finish_comm
+from traceana.roofline.comm_split import topology as comm_topology
+from traceana.roofline.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
@@ -33,18 +33,18 @@ from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
-from traceana.kernel_classes import kernel_classes
+from traceana.link.kernel_classes import kernel_classes
 from traceana.modules.attribute import places as op_places
 from traceana.modules.table import finding_fields, module_table
-from traceana.link import CAUSES, Links, link
-from traceana.device_profile import Profile
+from traceana.link.attribute import CAUSES, Links, link
+from traceana.roofline.device_profile import Profile
 from traceana.load import Trace, load_trace
-from traceana.replay import attach as attach_capture
-from traceana.replay_account import account as opaque_account
-from traceana.replay_account import advice as account_advice
-from traceana.replay_account import line as account_line
-from traceana.roofline import judge, launch_floor
-from traceana.signatures import Group, calls_named, group_ops
+from traceana.link.replay.attach import attach as attach_capture
+from traceana.diagnose.replay_account import account as opaque_account
+from traceana.diagnose.replay_account import advice as account_advice
+from traceana.diagnose.replay_account import line as account_line
+from traceana.roofline.judge import judge, launch_floor
+from traceana.link.signatures import Group, calls_named, group_ops
 
 SCHEMA = "traceana.analysis/1"
 
@@ -66,7 +66,7 @@ class Options:
     # with find_capture, a capture_traces/ folder beside the trace is used when none is given
     capture: str | None = None
     find_capture: bool = True
-    # a device profile from `traceana calibrate` (traceana.device_profile.load_profile): achievable roofs
+    # a device profile from `traceana calibrate` (traceana.roofline.device_profile.load_profile): achievable roofs
     profile: Profile | None = None
 
 
@@ -209,7 +209,7 @@ def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict
     return dev_id, props[0]
 
 
-UNSTABLE_PCT = 25.0  # as traceana.calibrate.run: repeats that disagree more than this
+UNSTABLE_PCT = 25.0  # as traceana.measure.calibrate.run: repeats that disagree more than this
 
 
 def _achievable(prof: Profile, device, device_dict: dict, cpu_only: bool, warnings: list[str]) -> dict | None:

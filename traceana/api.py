@@ -293,7 +293,7 @@ class Analysis:
 
         html = render_html(self.raw)
         if path is not None:
-            from traceana.cli.common import write_text
+            from traceana.output.safe_write import write_text
 
             write_text(os.fspath(path), html)
         return html
@@ -312,7 +312,7 @@ def _options(device: str | None, profile: Any, options: dict[str, Any]):
 
         kw["peak_tflops"] = parse_peaks(str(kw["peak_tflops"]))
     if profile is not None:
-        from traceana.device_profile import Profile, load_profile
+        from traceana.roofline.device_profile import Profile, load_profile
 
         # a path to a `traceana calibrate` profile, or one already loaded
         kw["profile"] = profile if isinstance(profile, Profile) else load_profile(os.fspath(profile))
@@ -330,7 +330,7 @@ def analyze(path: str | os.PathLike[str], device: str | None = None, profile: An
     launch_floor_us, host_link_gbps, network_gbps, explain_top, meta, hta, capture, find_capture — the
     `traceana report` options of the same names (traceana.analysis.Options). meta is off unless given.
     """
-    from traceana.saved import ANALYSIS_SCHEMA, sniff, validate
+    from traceana.render.saved import ANALYSIS_SCHEMA, sniff, validate
 
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -404,8 +404,8 @@ def diff_frame(doc: Mapping[str, Any]) -> pd.DataFrame:
 def diff(base: Any, head: Any, roof_threshold: float | None = None) -> pd.DataFrame:
     """Compare HEAD against BASE (Analysis objects, analysis dicts, traces, saved analyses or
     directories of them) op signature by op signature: the `traceana diff` comparison
-    (traceana/compare.py) as a DataFrame (diff_frame)."""
-    from traceana.compare import ROOF_THRESHOLD_PP, diff_analyses
+    (traceana/compare/runs.py) as a DataFrame (diff_frame)."""
+    from traceana.compare.runs import ROOF_THRESHOLD_PP, diff_analyses
 
     (b, bl), (h, hl) = _as_doc(base), _as_doc(head)
     doc = diff_analyses(b, h, base_label=bl, head_label=hl,

@@ -1,70 +1,11 @@
-"""Command line: `traceana report|devices ...`. Thin; each command lives in its own module."""
+"""Command line: `traceana report|diff|render|devices|calibrate|record ...`.
 
-from __future__ import annotations
+entry.py holds the command group and `main` (the entry point: one line on stderr and the error's
+exit code for any user-facing error); each command lives in a module of its own, named for it.
+Around them: common.py (output checks, peak overrides), ci.py (--fail-on, --svg, --png, --long),
+ranks.py (the cross-rank report), progress.py (the progress bar on stderr).
+"""
 
-import os
-import sys
+from traceana.cli.entry import cli, main
 
-import click
-
-from traceana import __version__
-from traceana.errors import TraceanaError
-
-def _one_line(message: str) -> str:
-    """A path or a trace string inside an error message must not break the one-line promise or
-    drive the terminal: the terminal's one escaping function (render/terminal.py)."""
-    from traceana.render.terminal import term_text
-
-    return term_text(message)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="traceana")
-def cli() -> None:
-    """Explain every op of a PyTorch profiler trace against the GPU roofline."""
-
-
-def _register() -> None:
-    from traceana.cli import devices, report
-    from traceana.cli import calibrate, diff, record, render
-
-    cli.add_command(report.report)
-    cli.add_command(devices.devices)
-    cli.add_command(diff.diff)
-    cli.add_command(render.render)
-    cli.add_command(record.record)
-    cli.add_command(calibrate.calibrate)
-
-
-_register()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: one line on stderr and the error's exit code for any user-facing error."""
-    try:
-        cli.main(args=argv, prog_name="traceana", standalone_mode=False)
-    except TraceanaError as exc:
-        click.echo(_one_line(f"traceana: {exc}"), err=True)
-        return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("traceana: aborted", err=True)
-        return 130
-    except click.ClickException as exc:
-        click.echo(_one_line(f"traceana: {exc.format_message()}"), err=True)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except MemoryError:
-        click.echo("traceana: out of memory while analysing the trace", err=True)
-        return 3
-    except Exception as exc:  # the promise: one line, never a traceback (TRACEANA_DEBUG=1 shows it)
-        if os.environ.get("TRACEANA_DEBUG"):
-            raise
-        click.echo(_one_line(f"traceana: internal error ({type(exc).__name__}: {str(exc)[:300]}); "
-                             "rerun with TRACEANA_DEBUG=1 and report it"), err=True)
-        return 3
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["cli", "main"]

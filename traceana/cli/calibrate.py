@@ -28,7 +28,8 @@ def calibrate(output: str | None, quick: bool, repeats: int | None, device: str 
               quiet: bool) -> None:
     """Measure GEMM throughput per dtype, memory and cache bandwidth and per-op overhead with
     torch, print them against the datasheet and write a device profile for `report --profile`."""
-    from traceana.cli.common import check_output, write_text
+    from traceana.cli.common import check_output
+    from traceana.output.safe_write import write_text
     from traceana.numbers import ascii_int
 
     out = output or default_output()
@@ -39,7 +40,7 @@ def calibrate(output: str | None, quick: bool, repeats: int | None, device: str 
     if out != "-":
         _check_writable(out)
     try:
-        from traceana.calibrate import run as calib
+        from traceana.measure.calibrate import run as calib
     except ImportError as exc:  # pragma: no cover - torch missing
         raise BadInput(f"calibrate needs torch: {exc}") from None
     try:
@@ -48,7 +49,7 @@ def calibrate(output: str | None, quick: bool, repeats: int | None, device: str 
         raise BadInput("calibrate needs torch (pip install torch)") from None
     if device and device.startswith("cuda") and prepared.machine.kind == "cpu":
         raise BadInput(f"--device {device}: torch sees no GPU on this machine")
-    from traceana.progress import progress
+    from traceana.cli.progress import progress
 
     with progress(len(prepared.steps), "calibrate", quiet=quiet, unit="figure", delay=0.0) as bar:
         profile = calib.run(prepared, bar.stage)
@@ -56,7 +57,7 @@ def calibrate(output: str | None, quick: bool, repeats: int | None, device: str 
         raise BadInput("calibrate: no figure could be measured (" + "; ".join(profile["skipped"].values())[:300] + ")")
     write_text(out, json.dumps(profile, indent=2, sort_keys=True) + "\n")
     if not quiet:
-        from traceana.calibrate.table import lines
+        from traceana.measure.calibrate.table import lines
 
         click.echo("\n".join(lines(profile)), err=out == "-")
         if out != "-":

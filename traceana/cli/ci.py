@@ -17,9 +17,10 @@ from typing import Any
 
 import click
 
-from traceana.cli.common import check_output, write_bytes
+from traceana.cli.common import check_output
+from traceana.output.safe_write import write_bytes
 from traceana.errors import BadInput, GateFailed
-from traceana.gates import Gate, evaluate, parse_all
+from traceana.compare.gates import Gate, evaluate, parse_all
 
 FAIL_ON_HELP = ("Exit 1 when a condition trips (repeatable): time-regression=5%, op-regression=10% "
                 "(diff only), coverage<95%, unmodelled>2%, roof<40%:aten::mm (globs allowed).")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 
-from traceana.devices import DTYPES as PEAK_KEYS
-from traceana.ownership import written_by_traceana
-from traceana.safe_write import replace_file
+from traceana.roofline.devices import DTYPES as PEAK_KEYS
+from traceana.output.ownership import written_by_traceana
 from traceana.errors import BadInput
 
 
@@ -37,11 +35,8 @@ def parse_peaks(text: str | None) -> dict[str, float] | None:
     return out or None
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def check_output(out: str, inputs: list[str], force: bool) -> None:
-    """Refuse to overwrite an input, or a file traceana did not write (traceana/ownership.py), unless
+    """Refuse to overwrite an input, or a file traceana did not write (traceana/output/ownership.py), unless
     --force. A symlink is judged by the file it names: that file is what gets written."""
     if out == "-":
         return
@@ -71,27 +66,3 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
         return False
-
-
-def write_text(out: str, text: str) -> None:
-    # A lone surrogate (a non-UTF-8 file name from argv) cannot be written as UTF-8: show U+FFFD.
-    if _SURROGATE.search(text):
-        text = _SURROGATE.sub("\ufffd", text)
-    if out == "-":
-        import sys
-
-        sys.stdout.write(text)
-        return
-    write_bytes(out, text.encode("utf-8"))
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file renamed into place (traceana/safe_write.py):
-    a failed or interrupted write never leaves half a file, and no link is followed but `path` itself."""
-    replace_file(path, lambda fd: _write_all(fd, data))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view[: 1 << 30]):]

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from traceana.devices import device_rows, match_device
-from traceana.devices.table import load_aliases
+from traceana.roofline.devices import device_rows, match_device
+from traceana.roofline.devices.table import load_aliases
 
 # (header, getter) for the listing; peaks are dense TFLOP/s, tensor-core rates for tf32..fp8.
 _PEAK_COLUMNS = (("fp32", "fp32"), ("tf32", "tf32_tc"), ("bf16", "bf16_tc"),
@@ -108,7 +108,7 @@ def _props(name: str, sms: int | None, mem_gb: float | None, cc: str | None) -> 
 def devices(as_json: bool, name: str | None, sms: int | None, mem_gb: float | None,
             cc: str | None, profiles: tuple[str, ...] = ()) -> None:
     """List the device table (peak TFLOP/s per dtype, DRAM GB/s), or explain one name."""
-    from traceana.device_profile import load_profile
+    from traceana.roofline.device_profile import load_profile
 
     loaded = tuple(load_profile(p) for p in profiles)
     if name is None:

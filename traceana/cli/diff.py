@@ -2,7 +2,7 @@
 
 BASE and HEAD are each a profiler trace, a saved analysis (`report -o x.json`), or a
 directory: every trace / saved analysis in it is analysed and summed per signature (e.g.
-one trace per rank). The comparison itself is traceana/compare.py.
+one trace per rank). The comparison itself is traceana/compare/runs.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from traceana.cli.ci import LONG_HELP, enforce_gates, fail_on_option
-from traceana.cli.common import check_output, write_text
+from traceana.cli.common import check_output
+from traceana.output.safe_write import write_text
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -50,7 +51,7 @@ def _one(path: str, skip_diffs: bool = False) -> dict[str, Any] | None:
     """A file as an analysis: a saved one is checked, a trace is analysed."""
     from traceana.analysis import analyze
     from traceana.errors import BadInput
-    from traceana.saved import ANALYSIS_SCHEMA, DIFF_SCHEMA, sniff, validate
+    from traceana.render.saved import ANALYSIS_SCHEMA, DIFF_SCHEMA, sniff, validate
 
     schema, data = sniff(path)
     if schema is None:
@@ -84,7 +85,7 @@ def files_of(path: str) -> list[str]:
 
 def load_side(path: str) -> tuple[dict[str, Any], str]:
     """(analysis, label) for BASE or HEAD; a directory's files are merged."""
-    from traceana.compare import merge_analyses
+    from traceana.compare.runs import merge_analyses
 
     files = files_of(path)
     if not os.path.isdir(path):
@@ -120,8 +121,8 @@ def load_side(path: str) -> tuple[dict[str, Any], str]:
 def diff(base: str, head: str, output: str | None, fmt: str | None, roof_threshold: float,
          fail_on: tuple[str, ...], force: bool, quiet: bool, long_md: bool = False) -> None:
     """Compare HEAD against BASE (traces, saved analyses, or directories of them)."""
-    from traceana.compare import diff_analyses
-    from traceana.gates import parse_all, results
+    from traceana.compare.runs import diff_analyses
+    from traceana.compare.gates import parse_all, results
     from traceana.render import format_for_path
 
     gates = parse_all(fail_on, diff=True)

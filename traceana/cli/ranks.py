@@ -1,8 +1,8 @@
 """`traceana report DIR/` or `traceana report a.json.gz b.json.gz ...`: the cross-rank report.
 
 Called by cli/report.py when it is given several inputs or a directory. Every rank file is
-analysed by traceana.parallel (local worker processes sized to cores and memory, or a Dask
-cluster), then traceana.ranks compares them and render/ranks_html.py writes the report.
+analysed by traceana.ranks.executor (local worker processes sized to cores and memory, or a Dask
+cluster), then traceana.ranks.cross_rank compares them and render/ranks_html.py writes the report.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from traceana.cli.common import check_output, write_text
+from traceana.cli.common import check_output
+from traceana.output.safe_write import write_text
 from traceana.errors import BadInput, GateFailed
 from traceana.render.terminal import term_text
 
@@ -33,10 +34,10 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     stderr and in the report; with `strict` (or --strict, which arrives in `ci`), that line is
     the error (exit 2, nothing written)."""
     strict = strict or bool(ci.get("strict"))
-    from traceana.gates import parse_all
-    from traceana.parallel import check_lost, find_rank_files, map_ranks, split
-    from traceana.progress import progress
-    from traceana.ranks import cross_rank
+    from traceana.compare.gates import parse_all
+    from traceana.ranks.executor import check_lost, find_rank_files, map_ranks, split
+    from traceana.cli.progress import progress
+    from traceana.ranks.cross_rank import cross_rank
     from traceana.render import format_for_path
     from traceana.render.ranks_html import NOT_READ, ranks_document, render_ranks
 
@@ -90,7 +91,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
 
 def enforce_rank_gates(analyses: Sequence[Mapping[str, Any]], gates: Sequence[Any]) -> None:
     """Each rank's Analysis against the --fail-on gates: every failure on stderr, GateFailed last."""
-    from traceana.gates import evaluate
+    from traceana.compare.gates import evaluate
 
     failures = []
     for a in analyses:
@@ -103,7 +104,7 @@ def enforce_rank_gates(analyses: Sequence[Mapping[str, Any]], gates: Sequence[An
 
 
 def summary(doc: Mapping[str, Any], out: str) -> str:
-    from traceana.render import fmt_time_us
+    from traceana.render.views import fmt_time_us
 
     s = doc["summary"]
     wait = s.get("collective_wait_us_total")

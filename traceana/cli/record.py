@@ -1,8 +1,8 @@
 """`traceana record [--steps N] [--wait W --warmup U] [-o DIR] -- python train.py ARGS`.
 
-Runs the program in this process under torch.profiler (traceana/record.py: how steps are counted,
+Runs the program in this process under torch.profiler (traceana/measure/record.py: how steps are counted,
 the schedule, the file names), then writes the report beside the trace; for a program that uses
-torch.compile or CUDA graphs, the compile / capture steps too (traceana/record_capture.py).
+torch.compile or CUDA graphs, the compile / capture steps too (traceana/measure/record_capture.py).
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ def record(steps: int, wait: int, warmup: int, out_dir: str, with_stack: bool, p
     The program runs in this process; a step ends at each optimizer.step() (a program that never
     steps an optimizer is recorded whole). Needs torch."""
     from traceana.errors import BadInput
-    from traceana.record import parse_command
+    from traceana.measure.record import parse_command
 
     kind, target, args = parse_command(list(command))
     try:
         import torch  # noqa: F401
     except ImportError:
         raise BadInput("record needs torch: pip install torch") from None
-    from traceana.record import profile, run_program
+    from traceana.measure.record import profile, run_program
 
     rec = profile(out_dir, steps=steps, wait=wait, warmup=warmup, report=not no_report,
                   with_stack=with_stack, profile_memory=profile_memory, quiet=True, capture=capture)

@@ -14,7 +14,8 @@ import os
 import click
 
 from traceana.cli.ci import ci_options, enforce_gates, prepare
-from traceana.cli.common import check_output, write_text
+from traceana.cli.common import check_output
+from traceana.output.safe_write import write_text
 
 
 def default_output(saved: str, is_diff: bool) -> str:
@@ -30,7 +31,7 @@ def _render_ranks(doc: dict, saved: str, out: str, fmt: str, quiet: bool, ci: di
     from traceana.render.ranks_html import render_ranks
 
     from traceana.cli.ranks import enforce_rank_gates
-    from traceana.gates import parse_all
+    from traceana.compare.gates import parse_all
 
     used = [f"--{k.replace('_', '-')}" for k, v in ci.items() if v and k not in ("fail_on", "long_md")]
     if used:
@@ -58,9 +59,9 @@ def render(saved: str, output: str | None, fmt: str | None, force: bool, quiet: 
     `report DIR/ -o x.json`) without the trace."""
     from traceana.cli.diff import render_diff
     from traceana.errors import BadInput
-    from traceana.gates import parse_all, results
+    from traceana.compare.gates import parse_all, results
     from traceana.render import format_for_path
-    from traceana.saved import DIFF_SCHEMA, RANKS_SCHEMA, load_document
+    from traceana.render.saved import DIFF_SCHEMA, RANKS_SCHEMA, load_document
 
     doc = load_document(saved)
     is_diff = doc["schema"] == DIFF_SCHEMA

@@ -8,15 +8,9 @@ import sys
 import click
 
 from traceana.cli.ci import ci_options, prepare
-from traceana.cli.common import check_output, parse_peaks, write_text
-
-
-def default_output(trace: str) -> str:
-    base = os.path.basename(trace.rstrip("/"))
-    for ext in (".gz", ".json"):
-        if base.endswith(ext):
-            base = base[: -len(ext)]
-    return f"{base}.report.html"
+from traceana.cli.common import check_output, parse_peaks
+from traceana.output.names import default_output
+from traceana.output.safe_write import write_text
 
 
 @click.command()
@@ -75,7 +69,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
     analysed in parallel, step times compared, the straggler explained."""
     if len(traces) == 1:  # read + gunzip on another core while numpy & co. import
-        from traceana import prefetch
+        from traceana.load import prefetch
 
         prefetch.start(traces[0])
     from traceana.analysis import Options, analyze
@@ -92,7 +86,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         raise BadInput("--launch-floor-us must be a number of µs, 0 or more")
     prof = None
     if profile_path:
-        from traceana.device_profile import load_profile
+        from traceana.roofline.device_profile import load_profile
 
         prof = load_profile(profile_path)  # a bad file fails now, before the trace is read
     if meta is None:  # opt-in: importing torch costs ~2.6 s, unless something already paid for it
@@ -100,7 +94,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     if capture is not None:
         if len(traces) > 1 or os.path.isdir(traces[0]):
             raise BadInput("--capture goes with one trace file (rank files find a capture_traces/ folder beside them)")
-        from traceana.replay.index import capture_files
+        from traceana.link.replay.index import capture_files
 
         capture_files(capture)  # a bad path fails now, before the trace is read
     if len(traces) > 1 or os.path.isdir(traces[0]):
@@ -126,7 +120,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture,
                    network_gbps=network_gbps, profile=prof)
-    from traceana.progress import STAGES, enabled, progress
+    from traceana.cli.progress import STAGES, enabled, progress
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
     with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
@@ -148,7 +142,7 @@ def _bar_delay(trace: str) -> float:
             return max(0.0, float(env))
         except ValueError:
             pass
-    from traceana.parallel import uncompressed_size
+    from traceana.ranks.executor import uncompressed_size
 
     return 0.0 if uncompressed_size(trace) > 200e6 else 1.0
 

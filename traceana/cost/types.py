@@ -152,7 +152,7 @@ class Unmodelled:
     """No cost could be computed; reason says why (shown in the report).
 
     cause: set when a formula exists but the trace lacks one of its inputs (a key of
-    traceana.link.CAUSES, e.g. "lengths_not_recorded"): the op is then opaque for that cause,
+    traceana.link.attribute.CAUSES, e.g. "lengths_not_recorded"): the op is then opaque for that cause,
     with its advice on what to record, instead of unmodelled (no formula)."""
 
     reason: str

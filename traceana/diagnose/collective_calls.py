@@ -1,6 +1,6 @@
 """The run's collective calls, as the context rules (context.py) read them.
 
-TraceView holds the trace's columns the rules need, computed once: op names, op nesting (link.py's
+TraceView holds the trace's columns the rules need, computed once: op names, op nesting (link/attribute.py's
 parent sweep), the phase of any time (forward / backward / optimizer, from rank_facts' windows,
 with the backward's tail: after the step's backward began and before its optimizer), the GPU events
 launched inside any op's window. `collectives` lists every call: each outermost communication op
@@ -18,10 +18,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from traceana.comm_kernels import comm_event_mask, is_comm_op, kernel_library
-from traceana.link import Links, _parents
+from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_library
+from traceana.link.attribute import Links, _parents
 from traceana.load.model import Trace
-from traceana.rank_facts import _steps, collective_kind, inside, merge, phase_windows
+from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
 
 _GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
 _ALGO_WORDS = (("all_to_all", r"all_?to_?all|alltoall|dispatch|combine"), ("reduce_scatter", r"reduce_?scatter"),
@@ -55,7 +55,7 @@ class TraceView:
         lt[has] = la.ts[links.gpu_launch[has]]
         self.launch_ts = lt
         self.comm_event = comm_event_mask(names, gpu.name) & (gpu.kind == 0) if len(gpu) else np.zeros(0, bool)
-        # op nesting: ops sorted by (thread, start, longest first), each one's parent (link.py's sweep)
+        # op nesting: ops sorted by (thread, start, longest first), each one's parent (link/attribute.py's sweep)
         order = np.lexsort((-ops.end, ops.ts, ops.thread)) if len(ops) else np.zeros(0, np.int64)
         self.order = order
         self.pos = np.empty(len(ops), dtype=np.int64)

@@ -1,7 +1,7 @@
 """Findings about communication, from the ledger's account of it and the run's context.
 
 The ledger (ledger.py) splits the primary device's collective time, where nothing else ran
-(exposed), into transfer (the bytes each rank sends at the link's bandwidth: traceana/comm_split.py),
+(exposed), into transfer (the bytes each rank sends at the link's bandwidth: traceana/roofline/comm_split.py),
 wait (the rest: the collective waiting for the other ranks, and per-call latency) and unsized
 (no size or link recorded, so the two cannot be told apart). Each part gets its own finding,
 because each has a different fix and a different saving:

@@ -52,7 +52,7 @@ import numpy as np
 
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.diagnose.collective_calls import Call, TraceView, collectives, on_a_matmul
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 _BACKWARD_OP = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function: |^aten::\w*_backward")

@@ -29,8 +29,8 @@ from traceana import units as u
 from traceana.cost import Cost, op_cost
 from traceana.diagnose.cpu import self_times
 from traceana.load.model import Trace
-from traceana.roofline import EXPLAINED_MIN
-from traceana.signatures import make_call
+from traceana.roofline.judge import EXPLAINED_MIN
+from traceana.link.signatures import make_call
 
 #: CPU roofs when no profile is given: traceana's 2-core development VM (Xeon, AVX-512) measured
 #: quietly with `traceana calibrate`, rounded; bf16 set to the fp32 figure (a CPU without AMX /

@@ -33,7 +33,7 @@ from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families._common import ITEMSIZE, dtype_from_enum
 from traceana.cost.families.pointwise import output_tensor
 from traceana.cost.types import OpCall
-from traceana.kernel_classes import classify
+from traceana.link.kernel_classes import classify
 
 Tensor = tuple[tuple[int, ...], "str | None"]  # (shape, canonical dtype or None when not recorded)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from traceana import units as u
 from traceana.diagnose.advice import GATHER_FIX, OPAQUE_ADVICE, latency_fix, memory_advice, scattered
-from traceana.roofline import PEAK_LABEL
+from traceana.roofline.judge import PEAK_LABEL
 
 TOP_N = 8
 
@@ -136,7 +136,7 @@ def _explain(row: dict, device: dict, total_us: float, context: dict | None = No
 
 def _communication(row: dict) -> list[str]:
     """A collective: its bytes, bandwidths and link, and its time split into transfer and wait
-    (traceana/comm_split.py); advice that fits each part."""
+    (traceana/roofline/comm_split.py); advice that fits each part."""
     c = row.get("comm") or {}
     if not c.get("sized", True):
         lines = [f"Why no split: {row.get('reason')}."]

@@ -14,7 +14,7 @@ saving_us, per kind (all upper bounds of what that one change recovers; the text
                                 longest kernel; for unfused attention, the softmax's time twice
   launch_bound                  kernel time above the roofs + the host-wait idle right before
   idle_gap                      host-wait and kernel-wait idle not already counted above
-Every saving is measured against the op's model time (launch floor + roofline time, roofline.py):
+Every saving is measured against the op's model time (launch floor + roofline time, roofline/judge.py):
 the launch floor is recovered only by fewer kernels (launch_bound, fusion), not by a better kernel.
 Findings are ranked by saving_us x confidence (diagnose/projection.py), so the first three are the
 three biggest sure wins; a finding with nothing to recover is a note, listed after the levers.
@@ -30,8 +30,8 @@ from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py ca
 from traceana.diagnose.advice import (OPAQUE_ADVICE, compute_fix, latency_fix, memory_advice, memory_fix,
                                       replays_graphs)
 from traceana.diagnose.projection import annotate
-from traceana.link import CAUSES
-from traceana.roofline import PEAK_LABEL
+from traceana.link.attribute import CAUSES
+from traceana.roofline.judge import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
 MAX_FINDINGS = 25

@@ -39,7 +39,7 @@ from traceana import units as u
 from traceana.arrays import distinct
 from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 FUSABLE_BOUNDS = ("memory", "latency")

@@ -10,7 +10,7 @@ import numpy as np
 from traceana import units as u
 from traceana.arrays import distinct
 from traceana.diagnose.ledger import IDLE_CAUSES, LAUNCH_GAP_US, Account, median_gap
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 TOP_GAPS = 5

@@ -40,7 +40,7 @@ import re
 from math import ceil, gcd
 
 from traceana import units as u
-from traceana.roofline import TF32_HINTS
+from traceana.roofline.judge import TF32_HINTS
 
 MIN_SHARE = 0.005  # tile/wave findings from 0.5% of device time
 SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time

@@ -25,7 +25,7 @@ import importlib.util
 
 import numpy as np
 
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import KIND_NAMES, Trace
 
 CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA's default for get_idle_time_breakdown

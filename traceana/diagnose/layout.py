@@ -28,8 +28,8 @@ import numpy as np
 
 from traceana import units as u
 from traceana.arrays import distinct
-from traceana.kernel_classes import classify
-from traceana.link import Links
+from traceana.link.kernel_classes import classify
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 MIN_SHARE = 0.005  # the conversions are named from 0.5% of device time

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceana.arrays import median
-from traceana.comm_kernels import comm_name_mask
-from traceana.link import Links
+from traceana.link.comm_kernels import comm_name_mask
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 LAUNCH_GAP_US = 30.0  # gaps up to this long are launch overhead (HTA's consecutive_kernel_delay default)

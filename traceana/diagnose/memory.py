@@ -38,9 +38,9 @@ import numpy as np
 
 from traceana import units as u
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
-from traceana.link import Links, helper_ops, innermost_ops
+from traceana.link.attribute import Links, helper_ops, innermost_ops
 from traceana.load.model import Trace
-from traceana.rank_facts import _steps as profiler_steps
+from traceana.link.steps import _steps as profiler_steps
 
 #: The curve keeps at most this many points per device (the peak among them, exactly).
 MAX_POINTS = 400

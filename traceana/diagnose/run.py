@@ -21,7 +21,7 @@ from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, la
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.stalls import stall_findings, stalls
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
-from traceana.copies import classify
+from traceana.link.copies import classify
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
-from traceana.link import Links
+from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
 _SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")

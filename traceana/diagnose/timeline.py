@@ -33,12 +33,12 @@ import numpy as np
 from traceana.arrays import distinct
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import ledger as lg
+from traceana.link.attribute import Links
 from traceana.diagnose.buckets import buckets
 from traceana.diagnose.timeline_cpu import cpu_tracks, name_table, pick_threads, step_thread
-from traceana.link import Links
 from traceana.load.model import Trace
-from traceana.rank_facts import _steps as profiler_steps
-from traceana.rank_facts import cover, merge
+from traceana.link.steps import _steps as profiler_steps
+from traceana.link.steps import cover, merge
 
 #: At most this many intervals are kept for the drawn window (over it, short kernels are bucketed).
 CAP = 20_000

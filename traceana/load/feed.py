@@ -1,7 +1,7 @@
 """The trace's text fed, piece by piece, through the C scanner (traceana/load/_scan.c).
 
 Only msgspec and the scanner here, no numpy: `traceana report` starts this in a thread the
-moment it starts (traceana.prefetch), and since the scanner releases the GIL while it scans,
+moment it starts (traceana.load.prefetch), and since the scanner releases the GIL while it scans,
 the main thread imports numpy and the rest of traceana on the other core meanwhile.
 """
 

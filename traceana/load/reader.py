@@ -13,9 +13,9 @@ from typing import Union
 import msgspec
 
 from traceana.errors import BadInput
-from traceana import prefetch
+from traceana.load import prefetch
 from traceana.load import stream
-from traceana.prefetch import gunzip as _gunzip
+from traceana.load.prefetch import gunzip as _gunzip
 from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages

@@ -32,7 +32,7 @@ class Args(Struct, forbid_unknown_fields=False):
     kernel_num_gb: Union[int, float, str, None] = None
     kernel_backend: Any = None
     # the kernel a launch event starts (roctracer writes it on hipLaunchKernel & co.; CUPTI does not):
-    # what a graph capture trace knows of each captured kernel (traceana.replay)
+    # what a graph capture trace knows of each captured kernel (traceana.link.replay)
     kernel: Any = None
     graph_node_id: Id = field(name="graph node id", default=None)  # GPU events replayed from a graph (CUDA >= 12)
     # cpu ops recorded with_stack (older torch) / TorchScript modules: text, kept when a non-empty str

@@ -1,6 +1,6 @@
 """The fast load: the trace's text streamed through the C scanner (traceana/load/_scan.c).
 
-A producer thread (traceana.prefetch.Pieces) reads the file and inflates it a piece at a time;
+A producer thread (traceana.load.prefetch.Pieces) reads the file and inflates it a piece at a time;
 feed.py feeds each piece to the scanner as it arrives (in a thread started with the process,
 when `traceana report` runs), so inflating, scanning and importing the rest of traceana
 overlap, and no more than a few pieces of text are ever in memory.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import msgspec
 import numpy as np
 
-from traceana import prefetch
+from traceana.load import prefetch
 from traceana.load.columns import _blocks, _small_codes, assemble, comm_record
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace

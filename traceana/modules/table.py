@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from traceana.arrays import distinct
-from traceana.link import CAUSE_KEYS, Links
+from traceana.link.attribute import CAUSE_KEYS, Links
 from traceana.load.model import Trace
 from traceana.modules.attribute import PHASES, Places
 from traceana.modules.frames import module_class
-from traceana.signatures import BY_KERNEL, Group
+from traceana.link.signatures import BY_KERNEL, Group
 
 # where the time of events with no module goes: (key, label)
 OTHER = (("outside_modules", "ops outside any module"),

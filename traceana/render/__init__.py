@@ -3,8 +3,17 @@
 Every renderer reads only the analysis dict (docs/analysis-schema.md), so a saved
 `analysis.json` re-renders without the trace. The dict may come from an older or newer
 traceana, or be hand-edited: every field may be missing or null and every string is
-untrusted. Numbers, shapes, dtypes and kernel names are formatted by traceana/units.py only;
-the small value helpers below read the dict the same way for every renderer.
+untrusted. It is read through traceana/document.py; what every renderer shows the same way
+(formatters, words, the verdict) is views.py; numbers, shapes, dtypes and kernel names are
+formatted by traceana/units.py only.
+
+    html.py (+ first.py, ops_table.py, timeline.py, utilisation.py, svg.py, templates.py)  the page
+    markdown.py, markdown_long.py, md.py     the pull-request comment and its long form
+    json_out.py                              the saved analysis
+    terminal.py                              the lines printed after a run (made inert)
+    diff_html.py, diff_markdown.py           a comparison of two runs (traceana/compare/)
+    ranks_html.py                            a cross-rank report (traceana/ranks/)
+    saved.py                                 saved documents read back (`traceana render`, `diff`)
 """
 
 from __future__ import annotations
@@ -13,25 +22,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
-from traceana import units
 from traceana.errors import BadInput
-from traceana.units import num
-
-#: The formatters every renderer uses, all from traceana/units.py (one voice); the fmt_* names
-#: are kept so the renderers read as before.
-fmt_time_us = units.us
-fmt_ms = units.ms
-fmt_sig = units.sig
-fmt_si = units.si
-fmt_bytes = units.bytes_iec
-fmt_int = units.integer
-fmt_pct = units.pct
-fmt_dims = units.dims
-fmt_types = units.dtypes
-fmt_delta_us = units.signed_us
-fmt_signed_pct = units.signed_pct
-plural = units.plural
-short_name = units.kernel_name
 
 __all__ = ["FORMATS", "format_for_path", "render"]
 
@@ -42,21 +33,17 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "json": (".json",),
 }
 
-#: The bounds an op can have, in the order reports list them.
-BOUNDS: tuple[str, ...] = ("compute", "memory", "latency", "underutilised", "host_link", "peer_link",
-                           "communication", "unmodelled", "opaque")
-
 
 def render(analysis: Mapping[str, Any], fmt: str, image: str | None = None, long: bool = False) -> str:
     """Render the analysis dict as `fmt` ("html", "md" or "json"); `image`: markdown's chart URL; `long`:
     markdown's long form (--long) instead of the PR comment.
-    Markdown ends with traceana's marker line (traceana/ownership.py: what a later run may replace)."""
+    Markdown ends with traceana's marker line (traceana/output/ownership.py: what a later run may replace)."""
     if fmt == "html":
         from traceana.render.html import render_html
 
         return render_html(analysis)
     if fmt == "md":
-        from traceana.ownership import stamp_markdown
+        from traceana.output.ownership import stamp_markdown
         from traceana.render.markdown import render_markdown
 
         return stamp_markdown(render_markdown(analysis, image=image, long=long))
@@ -78,290 +65,3 @@ def format_for_path(path: str | PurePath) -> str:
         f"cannot tell the report format from {str(path)!r}: "
         f"the extension must be one of {known}"
     )
-
-
-# ---------------------------------------------------------------- value helpers
-
-
-def mapping(value: Any) -> Mapping[str, Any]:
-    """`value` if it is a mapping, else an empty one (a missing or malformed section)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def seq(value: Any) -> list[Any]:
-    """`value` as a list if it is a list or tuple, else an empty list."""
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-text = units.text  # a display string for an untrusted value; "" for null; cut to `limit` characters
-
-
-def share(part: Any, whole: Any) -> float | None:
-    """part / whole in percent, or None when either is unknown or whole is not positive."""
-    p, w = num(part), num(whole)
-    if p is None or w is None or w <= 0:
-        return None
-    return 100.0 * p / w
-
-
-def bound_of(op: Mapping[str, Any]) -> str:
-    """The op's bound if it is one of BOUNDS, else "unmodelled"."""
-    b = op.get("bound")
-    return b if isinstance(b, str) and b in BOUNDS else "unmodelled"
-
-
-BOUND_WORDS: dict[str, str] = {
-    "compute": "limited by compute throughput",
-    "memory": "limited by DRAM bandwidth",
-    "latency": "limited by launch overhead and latency",
-    "underutilised": "far below both roofs and above the launch floor (grid, access pattern, occupancy)",
-    "host_link": "copying between host and device (held to the PCIe / NVLink-C2C link)",
-    "peer_link": "copying between GPUs (held to NVLink / Infinity Fabric)",
-    "communication": "in collectives (judged by their bus bandwidth)",
-    "unmodelled": "in ops traceana has no cost model for",
-    "opaque": "in opaque ops (no shapes or no formula)",
-}
-
-
-def gpu_busy(analysis: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How long the GPUs were busy: per device, the union of its GPU event intervals (each
-    instant counted once however many streams run), never a sum of durations, so busy_us is at
-    most the device's span. From the timeline breakdown (breakdown.devices), so the report's
-    lead, its time-by-bound split and its timeline agree.
-
-    {busy_us, span_us (both summed over devices), busy_pct (busy / span, <= 100),
-     by_category {compute, memory, ..., memset} (summed over devices; sums to busy_us),
-     devices (how many), primary {device, busy_us, span_us, busy_pct}}; None when the analysis
-    has no per-device timeline (an empty trace, or one saved before the timeline existed)."""
-    bd = mapping(analysis.get("breakdown"))
-    devs = [mapping(d) for d in seq(bd.get("devices")) if isinstance(d, Mapping)]
-    busy = span = 0.0
-    cats: dict[str, float] = {}
-    rows = []
-    for d in devs:
-        b, s = num(d.get("busy_us")), num(d.get("span_us"))
-        if b is None or s is None or b < 0 or s < 0:
-            continue
-        b = min(b, s)
-        busy, span = busy + b, span + s
-        for c, v in mapping(d.get("by_category")).items():
-            if c != "idle" and (v := num(v)) is not None and v >= 0:
-                cats[text(c, 40)] = cats.get(text(c, 40), 0.0) + v
-        rows.append({"device": d.get("device"), "busy_us": b, "span_us": s,
-                     "busy_pct": b / s * 100 if s > 0 else None})
-    if not rows:
-        return None
-    prim = bd.get("primary")
-    main = next((r for r in rows if r["device"] == prim and prim is not None), rows[0])
-    return {"busy_us": busy, "span_us": span, "busy_pct": busy / span * 100 if span > 0 else None,
-            "by_category": cats, "devices": len(rows), "primary": main}
-
-
-def by_bound(analysis: Mapping[str, Any]) -> tuple[dict[str, float], float | None]:
-    """GPU busy time per bound (µs, known bounds only) and the busy time they are shares of.
-
-    Wall-clock, from gpu_busy: where streams overlap each instant counts once, for the first
-    running category of the timeline's priority order (a collective or copy hidden under a
-    kernel costs nothing; NCCL/RCCL kernels are `communication` whatever op launched them).
-    An analysis without a timeline falls back to the per-op sums of device time."""
-    busy = gpu_busy(analysis)
-    if busy is not None and busy["busy_us"] > 0:
-        cats = busy["by_category"]
-        return {b: cats[b] for b in BOUNDS if b in cats}, busy["busy_us"]
-    bd = mapping(analysis.get("breakdown"))
-    raw = mapping(bd.get("by_bound"))
-    parts = {b: v for b in BOUNDS if (v := num(raw.get(b))) is not None and v >= 0}
-    total = num(bd.get("total_us"))
-    if total is None or total <= 0:
-        total = sum(parts.values()) or num(mapping(analysis.get("coverage")).get("device_time_us"))
-    return parts, total
-
-
-def verdict(analysis: Mapping[str, Any]) -> str:
-    """One plain-text sentence: where the time goes (the ledger's sentence) and which op matters
-    most."""
-    from traceana.render.first import sentence
-
-    if sentence(analysis):
-        out = sentence(analysis)
-        ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
-        if ops:
-            top = ops[0]
-            out += (f" The biggest op is {short_name(top.get('name')) or '(unnamed op)'} "
-                    f"({fmt_time_us(top.get('device_time_us'))}, {bound_of(top)}).")
-        return out
-    parts, total = by_bound(analysis)
-    ops = [o for o in seq(analysis.get("ops")) if isinstance(o, Mapping)]
-    cpu = mapping(analysis.get("cpu"))
-    if cpu and not total:
-        top = [r for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)][:3]
-        roof = mapping(mapping(cpu.get("roofline")).get("roofs"))
-        judged = ("" if not roof else "judged against the CPU's roofs ("
-                  + (f"device profile {text(roof.get('profile'), 120)}" if roof.get("source") == "profile"
-                     else "traceana's defaults, not measured on this machine") + "). ")
-        return (f"No GPU activity: a CPU-only trace, {judged or 'so no GPU roofline applies. '}"
-                f"{plural(cpu.get('op_calls'), 'CPU op call')}, {fmt_time_us(cpu.get('top_level_us'))} in top-level ops"
-                + (f" over {fmt_int(cpu.get('steps'))} steps" if num(cpu.get("steps")) else "")
-                + ("; most self time in " + ", ".join(f"{text(r.get('name'), 60)} ({fmt_time_us(r.get('self_us'))})"
-                                                      for r in top) if top else "") + ".")
-    if not parts or not total:
-        if not ops:
-            return "No GPU time was found in this trace."
-        return f"{len(ops):,} op signatures took GPU time; no breakdown by bound is available."
-    top_bound = max(parts, key=lambda b: (parts[b], -BOUNDS.index(b)))
-    pct = share(parts[top_bound], total)
-    busy = gpu_busy(analysis)
-    what = "GPU busy time" if busy is not None and busy["busy_us"] > 0 else "device time"
-    out = f"{fmt_pct(pct)} of {fmt_time_us(total)} {what} is {BOUND_WORDS[top_bound]}"
-    if ops:
-        top = ops[0]
-        name = short_name(top.get("name")) or "(unnamed op)"
-        bits = [fmt_time_us(top.get("device_time_us"))]
-        if num(top.get("roof_pct")) is not None:
-            bits.append(f"{fmt_pct(top.get('roof_pct'))} of roof")
-        bits.append(bound_of(top))
-        out += f"; the biggest op is {name} ({', '.join(bits)})"
-    return out + "."
-
-
-FINDING_KINDS: dict[str, str] = {
-    "memory_bound": "memory-bound", "compute_bound": "compute-bound", "tensor_core_dtype": "faster dtype",
-    "gemm_shape": "GEMM shape", "fusion": "fusion", "launch_bound": "launch overhead", "idle_gap": "GPU idle",
-    "host_copy": "host copy", "underutilised": "underutilised", "opaque_time": "not visible",
-    "unmodelled": "no cost model", "comm_exposed": "exposed communication",
-}
-
-
-def finding_kind(kind: Any) -> str:
-    """A finding's kind as words (unknown kinds: underscores become spaces)."""
-    k = text(kind, 60)
-    return FINDING_KINDS.get(k, k.replace("_", " "))
-
-
-def finding_tags(f: Mapping[str, Any]) -> list[str]:
-    """Short tags for a finding: how sure it is, and whether it is a lever or a note."""
-    tags = []
-    if f.get("lever") is False:
-        tags.append("note")
-    conf = text(f.get("confidence"), 10)
-    if conf in ("medium", "low"):
-        tags.append(f"{conf} confidence")
-    if f.get("estimated") is True:
-        tags.append("estimated")
-    return tags
-
-
-def over_roof_mark(op: Mapping[str, Any]) -> str:
-    """A short mark for an op measured faster than its roof ("" when it is not)."""
-    o = op.get("over_roof")
-    if not isinstance(o, Mapping):
-        return ""
-    return {"l2": "fits in L2", "estimate": "estimate", "algorithm": "Winograd/FFT"}.get(
-        text(o.get("reason"), 20), "model over-counts")
-
-
-def projection_line(analysis: Mapping[str, Any]) -> str:
-    """One sentence: every lever applied together, each µs counted once ("" when absent)."""
-    p = mapping(analysis.get("projection"))
-    now, after = num(p.get("now_us")), num(p.get("after_us"))
-    if now is None or after is None or not p.get("levers"):
-        return ""
-    claimed = num(p.get("claimed_us")) or 0.0
-    line = (f"All {fmt_int(p.get('levers'))} levers together: device busy {fmt_time_us(now)} → "
-            f"{fmt_time_us(after)} ({fmt_pct(share(now - after, now))} less)")
-    span_now, span_after = num(p.get("span_now_us")), num(p.get("span_after_us"))
-    if span_now and span_after is not None:
-        line += f"; span {fmt_time_us(span_now)} → {fmt_time_us(span_after)}"
-    if claimed > (now - after) + (num(p.get("idle_now_us")) or 0.0) - (num(p.get("idle_after_us")) or 0.0) + 1:
-        line += (f". The findings claim {fmt_time_us(claimed)} one by one: they overlap, and each µs is "
-                 "counted once here")
-    return line + "."
-
-
-#: The analysis' warning for a trace without GPU events; the verdict of such a trace says it already.
-CPU_ONLY_WARNING = "no GPU activity in this trace"
-
-
-def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
-    """The analysis' warnings as a report shows them: a CPU-only trace's verdict already says
-    there was no GPU activity, so its warning is not repeated."""
-    cpu_only = bool(mapping(analysis.get("cpu"))) and not by_bound(analysis)[1]
-    out = []
-    for w in seq(analysis.get("warnings")):
-        if not text(w) or (cpu_only and text(w).startswith(CPU_ONLY_WARNING)):
-            continue
-        out.append(w)
-    return out
-
-
-def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(op, calls, self time, total time) rows of a CPU-only trace's breakdown."""
-    cpu = mapping(analysis.get("cpu"))
-    return [(text(r.get("name"), 120), fmt_int(r.get("calls")), fmt_time_us(r.get("self_us")),
-             fmt_time_us(r.get("total_us"))) for r in seq(cpu.get("by_self_time")) if isinstance(r, Mapping)]
-
-
-def profile_sentence(prof: Mapping[str, Any]) -> str:
-    """One sentence naming the device profile a report used and whether its roofs applied."""
-    p = mapping(prof)
-    if not p:
-        return ""
-    name = (f"device profile {text(p.get('file'), 120)} ({text(p.get('name'), 120)}, {text(p.get('kind'), 10)}, "
-            f"measured {text(p.get('date'))[:10]})")
-    if p.get("applied") is False:
-        if text(p.get("kind")) == "cpu":
-            return f"{name}: not applied (a CPU profile; a GPU trace keeps its datasheet roofs)"
-        return f"{name}: not applied (a GPU profile; a CPU-only trace is judged against the default CPU roofs)"
-    unusable = sorted(text(k, 40) for k in mapping(p.get("unusable")))
-    if unusable:  # figures calibrate found unstable or contradictory: the datasheet / CPU default stands in
-        name += f" (not used: {', '.join(unusable)}, unstable or contradictory when measured)"
-    if text(p.get("kind")) == "cpu":
-        return f"{name}: CPU ops judged against its measured BLAS, memory and dispatch figures"
-    peaks = ", ".join(f"{text(k, 20)} {fmt_sig(v)}" for k, v in sorted(mapping(p.get("peak_tflops")).items())
-                      if num(v) is not None)
-    dram = num(p.get("dram_gbps"))
-    roofs = "; ".join(x for x in ((f"{peaks} TFLOP/s" if peaks else ""),
-                                  (f"DRAM {fmt_sig(dram)} GB/s" if dram is not None else "")) if x)
-    return (f"{name}: ops shown against its achievable roofs ({roofs}) as well as the datasheet; "
-            "savings measured against achievable")
-
-
-def cpu_verdict_rows(analysis: Mapping[str, Any]) -> list[dict[str, str]]:
-    """A CPU-only trace's per-op roofline verdicts as display strings."""
-    roof = mapping(mapping(analysis.get("cpu")).get("roofline"))
-    out = []
-    for v in seq(roof.get("verdicts")):
-        if not isinstance(v, Mapping):
-            continue
-        gf, gb = num(v.get("achieved_gflops")), num(v.get("achieved_gbps"))
-        out.append({"name": text(v.get("name"), 120), "dims": fmt_dims(v.get("input_dims"), 60),
-                    "types": fmt_types(v.get("input_types"), 40), "calls": fmt_int(v.get("calls")),
-                    "self": fmt_time_us(v.get("self_us")), "per_call": fmt_time_us(v.get("self_per_call_us")),
-                    "gflops": f"{gf:,.1f}" if gf is not None else "—",
-                    "gbps": f"{gb:,.2f}" if gb is not None else "—",
-                    "pct": fmt_pct(v.get("roof_pct")), "bound": text(v.get("bound"), 20),
-                    "text": text(v.get("text"), 600)})
-    return out
-
-
-def cpu_roof_lines(analysis: Mapping[str, Any]) -> list[str]:
-    """The CPU roofs used and the dispatch total, as sentences ([] without CPU verdicts)."""
-    roof = mapping(mapping(analysis.get("cpu")).get("roofline"))
-    if not roof:
-        return []
-    r = mapping(roof.get("roofs"))
-    peaks = ", ".join(f"{text(k, 10)} {fmt_sig(v)}" for k, v in sorted(mapping(r.get("peak_tflops")).items())
-                      if num(v) is not None)
-    lines = [text(r.get("note"), 400),
-             f"Roofs: BLAS {peaks} TFLOP/s; memory {fmt_sig(r.get('dram_gbps'))} GB/s; dispatch "
-             f"{fmt_time_us(r.get('dispatch_us'))} per op."]
-    by = mapping(roof.get("by_bound"))
-    total = num(roof.get("self_us"))
-    if by and total:
-        lines.append("CPU self time by bound: " + ", ".join(
-            f"{text(k, 20)} {fmt_time_us(v)} ({fmt_pct(share(v, total))})"
-            for k, v in sorted(by.items(), key=lambda kv: -(num(kv[1]) or 0.0))) + ".")
-    d = text(mapping(roof.get("dispatch")).get("text"), 600)
-    if d:
-        lines.append(d + ".")
-    return lines

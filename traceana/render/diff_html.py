@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, seq, short_name, text
+from traceana.render.views import fmt_dims, fmt_pct, fmt_time_us, fmt_types, short_name
+from traceana.document import mapping, seq
+from traceana.units import num, text
 from traceana.render.diff_markdown import (
     bound_rows,
     change_sign,

@@ -1,4 +1,4 @@
-"""The diff (`traceana.diff/1`, from traceana/compare.py) as GitHub-flavoured markdown for a PR.
+"""The diff (`traceana.diff/1`, from traceana/compare/runs.py) as GitHub-flavoured markdown for a PR.
 
 Same rules as the markdown report (render/markdown.py): at most SHORT_CHARS characters by
 default (MAX_CHARS with `long`), the headline first (device warning, total, by bound, the
@@ -15,8 +15,8 @@ from typing import Any
 
 from traceana import units
 from traceana.units import kernel_names
-from traceana.render import (
-    BOUNDS,
+from traceana.roofline.bounds import BOUNDS
+from traceana.render.views import (
     fmt_signed_pct,
     fmt_delta_us,
     fmt_dims,
@@ -24,13 +24,11 @@ from traceana.render import (
     fmt_pct,
     fmt_time_us,
     fmt_types,
-    mapping,
-    num,
     plural,
-    seq,
     short_name,
-    text,
 )
+from traceana.document import mapping, seq
+from traceana.units import num, text
 from traceana.render.markdown import MAX_CHARS, SHORT_CHARS
 from traceana.render.md import fold, md_text, table_row
 
@@ -271,7 +269,7 @@ def _folded(d: Mapping[str, Any], budget: int, top: int) -> str:
 def render_diff_markdown(diff: Mapping[str, Any], long: bool = False) -> str:
     """The diff as markdown: at most SHORT_CHARS characters, or with `long` under MAX_CHARS, ending with
     traceana's marker line."""
-    from traceana.ownership import MD_MARKER, stamp_markdown
+    from traceana.output.ownership import MD_MARKER, stamp_markdown
 
     d = mapping(diff)
     limit = (MAX_CHARS if long else SHORT_CHARS) - len(MD_MARKER) - 2

@@ -16,7 +16,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import finding_kind, fmt_pct, fmt_sig, fmt_time_us, mapping, num, plural, seq, share, text
+from traceana.render.views import finding_kind, fmt_pct, fmt_sig, fmt_time_us, plural
+from traceana.document import mapping, seq, share
+from traceana.units import num, text
 
 #: Cards shown before the "show N more" fold.
 CARDS_BEFORE_FOLD = 8

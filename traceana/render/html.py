@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from traceana.render.ops_table import ops_table
-from traceana.render import (
-    BOUNDS,
-    bound_of,
+from traceana.roofline.bounds import BOUNDS
+from traceana.document import bound_of, by_bound, gpu_busy, mapping, seq, share
+from traceana.render.views import (
     cpu_roof_lines,
     cpu_rows,
     cpu_verdict_rows,
@@ -25,7 +25,6 @@ from traceana.render import (
     over_roof_mark,
     plural,
     projection_line,
-    by_bound,
     fmt_bytes,
     fmt_dims,
     fmt_int,
@@ -33,17 +32,12 @@ from traceana.render import (
     fmt_si,
     fmt_sig,
     fmt_time_us,
-    gpu_busy,
     fmt_types,
-    mapping,
-    num,
-    seq,
-    share,
     short_name,
     shown_warnings,
-    text,
     verdict,
 )
+from traceana.units import num, text
 from traceana import units
 from traceana.render.first import CARDS_BEFORE_FOLD, cards, device_line, plan, sentence, terms
 from traceana.render.json_out import to_json_safe

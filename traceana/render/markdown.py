@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import bound_of, fmt_dims, fmt_pct, fmt_time_us, fmt_types, mapping, num, plural, seq
-from traceana.render import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_sentence, shown_warnings, text
-from traceana.render import verdict
+from traceana.document import bound_of, mapping, seq
+from traceana.render.views import fmt_dims, fmt_pct, fmt_time_us, fmt_types, plural
+from traceana.units import num
+from traceana.render.views import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_sentence, shown_warnings
+from traceana.units import text
+from traceana.render.views import verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.markdown_long import modules_block

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from traceana.render import (
-    BOUNDS,
-    bound_of,
+from traceana.roofline.bounds import BOUNDS
+from traceana.document import bound_of, by_bound, mapping, seq, share
+from traceana.render.views import (
     cpu_roof_lines,
     cpu_rows,
     cpu_verdict_rows,
@@ -29,7 +29,6 @@ from traceana.render import (
     plural,
     profile_sentence,
     projection_line,
-    by_bound,
     fmt_bytes,
     fmt_dims,
     fmt_int,
@@ -38,14 +37,10 @@ from traceana.render import (
     fmt_sig,
     fmt_time_us,
     fmt_types,
-    mapping,
-    num,
-    seq,
-    share,
     shown_warnings,
-    text,
     verdict,
 )
+from traceana.units import num, text
 from traceana.render.first import terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where

@@ -14,7 +14,9 @@ from typing import Any
 from markupsafe import Markup
 
 from traceana import units as u
-from traceana.render import fmt_time_us, mapping, num, seq, text
+from traceana.render.views import fmt_time_us
+from traceana.document import mapping, seq
+from traceana.units import num, text
 from traceana.render.svg import _esc
 
 #: Devices shown (GPUs first, as the section orders them).

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import fmt_pct, fmt_sig, fmt_time_us, mapping, num, seq, text
+from traceana.render.views import fmt_pct, fmt_sig, fmt_time_us
+from traceana.document import mapping, seq
+from traceana.units import num, text
 
 #: The HTML tree shows at most this many modules (the JSON has them all) ...
 HTML_NODES = 400

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from traceana.render import BOUNDS
+from traceana.roofline.bounds import BOUNDS
 
 #: A table with more rows than this is drawn lazily by report.js from a JSON block (only the rows
 #: in view are in the DOM); smaller ones are plain HTML, readable without JavaScript.

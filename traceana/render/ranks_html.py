@@ -1,6 +1,6 @@
 """The cross-rank report: html (templates/ranks.html.j2, styled by report.css), markdown, json.
 
-The document rendered is `ranks_document(...)`: the cross-rank dict of traceana/ranks.py
+The document rendered is `ranks_document(...)`: the cross-rank dict of traceana/ranks/cross_rank.py
 plus every rank's own Analysis under "analyses" (so the JSON keeps everything and the page
 shows each rank's headline and top ops). As for the one-trace report, `build_view` turns the
 untrusted dict into display strings first; strings reach the page through autoescaping only.
@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from traceana.render import (
-    bound_of,
+from traceana.document import bound_of, mapping, seq
+from traceana.render.views import (
     fmt_delta_us,
     fmt_dims,
     fmt_int,
@@ -21,17 +21,14 @@ from traceana.render import (
     fmt_signed_pct,
     fmt_time_us,
     fmt_types,
-    mapping,
-    num,
-    seq,
     short_name,
-    text,
 )
+from traceana.units import num, text
 from traceana.render.json_out import render_json
-from traceana.ownership import MD_MARKER, stamp_markdown
+from traceana.output.ownership import MD_MARKER, stamp_markdown
 from traceana.render.markdown import SHORT_CHARS
 from traceana.render.md import fold, md_text
-from traceana.straggler import CLASSES
+from traceana.ranks.straggler import CLASSES
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
@@ -44,8 +41,12 @@ NOT_READ = ("timeline",)
 
 
 def ranks_document(cross: Mapping[str, Any], analyses: Sequence[Mapping[str, Any]], where: str = "") -> dict:
-    """The saved multi-rank document: the cross-rank dict + each rank's Analysis."""
+    """The saved multi-rank document: the cross-rank dict, each rank with its verdict (the sentence
+    a one-trace report leads with), and each rank's Analysis."""
+    from traceana.render.views import verdict
+
     doc = dict(cross)
+    doc["ranks"] = [{**r, "verdict": verdict(a)} for r, a in zip(cross.get("ranks") or [], analyses)]
     doc["ran"] = where
     doc["analyses"] = list(analyses)
     return doc

@@ -31,19 +31,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from traceana.render import (
-    BOUNDS,
-    bound_of,
-    fmt_dims,
-    fmt_pct,
-    fmt_sig,
-    fmt_time_us,
-    fmt_types,
-    mapping,
-    num,
-    seq,
-    text,
-)
+from traceana.roofline.bounds import BOUNDS
+from traceana.document import bound_of, mapping, seq
+from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types
+from traceana.units import num, text
 
 W, H_MAIN, STRIP_H = 960, 540, 150
 ML, MR, MT, MB = 72, 186, 34, 54

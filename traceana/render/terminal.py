@@ -34,7 +34,9 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
     sentence), "do this first" (the plan's levers with their savings and the span after
     them), coverage, the top ops, the memory peaks (when recorded), the first warnings."""
     from traceana import units as u
-    from traceana.render import cpu_roof_lines, cpu_verdict_rows, mapping, num, seq, shown_warnings, verdict
+    from traceana.render.views import cpu_roof_lines, cpu_verdict_rows, shown_warnings, verdict
+    from traceana.document import mapping, seq
+    from traceana.units import num
     from traceana.render.first import device_line, plan, sentence
 
     cov = mapping(a.get("coverage"))
@@ -46,7 +48,7 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
         lines = [f"{file}: {device_line(a)}, {u.us(total)} of GPU time"]
     prof = mapping(mapping(a.get("device")).get("profile"))
     if prof:
-        from traceana.render import profile_sentence
+        from traceana.render.views import profile_sentence
 
         lines.append(f"  roofs: {profile_sentence(prof)}")
     if sentence(a):

@@ -17,23 +17,19 @@ from typing import Any
 
 from markupsafe import Markup
 
-from traceana.render import (
-    bound_of,
+from traceana.document import bound_of, mapping, seq, share
+from traceana.render.views import (
     fmt_dims,
     fmt_int,
     fmt_pct,
     fmt_sig,
     fmt_time_us,
     fmt_types,
-    mapping,
-    num,
     over_roof_mark,
     plural,
-    seq,
-    share,
     short_name,
-    text,
 )
+from traceana.units import num, text
 from traceana.units import kernel_names
 from traceana.render.json_out import to_json_safe
 

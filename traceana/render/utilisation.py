@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traceana.render import fmt_int, fmt_pct, fmt_sig, fmt_time_us, mapping, num, seq, share, short_name, text
+from traceana.render.views import fmt_int, fmt_pct, fmt_sig, fmt_time_us, short_name
+from traceana.document import mapping, seq, share
+from traceana.units import num, text
 from traceana.render.first import ledger, terms
 
 

@@ -2,7 +2,7 @@
 
 A collective does no arithmetic worth counting (the adds of a reduction are ignored: FLOPs = 0);
 what sets its time is the link bandwidth, so it is costed as the data each rank sends and
-judged by the bandwidth it achieved (roofline.py: bound "communication", no DRAM roof).
+judged by the bandwidth it achieved (roofline/judge.py: bound "communication", no DRAM roof).
 
 S is the message size in the nccl-tests convention; n the group size:
 

@@ -1,0 +1,273 @@
+"""Read, inflate and scan a trace in background threads while the interpreter imports the rest.
+
+`traceana report TRACE` spends its first ~0.2 s importing numpy, jinja2 and the cost formulas;
+reading the file, inflating it and scanning it (zlib, ISA-L and the C scanner all release the
+GIL) can run meanwhile on the other core.
+
+Two ways, chosen by `start(path, pieces=...)`:
+- pieces (the C scanner is built): a `Pieces` producer reads and inflates the file a piece of
+  PIECE bytes of text at a time into a bounded queue, so at most DEPTH pieces are ever held,
+  and a `Scan` thread feeds them to the scanner as they come. `take_scan(path, stat)` hands
+  the scan over (None when the file changed since, or nothing was started).
+- whole (the Python loader): the whole text is read into memory; `take(path, stat)` waits for
+  it and returns it only if the file is still the one read (same inode, size and mtime).
+Any failure in the thread is kept, not raised: the loader then reads the file again its own
+way and reports it, so errors are unchanged. Only the standard library here, so starting
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import queue
+import stat
+import threading
+import zlib
+from collections.abc import Iterator
+
+_jobs: dict[str, tuple[threading.Thread, list, tuple]] = {}
+_streams: dict[str, Scan] = {}
+
+#: bytes of JSON text per piece, and pieces the queue holds at most
+PIECE = 8 << 20
+DEPTH = 8  # 64 MB of text: a 50 MB trace is inflated whole while the interpreter imports
+_READ = 1 << 20  # compressed bytes read at a time
+
+
+def gunzip(data: bytes) -> bytes:
+    """gzip.decompress, faster and without its transient second copy: zlib inflates straight
+    into one buffer of the size the gzip trailer gives (peak = compressed + text, not + 2x
+    text), and the text is checked against the trailer's CRC-32 and size. Anything else (a
+    small or corrupt file, several gzip members, a trailer that does not match) goes to
+    gzip.decompress, so what a file reads as, and its errors, are gzip's own. (Only a file of
+    two identical members, `cat a.gz a.gz`, passes the check on its first member alone.)"""
+    if len(data) < 18:
+        return gzip.decompress(data)
+    isize = int.from_bytes(data[-4:], "little")
+    size = isize
+    while 0 < size < len(data) // 1032:  # ISIZE is the size mod 2^32; deflate shrinks < 1032x
+        size += 1 << 32
+    try:
+        out = zlib.decompress(data, 31, max(size, 1))
+    except (zlib.error, MemoryError, OverflowError):
+        return gzip.decompress(data)
+    if len(out) & 0xFFFFFFFF != isize or zlib.crc32(out) != int.from_bytes(data[-8:-4], "little"):
+        return gzip.decompress(data)
+    return out
+
+
+def _key(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _inflater():
+    """ISA-L's zlib (the isal package: inflates ~3.5x faster, same checks and errors' meaning)
+    when installed, else zlib. Imported in the reading thread, so it costs the main one nothing."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib
+    except ImportError:
+        return zlib
+
+
+class Pieces:
+    """The file's JSON text as pieces of about PIECE bytes, produced by a daemon thread (gzip
+    inflated, its CRC and size checked by zlib) into a queue of DEPTH pieces. Iterate it once;
+    when the thread failed, iteration ends early and `error` holds why (the caller then reads
+    the file its own way). `done` is the fraction of the file read so far (the progress bar)."""
+
+    def __init__(self, path: str, st: os.stat_result) -> None:
+        self.path = path
+        self.key = _key(st)
+        self.size = max(st.st_size, 1)
+        self.read = 0
+        self.error: BaseException | None = None
+        self._q: queue.Queue = queue.Queue(DEPTH)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="traceana-pieces", daemon=True)
+        self._thread.start()
+
+    @property
+    def done(self) -> float:
+        return min(self.read / self.size, 1.0)
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _raw(self, fh, size: int) -> Iterator[bytes]:
+        while True:
+            data = fh.read(size)
+            if not data:
+                return
+            self.read += len(data)
+            yield data
+
+    def _texts(self, fh) -> Iterator[bytes]:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        if not gz:
+            yield from self._raw(fh, PIECE)
+            return
+        lib = _inflater()
+        d = lib.decompressobj(31)
+        for data in self._raw(fh, _READ):
+            while data:
+                if d.eof:  # another gzip member follows (cat a.gz b.gz)
+                    d = lib.decompressobj(31)
+                out = d.decompress(data, PIECE)
+                if out:
+                    yield out
+                data = d.unused_data if d.eof else d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+
+    def _run(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                parts: list[bytes] = []
+                size = 0
+                for text in self._texts(fh):
+                    parts.append(text)
+                    size += len(text)
+                    if size >= PIECE:
+                        if not self._put(b"".join(parts) if len(parts) > 1 else parts[0]):
+                            return
+                        parts, size = [], 0
+                if parts and not self._put(b"".join(parts)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - the loader reads again and says what is wrong
+            self.error = exc
+        self._put(None)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            yield item
+
+    def close(self) -> None:
+        """Stop the thread (it ends at its next piece) and drop what it queued."""
+        self._stop.set()
+        try:
+            while True:
+                self._q.get_nowait()
+        except queue.Empty:
+            pass
+
+
+def scanner_built() -> bool:
+    """Is the C scanner built (traceana/load/_scan*.so) and not switched off? Checked by file
+    name, so that no import of the loader is paid for before the prefetch starts."""
+    if os.environ.get("TRACEANA_PURE_PYTHON", "") not in ("", "0"):
+        return False
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return any(os.path.exists(os.path.join(here, "_scan" + suffix)) for suffix in EXTENSION_SUFFIXES)
+
+
+class Scan:
+    """The C scanner run over a Pieces producer in a daemon thread (traceana.load.feed; imported
+    in that thread, and it needs no numpy). The scanner releases the GIL while it scans, so the
+    main thread goes on importing meanwhile. `result(progress)` waits for it."""
+
+    def __init__(self, pieces: Pieces) -> None:
+        self.pieces = pieces
+        self.key = pieces.key
+        self._out: list = []
+        self._thread = threading.Thread(target=self._run, name="traceana-scan", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            from traceana.load import feed
+
+            self._out.append(feed.scan(self.pieces))
+        except BaseException:  # noqa: BLE001 - (an import or memory error) the loader then reads the Python way
+            pass
+        finally:
+            self.pieces.close()
+
+    def result(self, progress=None) -> dict | None:
+        """The scanner's result dict, or None (it stepped aside, or failed)."""
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+            if progress is not None:
+                progress(self.pieces.done)
+        return self._out[0] if self._out else None
+
+    def close(self) -> None:
+        self.pieces.close()
+
+
+def start(path: str, pieces: bool | None = None) -> None:
+    """Begin reading `path` in a daemon thread (regular files only: a FIFO would block): as
+    pieces scanned meanwhile by the C scanner (the default when it is built), or whole."""
+    discard()
+    if pieces is None:
+        pieces = scanner_built()
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    if pieces:
+        _streams[path] = Scan(Pieces(path, st))
+        return
+    box: list = []
+
+    def work() -> None:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            if data[:2] == b"\x1f\x8b":
+                data = gunzip(data)
+            box.append(data)
+        except BaseException:  # noqa: BLE001 - read_bytes reads again and says what is wrong
+            pass
+
+    t = threading.Thread(target=work, name="traceana-prefetch", daemon=True)
+    t.start()
+    _jobs[path] = (t, box, _key(st))
+
+
+def take(path: str, st: os.stat_result) -> bytes | None:
+    """The prefetched text of `path` if it is still the same file, else None."""
+    stream = _streams.pop(path, None)
+    if stream is not None:  # started for the scanner, which then could not be loaded
+        stream.close()
+    job = _jobs.pop(path, None)
+    if job is None:
+        return None
+    t, box, key = job
+    t.join()
+    if box and key == _key(st):
+        return box[0]
+    return None
+
+
+def take_scan(path: str, st: os.stat_result) -> Scan | None:
+    """The scan started for `path` if it is still the same file, else None (and it stops)."""
+    job = _streams.pop(path, None)
+    if job is not None and job.key != _key(st):
+        job.close()
+        return None
+    return job
+
+
+def discard() -> None:
+    """Forget any prefetch (whole reads finish on their own: daemons; producers are stopped)."""
+    _jobs.clear()
+    for job in _streams.values():
+        job.close()
+    _streams.clear()
