@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("traceana.ranks",),
     ("traceana.compare",),
     ("traceana.render",),
+    ("traceana.annotate",),  # the trace rewritten with the Analysis' verdicts (after the analysis; no render)
     ("traceana.measure",),
     ("traceana.cli", "traceana.api", "traceana.__main__"),
 )

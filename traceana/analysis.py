@@ -70,14 +70,37 @@ class Options:
     profile: Profile | None = None
 
 
+@dataclass(frozen=True)
+class Parts:
+    """What the Analysis was computed from, for a stage that needs it per event (traceana.annotate):
+    the trace (after graph replays met their capture), its links, and the group of each row of
+    analysis["ops"], in that order."""
+
+    trace: Trace
+    links: Links
+    groups: list[Group]
+
+
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None,
             progress: Callable[[float], None] | None = None) -> dict:
     """`stage(name)` at each stage; `progress(fraction)` of the file read, while it loads."""
     return analyze_trace(load_trace(path, stage, progress), options, stage)
 
 
+def analyze_parts(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None,
+                  progress: Callable[[float], None] | None = None) -> tuple[dict, Parts]:
+    """analyze(), and the Parts it was computed from."""
+    return analyze_trace_parts(load_trace(path, stage, progress), options, stage)
+
+
 def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
     """`stage(name)` is told when link, cost and diagnose start (the progress bar)."""
+    return analyze_trace_parts(trace, options, stage)[0]
+
+
+def analyze_trace_parts(trace: Trace, options: Options = Options(),
+                        stage: Callable[[str], None] | None = None) -> tuple[dict, Parts]:
+    """analyze_trace(), and the Parts it was computed from."""
     if stage:
         stage("link")
     links = link(trace)
@@ -176,7 +199,7 @@ def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[s
         "projection": diag["projection"],
         "plan": diag["plan"],
         "warnings": warnings,
-    }
+    }, Parts(trace, links, ordered)
 
 
 def _cpu(trace: Trace, profile: dict | None) -> dict | None:

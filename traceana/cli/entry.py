@@ -26,7 +26,7 @@ def cli() -> None:
 
 def _register() -> None:
     from traceana.cli import devices, report
-    from traceana.cli import calibrate, diff, record, render
+    from traceana.cli import annotate, calibrate, diff, record, render
 
     cli.add_command(report.report)
     cli.add_command(devices.devices)
@@ -34,6 +34,7 @@ def _register() -> None:
     cli.add_command(render.render)
     cli.add_command(record.record)
     cli.add_command(calibrate.calibrate)
+    cli.add_command(annotate.annotate)
 
 
 _register()

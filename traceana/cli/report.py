@@ -58,12 +58,17 @@ from traceana.output.safe_write import write_text
 @click.option("--strict", is_flag=True,
               help="Several rank files: when they do not look like one run (duplicate rank ids, differing "
                    "world sizes, devices or steps), exit 2 instead of warning.")
+@click.option("--annotate", "annotate_path", default=None, metavar="OUT.json.gz",
+              help="Also write the trace with every kernel's and op's verdict added, for Perfetto UI and "
+                   "chrome://tracing (as `traceana annotate`; one trace file only).")
 @ci_options
 def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_key: str | None,
            peak_tflops: str | None, bandwidth_gbps: float | None, top: int, force: bool, quiet: bool,
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            launch_floor_us: float | None = None, host_link_gbps: float | None = None,
-           network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None, **ci: object) -> None:
+           network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None,
+           annotate_path: str | None = None,
+           **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
@@ -72,7 +77,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         from traceana.load import prefetch
 
         prefetch.start(traces[0])
-    from traceana.analysis import Options, analyze
+    from traceana.analysis import Options, analyze, analyze_parts
     from traceana.errors import BadInput
     from traceana.render import format_for_path
 
@@ -97,6 +102,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
         from traceana.link.replay.index import capture_files
 
         capture_files(capture)  # a bad path fails now, before the trace is read
+    if annotate_path is not None and (len(traces) > 1 or os.path.isdir(traces[0])):
+        raise BadInput("--annotate goes with one trace file")
     if len(traces) > 1 or os.path.isdir(traces[0]):
         from traceana.cli.ranks import report_ranks
 
@@ -110,6 +117,15 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     check_output(out, [trace], force)
+    st = None
+    if annotate_path is not None:
+        from traceana.cli.annotate import check_annotate_output
+        from traceana.load.reader import _regular_file
+
+        st = _regular_file(trace)
+        check_annotate_output(annotate_path, trace, force)
+        if os.path.realpath(annotate_path) == os.path.realpath(out):
+            raise BadInput(f"{annotate_path}: is also the report's output")
     if hta:
         from traceana.diagnose.hta_views import available
 
@@ -124,12 +140,26 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
     delay = _bar_delay(trace) if enabled(quiet) else 1.0
     with progress(len(STAGES), os.path.basename(trace), quiet=quiet, delay=delay) as bar:
-        analysis = analyze(trace, opts, bar.stage, bar.fraction)
+        prep = None
+        if annotate_path is None:
+            analysis = analyze(trace, opts, bar.stage, bar.fraction)
+        else:
+            from traceana.annotate.write import prepare as prepare_annotation
+
+            analysis, parts = analyze_parts(trace, opts, bar.stage, bar.fraction)
+            prep = prepare_annotation(analysis, parts)
+            del parts
         bar.stage("render")
         text = extras.render(analysis, fmt)
     write_text(out, text)
     if not quiet and out != "-":
         click.echo(summary(analysis, out))
+    if annotate_path is not None:
+        from traceana.cli.annotate import annotate_file, annotate_line
+
+        written = annotate_file(trace, annotate_path, prep, st)
+        if not quiet:
+            click.echo(annotate_line(written, annotate_path), err=out == "-")
     extras.finish(analysis, quiet or out == "-")
 
 

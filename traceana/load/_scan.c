@@ -562,6 +562,7 @@ typedef struct {
     vec op_stack, op_hier;  /* int32 pairs (op row, raw index) of non-empty "Call stack" / "Module Hierarchy" */
     /* columns */
     vec gp_name, gp_kind, gp_dev, gp_pid, gp_stream, gp_ts, gp_dur, gp_corr, gp_ext, gp_bytes, gp_blocks, gp_groups, gp_gnode;
+    vec gp_ord, op_ord;     /* int64 place of the event in traceEvents (traceana.annotate) */
     vec op_name, op_thread, op_ts, op_end, op_ext, op_seq, op_kflop, op_kgb, op_dims, op_types, op_strides, op_conc;
     vec la_name, la_thread, la_ts, la_end, la_corr, la_ext, la_kernel;
     vec an_name, an_thread, an_ts, an_end;
@@ -578,7 +579,7 @@ static PyObject *Unsupported;
 
 #define VECS(s) {&s->name_flags, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
     &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,    \
-    &s->op_name,                                                                                                \
+    &s->gp_ord, &s->op_ord, &s->op_name,                                                                      \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
     &s->op_strides, &s->op_conc, &s->la_name, &s->la_thread, &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext,    \
     &s->la_kernel, &s->an_name, &s->an_thread, &s->an_ts, &s->an_end, &s->op_stack, &s->op_hier, &s->py_name,    \
@@ -1285,7 +1286,7 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
     if (role == 0) {
         const tok *stream = (A[A_STREAM].t != T_ABSENT && A[A_STREAM].t != T_NULL) ? &A[A_STREAM] : &ev->tid;
         NOMEM(push_i(&s->gp_name, code) || push_b(&s->gp_kind, (int8_t)kind) || push_d(&s->gp_ts, ts) ||
-              push_d(&s->gp_dur, dur));
+              push_d(&s->gp_dur, dur) || push_l(&s->gp_ord, (int64_t)(s->n_events - 1)));
         if (push_id(s, &s->gp_pid, F_GP_PID, &ev->pid) || push_id(s, &s->gp_dev, F_GP_DEVICE, &A[A_DEVICE]) ||
             push_id(s, &s->gp_stream, F_GP_STREAM, stream) || push_id(s, &s->gp_corr, F_GP_CORR, &A[A_CORR]) ||
             push_id(s, &s->gp_ext, F_GP_EXT, ext) || push_num(s, &s->gp_bytes, F_GP_BYTES, &A[A_BYTES]) ||
@@ -1305,7 +1306,7 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
     if (role == 1) {
         Py_ssize_t row = (Py_ssize_t)(s->op_ts.n / sizeof(double));
         NOMEM(push_i(&s->op_name, code) || push_i(&s->op_thread, thread) || push_d(&s->op_ts, ts) ||
-              push_d(&s->op_end, end));
+              push_d(&s->op_end, end) || push_l(&s->op_ord, (int64_t)(s->n_events - 1)));
         if (push_id(s, &s->op_ext, F_OP_EXT, ext) || push_id(s, &s->op_seq, F_OP_SEQ, &A[A_SEQ]) ||
             push_num(s, &s->op_kflop, F_OP_KFLOP, &A[A_KFLOP]) ||
             push_num(s, &s->op_kgb, F_OP_KGB, &A[A_KGB]) || push_text(s, &s->op_stack, row, &A[A_STACK]) ||
@@ -1509,7 +1510,7 @@ static PyObject *Scanner_result(Scanner *s, PyObject *noargs)
         {"gp_name", &s->gp_name}, {"gp_kind", &s->gp_kind}, {"gp_device", &s->gp_dev}, {"gp_pid", &s->gp_pid},
         {"gp_stream", &s->gp_stream}, {"gp_ts", &s->gp_ts}, {"gp_dur", &s->gp_dur}, {"gp_corr", &s->gp_corr},
         {"gp_ext", &s->gp_ext}, {"gp_bytes", &s->gp_bytes}, {"gp_blocks", &s->gp_blocks}, {"gp_groups", &s->gp_groups},
-        {"gp_gnode", &s->gp_gnode},
+        {"gp_gnode", &s->gp_gnode}, {"gp_ord", &s->gp_ord}, {"op_ord", &s->op_ord},
         {"op_name", &s->op_name}, {"op_thread", &s->op_thread}, {"op_ts", &s->op_ts}, {"op_end", &s->op_end},
         {"op_ext", &s->op_ext}, {"op_seq", &s->op_seq}, {"op_kflop", &s->op_kflop}, {"op_kgb", &s->op_kgb},
         {"la_name", &s->la_name}, {"la_thread", &s->la_thread}, {"la_ts", &s->la_ts}, {"la_end", &s->la_end},
@@ -1587,9 +1588,177 @@ static PyTypeObject ScannerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---------------------------------------------------------------- splice (traceana.annotate) */
+
+/* A growable output buffer. */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} obuf;
+
+static int oput(obuf *o, const char *s, size_t n)
+{
+    if (o->n + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 1 << 16;
+        while (cap < o->n + n) cap *= 2;
+        char *q = PyMem_RawRealloc(o->p, cap);
+        if (!q) return -1;
+        o->p = q;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+    return 0;
+}
+
+enum { SP_MORE = 0, SP_END, SP_SLOW, SP_TOO_MANY };
+
+/* The top-level members of the object [p, e) (p at '{'): *args the args value (absent: t = T_ABSENT),
+   *close the object's closing brace. J_UNSUP for an escaped key (the Python way decides what it is). */
+static int event_args(const char *p, const char *e, tok *args, const char **close)
+{
+    const char *q = skip_ws(p + 1, e), *k;
+    int r, esc;
+    tok t;
+    args->t = T_ABSENT;
+    if (q < e && *q == '}') {
+        *close = q;
+        return J_OK;
+    }
+    for (;;) {
+        if (q >= e || *q != '"') return J_BAD;
+        k = q;
+        if ((r = scan_str(q, e, &q, &esc))) return r;
+        if (esc) return J_UNSUP;
+        int is_args = q - k == 6 && !memcmp(k, "\"args\"", 6);
+        q = skip_ws(q, e);
+        if (q >= e || *q != ':') return J_BAD;
+        q = skip_ws(q + 1, e);
+        if ((r = scan_value(q, e, &q, &t, 2))) return r;
+        if (is_args) *args = t;
+        q = skip_ws(q, e);
+        if (q >= e) return J_BAD;
+        if (*q == '}') {
+            *close = q;
+            return J_OK;
+        }
+        if (*q != ',') return J_BAD;
+        q = skip_ws(q + 1, e);
+    }
+}
+
+/* splice(buf, pos, after, codes, k, payloads) -> (out, pos, after, k, annotated, skipped, state)
+
+   Copies the events of a traceEvents list from buf[pos:] to `out`, byte for byte, with
+   `"traceana":payloads[codes[k]]` inserted before the closing brace of the args of the k-th event
+   (counted from the list's start) when codes[k] >= 0 (an event with no args gets
+   `"args":{"traceana":{...,"args_added":true}}`; one whose args is not an object is copied as it
+   is and counted as skipped). `after`: pos is just after an event (a separator comes next), else at
+   an event. It stops at the list's `]` (state SP_END, pos at it), where the buffer ends before a
+   whole event or separator (SP_MORE: call again with more text from pos), at an event it leaves to
+   the Python way (SP_SLOW: JSON it does not take, or an escaped key), or when there are more events
+   than codes (SP_TOO_MANY). Everything here is traceana.annotate.rewrite's, in C: the same output
+   but for the separators, which are kept as they are. */
+static PyObject *splice(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, codes;
+    Py_ssize_t pos, k;
+    int after;
+    PyObject *payloads;
+    if (!PyArg_ParseTuple(args, "y*npy*nO!", &buf, &pos, &after, &codes, &k, &PyList_Type, &payloads)) return NULL;
+    const char *base = buf.buf, *e = base + buf.len, *p = base + (pos < 0 ? 0 : pos), *q;
+    const int32_t *code = codes.buf;
+    Py_ssize_t n_codes = codes.len / (Py_ssize_t)sizeof(int32_t), annotated = 0, skipped = 0;
+    Py_ssize_t n_pay = PyList_GET_SIZE(payloads);
+    obuf o = {NULL, 0, 0};
+    int state = SP_MORE, r, bad = 0;
+    const char *copied = p; /* the text before this is in `out` */
+    static const char added[] = ",\"args_added\":true}}";
+    for (;;) {
+        if (after) {
+            q = skip_ws(p, e);
+            if (q >= e) break;
+            if (*q == ']') {
+                p = q;
+                state = SP_END;
+                break;
+            }
+            if (*q != ',') { p = q; state = SP_SLOW; break; }
+            p = q + 1;
+            after = 0;
+        }
+        q = skip_ws(p, e);
+        if (q >= e) break;
+        if (*q == ']') { p = q; state = SP_SLOW; break; } /* `,]`: not JSON; the Python way says so */
+        const char *start = q, *end;
+        tok t;
+        r = scan_value(start, e, &end, &t, 1);
+        if (r == J_MORE) { p = start; break; }
+        if (r) { p = start; state = SP_SLOW; break; }
+        if (k >= n_codes) { p = start; state = SP_TOO_MANY; break; }
+        int32_t c = code[k];
+        if (c >= 0 && c < n_pay && t.t == T_OBJ) {
+            tok a;
+            const char *close;
+            r = event_args(start, end, &a, &close);
+            if (r) { p = start; state = SP_SLOW; break; }
+            PyObject *pl = PyList_GET_ITEM(payloads, c);
+            if (!PyBytes_Check(pl) || PyBytes_GET_SIZE(pl) < 2) { bad = 1; break; }
+            const char *ps = PyBytes_AS_STRING(pl);
+            size_t pn = (size_t)PyBytes_GET_SIZE(pl);
+            if (a.t == T_OBJ) {
+                const char *at = a.p + a.n - 1; /* the args' closing brace */
+                int empty = skip_ws(a.p + 1, at) == at;
+                if (oput(&o, copied, (size_t)(at - copied)) ||
+                    oput(&o, empty ? "\"traceana\":" : ",\"traceana\":", empty ? 11 : 12) || oput(&o, ps, pn)) {
+                    bad = 2;
+                    break;
+                }
+                copied = at;
+                annotated++;
+            } else if (a.t == T_ABSENT) {
+                int empty = skip_ws(start + 1, close) == close;
+                if (oput(&o, copied, (size_t)(close - copied)) ||
+                    oput(&o, empty ? "\"args\":{\"traceana\":" : ",\"args\":{\"traceana\":", empty ? 19 : 20) ||
+                    oput(&o, ps, pn - 1) || oput(&o, added, sizeof added - 1)) {
+                    bad = 2;
+                    break;
+                }
+                copied = close;
+                annotated++;
+            } else {
+                skipped++;
+            }
+        } else if (c >= 0) {
+            skipped++;
+        }
+        k++;
+        p = end;
+        after = 1;
+    }
+    if (!bad && oput(&o, copied, (size_t)(p - copied))) bad = 2;
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&codes);
+    if (bad) {
+        PyMem_RawFree(o.p);
+        if (bad == 1) PyErr_SetString(PyExc_TypeError, "splice: payloads are JSON objects as bytes");
+        else PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.p ? o.p : "", (Py_ssize_t)o.n);
+    PyMem_RawFree(o.p);
+    if (!out) return NULL;
+    return Py_BuildValue("(Nninnni)", out, (Py_ssize_t)(p - base), after, k, annotated, skipped, state);
+}
+
+static PyMethodDef scan_functions[] = {
+    {"splice", splice, METH_VARARGS, "splice(buf, pos, after, codes, k, payloads): traceEvents with verdicts added"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef scan_module = {
     PyModuleDef_HEAD_INIT, "traceana.load._scan",
-    "Kineto trace text -> columns in one pass (traceana.load.stream drives it).", -1, NULL,
+    "Kineto trace text -> columns in one pass (traceana.load.stream drives it).", -1, scan_functions,
 };
 
 PyMODINIT_FUNC PyInit__scan(void)

@@ -43,11 +43,12 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
     threads: dict[tuple, int] = {}
     # times go straight into C doubles (no float object per value); ids stay raw (see _ints)
     op = {k: array("d") if k in ("ts", "end") else [] for k in
-          ("name", "thread", "ts", "end", "ext", "seq", "dims", "types", "strides", "concrete", "kflop", "kgb")}
+          ("name", "thread", "ts", "end", "ext", "seq", "dims", "types", "strides", "concrete", "kflop", "kgb",
+           "ord")}
     la = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel")}
     gp = {k: array("d") if k in ("ts", "dur") else [] for k in
           ("name", "kind", "device", "pid", "stream", "ts", "dur", "corr", "ext", "bytes", "blocks", "groups",
-           "gnode")}
+           "gnode", "ord")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     # python_function and [memory] events: their names and threads are coded after the loop (after
     # every other event's), so the codes of ops, launches, kernels and annotations stay what they
@@ -73,8 +74,9 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
         gp[k].append for k in ("ts", "dur", "corr", "ext", "bytes", "blocks", "groups", "gnode"))
     o_name, o_thread, o_ts, o_end, o_ext, o_seq = (
         op[k].append for k in ("name", "thread", "ts", "end", "ext", "seq"))
-    o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb = (
-        op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb"))
+    o_dims, o_types, o_strides, o_conc, o_kflop, o_kgb, o_ord = (
+        op[k].append for k in ("dims", "types", "strides", "concrete", "kflop", "kgb", "ord"))
+    g_ord = gp["ord"].append
     l_name, l_thread, l_ts, l_end, l_corr, l_ext, l_kernel = (
         la[k].append for k in ("name", "thread", "ts", "end", "corr", "ext", "kernel"))
     a_name, a_thread, a_ts, a_end = (an[k].append for k in ("name", "thread", "ts", "end"))
@@ -87,8 +89,8 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
 
     n_events = 0
     for events in (chunks if chunks is not None else (doc.traceEvents,)):
-        n_events += len(events)
-        for ev in events:
+        # k: the event's place in traceEvents (Trace ops / gpu .ordinal: traceana.annotate finds it again)
+        for k, ev in enumerate(events, n_events):
             if ev.ph != "X":
                 if ev.ph == "i" and ev.name == MEMORY_NAME:
                     ts = ev.ts
@@ -165,6 +167,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 g_kind(kind_of(cat))
                 g_ts(ts)
                 g_dur(dur)
+                g_ord(k)
                 g_pid(ev.pid)
                 if a is None:
                     g_dev(None)
@@ -207,6 +210,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 o_thread(thread)
                 o_ts(ts)
                 o_end(end)
+                o_ord(k)
                 if a is None:
                     o_ext(None)
                     o_seq(None)
@@ -262,6 +266,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                 a_thread(thread)
                 a_ts(ts)
                 a_end(end)
+        n_events += len(events)
         events = None  # free this chunk before the next one is decoded
 
     i32, f64 = np.int32, np.float64
@@ -270,6 +275,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "op_seq": _ints(op["seq"]),
             "op_dims": op["dims"], "op_types": op["types"], "op_strides": op["strides"], "op_concrete": op["concrete"],
             "op_kflop": _floats(op["kflop"]), "op_kgb": _floats(op["kgb"]),
+            "op_ord": np.array(op["ord"], np.int64),
             "la_name": np.array(la["name"], i32), "la_thread": np.array(la["thread"], i32),
             "la_ts": np.array(la["ts"], f64), "la_end": np.array(la["end"], f64), "la_corr": _ints(la["corr"]),
             "la_ext": _ints(la["ext"]), "la_kernel": np.array(la["kernel"], i32),
@@ -278,6 +284,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
             "gp_ts": np.array(gp["ts"], f64), "gp_dur": np.array(gp["dur"], f64), "gp_corr": _ints(gp["corr"]),
             "gp_ext": _ints(gp["ext"]), "gp_bytes": _floats(gp["bytes"]), "gp_gnode": _ints(gp["gnode"]),
             "gp_blocks": _floats(gp["blocks"]), "gp_groups": _floats(gp["groups"]),
+            "gp_ord": np.array(gp["ord"], np.int64),
             "an_name": np.array(an["name"], i32), "an_thread": np.array(an["thread"], i32),
             "an_ts": np.array(an["ts"], f64), "an_end": np.array(an["end"], f64),
             "op_stack": stacks, "op_hierarchy": hierarchy}
@@ -301,6 +308,7 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
     """The Trace from its columns (numpy arrays by role, shape args as lists of bytes), its name
     and thread tables in code order and the load's counts; shared by build_trace and the C scan."""
     n_events, no_ph, bad_time = counts["n_events"], counts["no_ph"], counts["bad_time"]
+    n_events -= _added_events(doc, n_events)
     t_min, t_max = counts["t_min"], counts["t_max"]
     if n_events and no_ph == n_events:
         raise BadInput(f"{path}: not a trace (none of its {no_ph} events has a 'ph' field)")
@@ -309,7 +317,8 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
     c = cols
     ops = CpuOps(c["op_name"], c["op_thread"], c["op_ts"], c["op_end"], c["op_ext"], c["op_dims"], c["op_types"],
                  c["op_strides"], c["op_concrete"], c["op_kflop"], c["op_kgb"],
-                 call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]), seq=c["op_seq"])
+                 call_stack=_texts(c["op_stack"]), module_hierarchy=_texts(c["op_hierarchy"]), seq=c["op_seq"],
+                 ordinal=c["op_ord"])
     python = PyFrames(c["py_name"], c["py_thread"], c["py_ts"], c["py_end"], c["py_id"], c["py_parent"],
                       c["py_module"])
     memory = MemoryEvents(c["me_ts"], c["me_thread"], c["me_addr"], c["me_nbytes"], c["me_alloc"], c["me_reserved"],
@@ -320,7 +329,7 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
     device = np.where(device >= 0, device, c["gp_pid"])
     blocks = _launch_blocks(names, c["la_name"], c["la_corr"], c["gp_corr"], c["gp_blocks"], c["gp_groups"])
     gpu = GpuEvents(c["gp_name"], c["gp_kind"], device, c["gp_stream"], c["gp_ts"], c["gp_dur"], c["gp_corr"],
-                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], blocks)
+                    c["gp_ext"], c["gp_bytes"], c["gp_gnode"], blocks, ordinal=c["gp_ord"])
     anns = Annotations(c["an_name"], c["an_thread"], c["an_ts"], c["an_end"])
     props = [p for p in (doc.deviceProperties or []) if isinstance(p, dict)]
     distributed = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else None
@@ -352,6 +361,16 @@ def _texts(values: dict[int, Any]) -> dict[int, str]:
                 t = seen[v] = clean_text(v)
             out[i] = t
     return out
+
+
+def _added_events(doc: TraceDoc, n_events: int) -> int:
+    """How many events `traceana annotate` added to this trace (its counter tracks), by the header it
+    puts first in the document: they are counted out of the trace's events."""
+    head = getattr(doc, "traceana", None)
+    if not isinstance(head, dict) or not str(head.get("schema", "")).startswith("traceana.annotated/"):
+        return 0
+    n = head.get("counter_events")
+    return n if type(n) is int and 0 <= n <= n_events else 0
 
 
 _COMM_MARK = b'"record_param_comms"'

@@ -117,7 +117,7 @@ def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc,
     meta: dict[str, Any] = {}
     ignored = []
     for key, typ in (("deviceProperties", list), ("distributedInfo", dict),
-                     ("baseTimeNanoseconds", int), ("record_shapes", int)):
+                     ("baseTimeNanoseconds", int), ("record_shapes", int), ("traceana", dict)):
         val = raw.get(key)
         if isinstance(val, typ) and not isinstance(val, bool):
             meta[key] = val
@@ -125,7 +125,8 @@ def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc,
             ignored.append(key)
     props = [p for p in meta.get("deviceProperties", []) if isinstance(p, dict)]
     doc = TraceDoc(traceEvents=kept, deviceProperties=props, distributedInfo=meta.get("distributedInfo"),
-                   baseTimeNanoseconds=meta.get("baseTimeNanoseconds"), record_shapes=meta.get("record_shapes"))
+                   baseTimeNanoseconds=meta.get("baseTimeNanoseconds"), record_shapes=meta.get("record_shapes"),
+                   traceana=meta.get("traceana"))
     warnings = []
     if bad or fixed:
         what = []

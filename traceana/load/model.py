@@ -35,6 +35,9 @@ class CpuOps:
     # int64 "Sequence number" (autograd: a forward op's node, repeated by the backward's evaluate_function
     # op), -1 when absent; None when the trace was built without it (tests' hand-made columns)
     seq: np.ndarray | None = None
+    # int64 place of each op's event in the file's traceEvents list (-1: an op traceana made, e.g. a
+    # graph replay's capturing op); how traceana.annotate finds the event again in the text
+    ordinal: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -72,6 +75,7 @@ class GpuEvents:
     graph_node: np.ndarray  # int64 `graph node id` of an event replayed from a CUDA graph, -1 when absent
     # float64 thread blocks of the launch grid (x*y*z), nan when not recorded (memcpy, old traces)
     blocks: np.ndarray | None = None
+    ordinal: np.ndarray | None = None  # int64 place of the event in traceEvents (as CpuOps.ordinal)
 
     def __len__(self) -> int:
         return len(self.ts)

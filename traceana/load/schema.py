@@ -94,6 +94,8 @@ class TraceDoc(Struct, forbid_unknown_fields=False):
     record_shapes: Union[int, None] = None
     schemaVersion: Union[int, None] = None
     traceName: Union[str, None] = None
+    # an annotated trace's header (traceana.annotate): the counter events it added are not the profiler's
+    traceana: Union[dict[str, Any], None] = None
 
 
 DOC_DECODER = msgspec.json.Decoder(TraceDoc)

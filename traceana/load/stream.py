@@ -65,7 +65,7 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
             pieces.close()
     if result is None or pieces.error is not None:
         return None
-    if "late_names" not in result:  # a scanner built from an older _scan.c: the Python loader's turn
+    if "late_names" not in result or "gp_ord" not in result:  # a scanner built from an older _scan.c: Python's turn
         return None
     try:
         doc = _document(result.pop("doc"))

@@ -385,20 +385,25 @@ def _forward_of(ops, seq: np.ndarray, node: np.ndarray, back: np.ndarray) -> np.
     fwd = np.flatnonzero((seq >= 0) & ~own)
     if not len(fwd):
         return out
-    order = fwd[np.lexsort((ops.ts[fwd], seq[fwd]))]
-    s_seq = seq[order]
     b = np.flatnonzero(back)
     n_seq = seq[node[b]]
     n_ts = ops.ts[node[b]]
-    hi = np.searchsorted(s_seq, n_seq, "right") - 1
-    ok = (n_seq >= 0) & (hi >= 0)
-    ok[ok] = s_seq[hi[ok]] == n_seq[ok]
-    cand = np.where(ok, order[np.maximum(hi, 0)], -1)
-    late = ok & (ops.ts[np.maximum(cand, 0)] > n_ts)  # another thread's later forward with the same number
-    for j in np.flatnonzero(late).tolist():  # rare: several forward threads
-        lo = np.searchsorted(s_seq, n_seq[j], "left")
-        c = [k for k in order[lo:hi[j] + 1].tolist() if ops.ts[k] <= n_ts[j]]
-        cand[j] = c[-1] if c else -1
+    # forwards and nodes in one order by (number, start, forwards first): each node's latest forward of its
+    # number that started by then is the last forward at or before it (one sort, no per-node search; a
+    # number that recurs — several forward threads, or a process that restarted its count — costs nothing)
+    nf = len(fwd)
+    all_seq = np.concatenate((seq[fwd], n_seq))
+    kind = np.concatenate((np.zeros(nf, dtype=np.int8), np.ones(len(b), dtype=np.int8)))
+    o = np.lexsort((kind, np.concatenate((ops.ts[fwd], n_ts)), all_seq))
+    is_f = kind[o] == 0
+    last = np.maximum.accumulate(np.where(is_f, np.arange(len(o)), -1))
+    q = np.flatnonzero(~is_f)
+    lf = last[q]
+    node_i = o[q] - nf  # which node (index into b)
+    hit = (lf >= 0) & (n_seq[node_i] >= 0)
+    hit[hit] = all_seq[o[lf[hit]]] == n_seq[node_i[hit]]
+    cand = np.full(len(b), -1, dtype=np.int64)
+    cand[node_i[hit]] = fwd[o[lf[hit]]]
     out[b] = cand
     return out
 

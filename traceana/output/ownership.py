@@ -11,7 +11,10 @@ tool, a pyproject.toml that depends on it). Per format:
   the file (top level is told by indentation: the first member's indent, since a JSON string cannot
   hold a raw newline);
 - SVG: the `<!-- traceana roofline chart -->` comment on the line right after the root <svg> tag;
-- PNG: the tEXt chunk "Software: traceana" right after IHDR (cli/ci.tag_png writes it).
+- PNG: the tEXt chunk "Software: traceana" right after IHDR (cli/ci.tag_png writes it);
+- an annotated trace (`traceana annotate`, .json or .json.gz): the text starts with the document's
+  first member `{"traceana":{"schema":"traceana.annotated/…"` (a .gz is inflated for its first bytes);
+  a profiler never writes a top-level "traceana" member, let alone first.
 
 An empty (or blank) file is nobody's: it may be a placeholder the user made on purpose.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import zlib
 
 #: The last line of every markdown report, diff and cross-rank report (hidden when rendered).
 MD_MARKER = "<!-- written by traceana; the next run replaces this file -->"
@@ -32,6 +36,8 @@ _SVG = re.compile(rb'\A<\?xml version="1\.0" encoding="UTF-8"\?>\n<svg xmlns="ht
                   rb'[^<>\n]*>\n<!-- traceana roofline chart -->\n')
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JSON_START = re.compile(rb'\A\{\n( +)"')
+_ANNOTATED = b'{"traceana":{"schema":"traceana.annotated/'
+_GZIP = b"\x1f\x8b"
 
 
 def stamp_markdown(text: str) -> str:
@@ -51,6 +57,10 @@ def written_by_traceana(path: str) -> bool:
             return bool(_SVG.match(head))
         if head.startswith(_PNG):
             return _png_tagged(head)
+        if head.startswith(_GZIP):
+            return _inflated_head(head).startswith(_ANNOTATED)
+        if head.startswith(_ANNOTATED):
+            return True
         if head.startswith(b"{"):
             return _json_schema(fh, head)
         return _tail(fh, len(MD_MARKER) + 2) == ("\n" + MD_MARKER + "\n").encode()
@@ -60,6 +70,14 @@ def _tail(fh, n: int) -> bytes:
     size = os.fstat(fh.fileno()).st_size
     fh.seek(max(0, size - n))
     return fh.read(n)
+
+
+def _inflated_head(head: bytes) -> bytes:
+    """The first bytes of a gzip file's text (b"" when they cannot be inflated)."""
+    try:
+        return zlib.decompressobj(31).decompress(head, len(_ANNOTATED))
+    except zlib.error:
+        return b""
 
 
 def _png_tagged(head: bytes) -> bool:
