@@ -876,3 +876,37 @@ def test_module_table_reads_and_folds(browser, read_reports, width):
     shoot(b, OUTPUT / f"modules-{width}-open.png")
     found = problems(b, html.resolve().as_uri())
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_memory_section_at_desktop_widths(browser, read_reports, width):
+    """The memory section of the Qwen H100 report (profile_memory=True): the curve fits the page, its peak mark
+    sits at the top of the drawn values and is labelled with the analysis' peak; screenshot memory-WIDTH.png."""
+    if "qwen" not in read_reports:
+        pytest.skip(f"{TRACES / READ['qwen']} not present")
+    import re
+
+    from traceana.units import bytes_iec
+
+    html, analysis = read_reports["qwen"]
+    url = page_at(browser, html, width)
+    b = browser
+    gpu = analysis["memory"]["devices"][0]
+    assert b.js("!!document.getElementById('memory')")
+    b.js("document.getElementById('memory').scrollIntoView({block: 'start'})")
+    assert b.js("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    fit = b.js("(() => { const s = document.querySelector('#memory svg.memchart').getBoundingClientRect();"
+               " const p = document.getElementById('memory').getBoundingClientRect();"
+               " return [s.width > 300, s.right <= p.right + 1]; })()")
+    assert fit == [True, True]
+    label = b.js("Array.from(document.querySelectorAll('#memory svg.memchart text')).map(t => t.textContent)"
+                 ".filter(t => t.startsWith('peak '))")
+    assert label == [f"peak {bytes_iec(gpu['peak_allocated_bytes'])}"]  # 2,088,508,416 B = 1.95 GiB
+    # the peak's circle is the highest point drawn (smallest y) of the allocated curve
+    cy = b.js("+document.querySelector('#memory svg.memchart circle').getAttribute('cy')")
+    path = b.js("document.querySelector('#memory svg.memchart path').getAttribute('d')")
+    ys = [float(v) for v in re.findall(r"V([0-9.]+)", path)]
+    assert cy == pytest.approx(min(ys), abs=0.1)
+    shoot(b, OUTPUT / f"memory-{width}.png")
+    found = problems(b, url)
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found

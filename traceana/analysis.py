@@ -29,6 +29,7 @@ from traceana.errors import BadInput
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
+from traceana.diagnose.memory import memory_section
 from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
@@ -159,9 +160,11 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
-    diag = diagnose(trace, links, ordered, rows, device_dict, total, context)
+    places = op_places(trace, links, recorded_ops)
+    memory = memory_section(trace, links, places)
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
-    modules = module_table(op_places(trace, links, recorded_ops), trace, links, ordered, rows, total)  # also each row's module / source
+    modules = module_table(places, trace, links, ordered, rows, total)  # also each row's module / source
     finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
@@ -199,6 +202,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "utilisation": diag["utilisation"],
         "timeline": timeline,
         "modules": modules,
+        "memory": memory,
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),

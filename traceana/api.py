@@ -114,6 +114,15 @@ def _frame(records: list[dict[str, Any]], columns: list[str], numeric: set[str] 
     return df
 
 
+#: analysis["memory"]["devices"][] fields in Analysis.memory, in order.
+MEMORY_COLUMNS = ("device", "type", "index", "peak_allocated_bytes", "peak_at_us", "reserved_at_peak_bytes",
+                  "peak_reserved_bytes", "start_allocated_bytes", "end_allocated_bytes", "allocations", "frees",
+                  "allocated_bytes", "freed_bytes", "events", "totals", "peak_op")
+_MEMORY_NUMERIC = {"peak_allocated_bytes", "peak_at_us", "reserved_at_peak_bytes", "peak_reserved_bytes",
+                   "start_allocated_bytes", "end_allocated_bytes", "allocated_bytes", "freed_bytes",
+                   "live_at_peak_bytes", "before_recording_bytes"}
+
+
 class Analysis:
     """One trace's analysis. `raw` is the JSON report's content; the frames are views of it."""
 
@@ -238,6 +247,33 @@ class Analysis:
                     "share": t.get("share"), "meaning": t.get("meaning")}
                    for t in led.get("terms") or [] if isinstance(t, Mapping)]
         return _frame(records, ["term", "group", "label", "us", "share", "meaning"], {"us", "share"}, index="term")
+
+    @cached_property
+    def memory(self) -> pd.DataFrame:
+        """One row per device the trace recorded memory for ([memory] events, profile_memory=True), indexed by
+        device ('cuda:0', 'cpu'): peak allocated and reserved, when, what the recorded allocations held at the
+        peak, the op that made the peak allocation. Empty when the trace has no memory events."""
+        m = self.raw.get("memory") or {}
+        records = []
+        for d in m.get("devices") or []:
+            if not isinstance(d, Mapping):
+                continue
+            live = d.get("live_at_peak") or {}
+            records.append({k: d.get(k) for k in MEMORY_COLUMNS if k in d}
+                           | {"live_at_peak_bytes": live.get("bytes"),
+                              "before_recording_bytes": live.get("before_recording_bytes")})
+        return _frame(records, [*MEMORY_COLUMNS, "live_at_peak_bytes", "before_recording_bytes"],
+                      _MEMORY_NUMERIC, index="device")
+
+    @cached_property
+    def memory_steps(self) -> pd.DataFrame:
+        """One row per (device, ProfilerStep): allocated at its start and end, its peaks, the bytes it allocated."""
+        m = self.raw.get("memory") or {}
+        records = [{"device": d.get("device"), **s} for d in m.get("devices") or [] if isinstance(d, Mapping)
+                   for s in d.get("steps") or [] if isinstance(s, Mapping)]
+        cols = ["device", "step", "start_us", "dur_us", "events", "start_allocated_bytes", "end_allocated_bytes",
+                "peak_allocated_bytes", "peak_reserved_bytes", "allocated_bytes", "allocations"]
+        return _frame(records, cols, {c for c in cols if c.endswith(("_us", "_bytes"))})
 
     def to_json(self) -> str:
         """The JSON report's text (the same bytes as `traceana report -o x.json`)."""

@@ -15,8 +15,8 @@ either busy (some GPU event runs) or idle, and gets exactly one term:
   idle            no GPU event, by what the CPU side shows (per idle gap):
       sync           the GPU went idle while a thread that feeds it was blocked in a host-synchronous
                      call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, a
-                     synchronous memcpy — their HIP twins): the queue drained because the CPU waited, or
-                     neither side worked, the GPU idle and the CPU waiting on it. The gap counts as sync
+                     synchronous memcpy, cudaFree — their HIP twins): the queue drained because the CPU
+                     waited, or neither side worked, the GPU idle and the CPU waiting on it. The gap counts as sync
                      until the call returned (plus one launch gap of dispatch); a gap of at most
                      LAUNCH_GAP_US before work already queued stays a launch gap.
       launch_gaps    gaps of at most LAUNCH_GAP_US between back-to-back events: the fixed cost of
@@ -55,8 +55,12 @@ _CODE = {c: i for i, c in enumerate(PRIORITY)}
 # a kernel of a copy op (a cast on the way to the device) is memory work
 _BOUND_ALIAS = {"host_link": "memory", "peer_link": "memory", "communication": "comm_unsized"}
 
+# Device memory frees: cudaFree and its twins wait for the device to finish all queued work before they
+# release the memory (the caching allocator calls them from torch.cuda.empty_cache(), or when an allocation
+# failed and is retried after emptying its cache). diagnose/memory.py names them (allocator churn).
+ALLOCATOR_FREE = frozenset({"cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2"})
 # Host calls that return only when the device has finished the work they wait for.
-SYNC_CALLS = frozenset({
+SYNC_CALLS = ALLOCATOR_FREE | frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",

@@ -29,10 +29,12 @@ from traceana import units as u
 
 WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 # Kinds whose savings are upper bounds or rest on assumptions, whatever their ops' costs.
-MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall"})
+MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall",
+                          "allocator_churn"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.
-TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized", "stream_wait"})
+TIMELINE_KINDS = frozenset({"host_dispatch", "sync_stall", "comm_exposed", "comm_wait", "comm_unsized", "stream_wait",
+                            "allocator_churn"})
 # A finding that recovers less than this is a note, not a lever.
 LEVER_MIN_US = 1.0
 PLAN_SIZE = 3  # "Do this first": the first levers, at most

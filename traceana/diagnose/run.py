@@ -15,6 +15,7 @@ import numpy as np
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
+from traceana.diagnose import memory as mem
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.layout import layout_findings
@@ -25,8 +26,9 @@ from traceana.load.model import Trace
 
 
 def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], device: dict,
-             total_us: float, context: dict | None = None) -> dict:
-    """groups[i] is the signature Group behind rows[i] (rows sorted, ids assigned)."""
+             total_us: float, context: dict | None = None, memory: dict | None = None) -> dict:
+    """groups[i] is the signature Group behind rows[i] (rows sorted, ids assigned); memory: the memory
+    section (diagnose/memory.py), whose findings join the others."""
     ev_row = bd.event_rows(len(trace.gpu), groups)
     accs = lg.accounts(trace, links, ev_row, rows)
     primary = bd.primary_device(trace, device.get("id"))
@@ -55,6 +57,10 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         if f:
             extra.append(f)
         extra.extend(fd.comm_findings(ledger, rows, context))
+    if memory is not None:  # the allocator's frees: the ledger's sync idle, named once; fragmentation saves nothing
+        churn = mem.churn_finding(trace, memory["allocator"], acc, lg.step_stats(trace)[0], span)
+        extra.extend([churn] if churn else [])
+        extra.extend(mem.fragmentation_findings(memory))
     extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows, device), total_us))
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
     findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc))

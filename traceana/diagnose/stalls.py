@@ -11,6 +11,8 @@ depends on why the op synchronises, which is a property of the op, not of the tr
   an op whose output size depends on the data (nonzero, masked_select, unique, boolean-mask indexing,
   repeat_interleave without output_size) must read the size back before it can allocate;
   an explicit torch.cuda.synchronize() / stream or event synchronize (timing code, debugging).
+The allocator's frees (cudaFree: torch.cuda.empty_cache(), or a retried allocation) are grouped here too,
+and named by diagnose/memory.py's allocator-churn finding, with the allocator's fix.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from traceana import units as u
 from traceana.link.copies import classify
-from traceana.diagnose.ledger import Account
+from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
@@ -58,6 +60,8 @@ SHORT_FIX = {
 
 
 def _kind(op: str | None, call: str, direction: str | None) -> str:
+    if call in ALLOCATOR_FREE:  # the allocator releasing memory: diagnose/memory.py's churn finding names it
+        return "allocator"
     if op in _SCALAR:
         return "scalar"
     if op in _DATA_SIZED:
@@ -158,8 +162,8 @@ def stall_findings(found: list[dict], span_us: float, steps: int) -> list[dict]:
     """One finding per stall group that idles the GPU for at least 0.5% of the span."""
     out = []
     for g in found:
-        if span_us <= 0 or g["idle_us"] < 0.005 * span_us:
-            continue
+        if span_us <= 0 or g["idle_us"] < 0.005 * span_us or g["kind"] == "allocator":
+            continue  # (the allocator's frees: memory.churn_finding carries their idle, once)
         who = g["op"] or g["call"]
         what = {"scalar": "reads a scalar back to the host", "to_host": "copies to the host synchronously",
                 "data_sized": "reads its data-dependent output size back to the host",

@@ -61,18 +61,55 @@ class Links:
     by_nesting: int
     by_external_id: int
     external_ids_reliable: bool
+    # int64 op index per [memory] event (trace.memory order): the innermost op of its thread at its time,
+    # passing over ALLOC_HELPERS to the op that asked for the memory; -1 when none (diagnose/memory.py)
+    memory_op: np.ndarray | None = None
 
 
 CAUSE_KEYS = tuple(CAUSES)
+#: Ops that only hand out memory for the op above them: an allocation is charged to that op instead.
+ALLOC_HELPERS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+                           "aten::new_empty_strided", "aten::resize_", "aten::empty.memory_format"})
 
 
 def _innermost(trace: Trace) -> np.ndarray:
     """Op index of the innermost op enclosing each launch on the same thread, or -1."""
-    ops, la = trace.ops, trace.launches
-    result = np.full(len(la), -1, dtype=np.int64)
-    if len(ops) == 0 or len(la) == 0:
+    return innermost_ops(trace, trace.launches.thread, trace.launches.ts)
+
+
+def _innermost_and_memory(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(_innermost; each memory event's op, allocation helpers passed over), from one sort of the ops."""
+    la = trace.launches
+    m = getattr(trace, "memory", None)
+    n_mem = len(m) if m is not None else 0
+    if not n_mem:
+        return _innermost(trace), np.zeros(0, dtype=np.int64)
+    thread = np.concatenate((la.thread, m.thread))
+    t = np.concatenate((la.ts, m.ts))
+    skip_q = np.concatenate((np.zeros(len(la), dtype=bool), np.ones(n_mem, dtype=bool)))
+    found = innermost_ops(trace, thread, t, helper_ops(trace), skip_q)
+    return found[:len(la)], found[len(la):]
+
+
+def helper_ops(trace: Trace) -> np.ndarray:
+    """Mask over ops: the allocation helpers (ALLOC_HELPERS)."""
+    helper = np.array([n in ALLOC_HELPERS for n in trace.names], dtype=bool)
+    return helper[trace.ops.name] if len(trace.ops) else np.zeros(0, dtype=bool)
+
+
+def innermost_ops(trace: Trace, thread: np.ndarray, t: np.ndarray, skip: np.ndarray | None = None,
+                  skip_q: np.ndarray | None = None) -> np.ndarray:
+    """Op index of the innermost CPU op of the same thread running at each instant (thread[i], t[i]), or -1
+    (an instant on an op's end counts as inside it). skip: a mask over ops passed over (for the instants
+    where skip_q is true; for all when skip_q is None) to the op enclosing them."""
+    ops = trace.ops
+    result = np.full(len(t), -1, dtype=np.int64)
+    if len(ops) == 0 or len(t) == 0:
         return result
     order = np.lexsort((-ops.end, ops.ts, ops.thread))
+    skip_sorted = skip[order] if skip is not None and skip.any() else None
+    if skip_sorted is not None and skip_q is None:
+        skip_q = np.ones(len(t), dtype=bool)
     o_thread = ops.thread[order]
     o_ts = ops.ts[order]
     o_end = ops.end[order]
@@ -80,25 +117,26 @@ def _innermost(trace: Trace) -> np.ndarray:
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [len(order)]))
     parent = _parents(o_ts, o_end, np.repeat(starts, stops - starts))
-    # each launch's candidate: the last op of its thread starting at or before it (launches grouped by
-    # thread once, not one pass over all launches per thread)
-    cand = np.full(len(la), -1, dtype=np.int64)
-    by_thread = np.argsort(la.thread, kind="stable")
-    la_thread = la.thread[by_thread]
+    # each instant's candidate: the last op of its thread starting at or before it (instants grouped by
+    # thread once, not one pass over all instants per thread)
+    cand = np.full(len(t), -1, dtype=np.int64)
+    by_thread = np.argsort(thread, kind="stable")
+    q_thread = thread[by_thread]
     seg_thread = o_thread[starts]
-    first, last = np.searchsorted(la_thread, seg_thread, "left"), np.searchsorted(la_thread, seg_thread, "right")
+    first, last = np.searchsorted(q_thread, seg_thread, "left"), np.searchsorted(q_thread, seg_thread, "right")
     for lo, hi, a, b in zip(starts.tolist(), stops.tolist(), first.tolist(), last.tolist()):
         if a == b:
             continue
         sel = by_thread[a:b]
-        c = np.searchsorted(o_ts[lo:hi], la.ts[sel], side="right") - 1 + lo
+        c = np.searchsorted(o_ts[lo:hi], t[sel], side="right") - 1 + lo
         c[c < lo] = -1
         cand[sel] = c
-    t = la.ts
-    for _ in range(256):  # climb to the enclosing op while the candidate ended before the launch
+    for _ in range(256):  # climb to the enclosing op while the candidate ended before the instant (or is skipped)
         live = cand >= 0
         miss = np.zeros(len(cand), dtype=bool)
         miss[live] = o_end[cand[live]] < t[live]
+        if skip_sorted is not None:
+            miss[live] |= skip_q[live] & skip_sorted[cand[live]]
         if not miss.any():
             break
         cand[miss] = parent[cand[miss]]
@@ -175,7 +213,7 @@ def _ext_lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def link(trace: Trace) -> Links:
     ops, la, gpu = trace.ops, trace.launches, trace.gpu
-    nested = _innermost(trace)
+    nested, memory_op = _innermost_and_memory(trace)
     by_nesting = int((nested >= 0).sum())
 
     # Are External ids usable? Modern traces: a nested launch shares its op's External id.
@@ -219,7 +257,7 @@ def link(trace: Trace) -> Links:
         if len(ops) else np.zeros(0)
     op_n = np.bincount(gpu_op[attributed], minlength=len(ops)) if len(ops) else np.zeros(0, np.int64)
     return Links(gpu_launch, gpu_op, launch_op, op_us.astype(np.float64), op_n.astype(np.int64), cause,
-                 by_nesting, by_ext, reliable)
+                 by_nesting, by_ext, reliable, memory_op)
 
 
 def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:

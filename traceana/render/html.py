@@ -42,6 +42,7 @@ from traceana import units
 from traceana.render.first import CARDS_BEFORE_FOLD, cards, device_line, plan, sentence, terms
 from traceana.render.json_out import to_json_safe
 from traceana.render.modules import modules_view, where, where_title
+from traceana.render.memory import memory_view
 from traceana.render.timeline import add_story
 from traceana.render.utilisation import utilisation_view
 
@@ -381,6 +382,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "device": _device(dev),
         "breakdown": _breakdown(a) if not terms(a) else None,  # the ledger's terms say it when there are some
         "timeline": utilisation_view(a),
+        "memory": memory_view(a),
         "cards": card_list[:CARDS_BEFORE_FOLD],
         "more_cards": card_list[CARDS_BEFORE_FOLD:],
         "findings": bool(card_list),

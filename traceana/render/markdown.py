@@ -26,6 +26,7 @@ from traceana.render.views import verdict
 from traceana.render.first import cards, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.markdown_long import modules_block
+from traceana.render.memory import memory_line
 from traceana.render.md import fit, fold, md_text, table_row
 from traceana.units import kernel_names
 
@@ -79,6 +80,9 @@ def _headline(a: Mapping[str, Any], image: str | None, top: int, fix_chars: int)
             head.append(_image(image))
         head.append("")
     head.append(f"**Where the time went:** {md_text(sentence(a) or verdict(a), 1200)}")
+    mem = memory_line(a)
+    if mem:
+        head += ["", f"**Memory:** {md_text(mem, 700)}"]
     return ["\n".join(head), _plan(a, fix_chars), _cpu(a, top) if cpu_only else _ops(a, top)]
 
 

@@ -44,6 +44,7 @@ from traceana.units import num, text
 from traceana.render.first import terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where
+from traceana.render.memory import memory_line, memory_markdown
 from traceana.render.md import code_block, fold, md_text, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
@@ -223,12 +224,16 @@ def _headline(a: Mapping[str, Any], top: int, findings: int, image: str | None) 
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     head = [f"# traceana: {md_text(trace.get('file'), 120) or 'trace'}", "",
             f"**Where the time went:** {md_text(verdict(a), 900)}", ""]
+    mem = memory_line(a)
+    if mem:
+        head += [f"**Memory:** {md_text(mem, 700)}", ""]
     warnings = _warning_items(a)
     warn = ["## Warnings", "", *warnings[:SHOWN_WARNINGS]] if warnings else []
     return [
         head + ([] if a.get("cpu") else _device(mapping(a.get("device")), image)),
         _lead_table(a),
         _breakdown(a),
+        memory_markdown(a),
         _findings(a, findings),
         _ops_table(ops, top),
         _coverage(a),

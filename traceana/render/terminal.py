@@ -32,7 +32,7 @@ def term_lines(lines: Iterable[str]) -> str:
 def report_summary(a: Mapping[str, Any], out: str) -> str:
     """A few lines after `traceana report`: the device line, where the time went (the ledger's
     sentence), "do this first" (the plan's levers with their savings and the span after
-    them), coverage, the top ops, the first warnings."""
+    them), coverage, the top ops, the memory peaks (when recorded), the first warnings."""
     from traceana import units as u
     from traceana.render.views import cpu_roof_lines, cpu_verdict_rows, shown_warnings, verdict
     from traceana.document import mapping, seq
@@ -78,6 +78,10 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
         ach = f" {u.pct(r.get('achievable_pct')):>7} ach." if r.get("achievable_pct") is not None else ""
         lines.append(f"  {u.us(r.get('device_time_us')):>11}  {text(r.get('bound'), 13):<13} "
                      f"{u.pct(r.get('roof_pct')):>7}{ach}  {text(name, 110)}{mark}")
+    if mapping(a.get("memory")).get("recorded") is True:
+        from traceana.render.memory import memory_line
+
+        lines.append(f"  memory: {text(memory_line(a), 300)}")
     for w in shown_warnings(a)[:5]:
         lines.append(f"  warning: {w}")
     lines.append(f"report written to {out}")
