@@ -65,14 +65,24 @@ def test_a_pyproject_is_not_overwritten_by_svg(tmp_path, capsys):
     assert sha(py) == before
 
 
-@pytest.mark.parametrize("content", ["", "\n  \n"])
-def test_an_empty_file_is_not_traceanas(tmp_path, capsys, content):
+def test_a_whitespace_file_is_not_traceanas(tmp_path, capsys):
     out = tmp_path / "r.html"
-    out.write_text(content)
+    out.write_text("\n  \n")
+    assert not written_by_traceana(str(out))
     refused(["report", T4, "-o", str(out), "-q"], capsys)
-    assert out.read_text() == content
+    assert out.read_text() == "\n  \n"
     assert main(["report", T4, "-o", str(out), "-q", "--force"]) == 0
     assert written_by_traceana(str(out))
+
+
+def test_an_empty_file_holds_nothing_to_lose(tmp_path):
+    """`out=$(mktemp --suffix=.json); traceana report T -o "$out"`: a file of 0 bytes is not traceana's,
+    but writing over it loses nothing, so no --force is needed."""
+    out = tmp_path / "r.json"
+    out.write_text("")
+    assert not written_by_traceana(str(out))
+    assert main(["report", T4, "-o", str(out), "-q"]) == 0
+    assert written_by_traceana(str(out)) and out.stat().st_size > 0
 
 
 # ------------------------------------------------------------------ every format traceana writes is its own

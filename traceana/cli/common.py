@@ -36,8 +36,8 @@ def parse_peaks(text: str | None) -> dict[str, float] | None:
 
 
 def check_output(out: str, inputs: list[str], force: bool) -> None:
-    """Refuse to overwrite an input, or a file traceana did not write (traceana/output/ownership.py), unless
-    --force. A symlink is judged by the file it names: that file is what gets written."""
+    """Refuse to overwrite an input, or a non-empty file traceana did not write (traceana/output/ownership.py),
+    unless --force. A symlink is judged by the file it names: that file is what gets written."""
     if out == "-":
         return
     real_out = os.path.realpath(out)
@@ -48,7 +48,9 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
         raise BadInput(f"{out}: is a directory")
     if os.path.exists(out) and not os.path.isfile(out):  # reading a FIFO blocks; replacing /dev/null breaks the system
         raise BadInput(f"{out}: is not a regular file (a FIFO, device or socket); use -o - to write to stdout")
-    if os.path.exists(out) and not force:
+    if os.path.exists(out) and not force and os.path.getsize(out) > 0:
+        # a file with no bytes holds nothing to lose (`out=$(mktemp --suffix=.html)` in a CI script): written
+        # over; any content not marked as traceana's is the user's and needs --force
         try:
             ours = written_by_traceana(out)
         except OSError as exc:
