@@ -1,5 +1,6 @@
 """Events -> columns: split decoded events by role (cpu ops, launches, GPU events, annotations)
-into numpy arrays and name tables, chunk by chunk, plus collective args of record_param_comms."""
+into numpy arrays and name tables, chunk by chunk (the collective args of record_param_comms:
+comm_args.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from traceana.errors import BadInput
 from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, MemoryEvents, PyFrames, Trace
-from traceana.load.schema import COMM_EVENT_DECODER, Event, TraceDoc
+from traceana.load.comm_args import comm_extra
+from traceana.load.schema import Event, TraceDoc
 from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text  # noqa: F401
 
 OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
@@ -376,47 +377,6 @@ def _added_events(doc: TraceDoc, n_events: int) -> int:
         return 0
     n = head.get("counter_events")
     return n if type(n) is int and 0 <= n <= n_events else 0
-
-
-def comm_record(raw: bytes) -> tuple | None:
-    """comm_extra of one record_param_comms event from its raw text (the C scanner hands over
-    the text of each such op with its row), None when its args say nothing we read."""
-    try:
-        ev = COMM_EVENT_DECODER.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    return comm_extra(ev.args) if ev.args is not None else None
-
-
-# record_param_comms args carried into OpCall.extra: (key, CommArgs attribute, type)
-_COMM_ARGS = (("collective", "collective_name", str), ("in_nelems", "in_msg_nelems", int),
-              ("out_nelems", "out_msg_nelems", int), ("group_size", "group_size", int),
-              ("dtype", "comm_dtype", str), ("group_ranks", "pg_ranks", str))
-
-
-def comm_extra(a: Any) -> tuple:
-    """The collective's recorded args as sorted (key, value) pairs; values of the wrong type, out
-    of range or overlong are dropped (a list of ranks is kept only as its length)."""
-    out = []
-    for key, attr, typ in _COMM_ARGS:
-        v = getattr(a, attr)
-        if key == "group_ranks" and isinstance(v, list):
-            out.append(("group_ranks_n", len(v)))
-            continue
-        if typ is int:
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-            if type(v) is not int or not 0 <= v < 2**62:
-                continue
-        elif not isinstance(v, str) or not v or len(v) > 100_000:
-            continue
-        elif key == "group_ranks":
-            v = v.count(",") + 1 if v.strip("[] ") else 0
-            key = "group_ranks_n"
-        else:
-            v = clean_text(v[:80])
-        out.append((key, v))
-    return tuple(sorted(out))
 
 
 _INT_TYPES = frozenset({int})

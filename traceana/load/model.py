@@ -24,7 +24,7 @@ class CpuOps:
     kernel_flop: np.ndarray  # float64, nan when absent (torch.compile benchmark_kernel)
     kernel_num_gb: np.ndarray  # float64, nan when absent
     # op index -> ((key, value), ...): the extra args of the few ops that have them
-    # (record_param_comms' collective, sizes and group: load.columns.comm_extra, read from the
+    # (record_param_comms' collective, sizes and group: load.comm_args.comm_extra, read from the
     # op's own event on every load path, the C scanner's and the Python loader's alike)
     extra: dict[int, tuple] = field(default_factory=dict)
     # op index -> its "Call stack" arg (with_stack=True in older torch: "file.py(12): fn;..." innermost

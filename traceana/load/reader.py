@@ -21,8 +21,9 @@ from traceana.load.schema import LIST_DECODER, TraceDoc
 from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.layer_weights import attach_layer_weights
 from traceana.load.columns import (  # noqa: F401  (re-exported)
-    ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, build_trace, comm_extra, comm_record,
+    ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, build_trace,
 )
+from traceana.load.comm_args import comm_extra, comm_record  # noqa: F401  (re-exported)
 from traceana.load.decode import (  # noqa: F401  (re-exported)
     BIDI_WARNING, _READ_ERRORS, _as_int, _decode, _decode_lenient, _finite, _short, clean_text,
 )

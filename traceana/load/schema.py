@@ -17,7 +17,7 @@ Id = Union[int, str, None]
 
 class CommArgs(Struct, forbid_unknown_fields=False):
     """record_param_comms' own args (torch >= 2.1): the collective, its sizes and group. Any
-    type is accepted here (never a reason to read the file another way); load.columns.comm_extra
+    type is accepted here (never a reason to read the file another way); load.comm_args.comm_extra
     keeps the values of the right type. Part of every event's Args (so both loaders read them
     from the event they belong to); their cost on the decode of other events is not measurable."""
 

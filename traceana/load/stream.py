@@ -23,7 +23,8 @@ import msgspec
 import numpy as np
 
 from traceana.load import prefetch
-from traceana.load.columns import _blocks, _small_codes, assemble, comm_record
+from traceana.load.columns import _blocks, _small_codes, assemble
+from traceana.load.comm_args import comm_record
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
 from traceana.load.schema import DOC_DECODER
