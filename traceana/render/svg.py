@@ -34,6 +34,7 @@ from typing import Any
 from traceana.roofline.bounds import BOUNDS
 from traceana.document import bound_of, mapping, seq
 from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types
+from traceana.render.svg_labels import CHAR_W, Box, Placer, overlaps, reserve_line, spread
 from traceana.units import num, text
 
 W, H_MAIN, STRIP_H = 960, 540, 150
@@ -43,12 +44,10 @@ MAX_POINTS = 5000
 LABELLED = 8
 #: ... and this many of the ops on the bandwidth strip.
 STRIP_LABELLED = 3
-CHAR_W, LABEL_H = 6.0, 12.0  # estimated width of a character and height of a label at 11 px
 
 COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a", "host_link": "#c9a227", "peer_link": "#8d6e1f",
            "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670"}
 
-Box = tuple[float, float, float, float]  # x0, y0, x1, y1
 
 
 def _esc(value: Any, limit: int = 300) -> str:
@@ -108,41 +107,6 @@ def _profile(dev: Mapping[str, Any]) -> tuple[float | None, list[tuple[str, floa
     prof = mapping(dev.get("profile"))
     bw = num(prof.get("dram_gbps"))
     return (bw if bw is not None and bw > 0 else None), _roof_groups(mapping(prof.get("peak_tflops")))
-
-
-def _overlaps(a: Box, b: Box) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-class _Placer:
-    """Labels placed one by one where they overlap nothing placed before, inside `area`."""
-
-    def __init__(self, area: Box) -> None:
-        self.area = area
-        self.taken: list[Box] = []
-
-    def free(self, box: Box) -> bool:
-        x0, y0, x1, y1 = self.area
-        if box[0] < x0 or box[2] > x1 or box[1] < y0 or box[3] > y1:
-            return False
-        return not any(_overlaps(box, t) for t in self.taken)
-
-    def place(self, cx: float, cy: float, r: float, width: float) -> tuple[float, float, str, Box, bool] | None:
-        """(text x, baseline y, anchor, box, leader?) of a label for the circle at (cx, cy)."""
-        h = LABEL_H
-        for step, gap in enumerate((3.0, 16.0, 30.0, 46.0)):
-            d = r + gap
-            cands = [(cx + d, cy + 4, "start"), (cx - d, cy + 4, "end"), (cx, cy - d, "middle"),
-                     (cx, cy + d + h - 2, "middle"), (cx + d * 0.75, cy - d * 0.75, "start"),
-                     (cx + d * 0.75, cy + d * 0.75 + h - 2, "start"), (cx - d * 0.75, cy - d * 0.75, "end"),
-                     (cx - d * 0.75, cy + d * 0.75 + h - 2, "end")]
-            for tx, ty, anchor in cands:
-                left = tx if anchor == "start" else tx - width if anchor == "end" else tx - width / 2
-                box = (left - 1, ty - h + 2, left + width + 1, ty + 3)
-                if self.free(box):
-                    self.taken.append(box)
-                    return tx, ty, anchor, box, step > 0
-        return None
 
 
 def roofline_svg(analysis: Mapping[str, Any], ids: list[str] | None = None, html: bool = False) -> str:
@@ -205,7 +169,7 @@ def roofline_svg(analysis: Mapping[str, Any], ids: list[str] | None = None, html
     def sy(v: float) -> float:
         return yb - (math.log10(v) - ly0) / (ly1 - ly0) * (yb - yt)
 
-    placer = _Placer((x0 + 2, yt, x1 - 2, yb - 2))
+    placer = Placer((x0 + 2, yt, x1 - 2, yb - 2))
     tmax = max((p["t"] for p in pts), default=0.0)
     for p in pts[:LABELLED]:  # the labelled circles are kept clear of every label, the slope's too
         cx, cy, r = sx(p["x"]), sy(p["y"]), _radius(p["t"], tmax)
@@ -260,7 +224,7 @@ def _slope(bw: float, top: float, dom: tuple[int, int, int, int], sx: Callable, 
     return sx(xa), sy(xa * bw / 1000), sx(xb), sy(xb * bw / 1000)
 
 
-def _slope_label(seg: tuple, at: float, above: bool, label: str, cls: str, placer: _Placer) -> str:
+def _slope_label(seg: tuple, at: float, above: bool, label: str, cls: str, placer: Placer) -> str:
     """A label along the slope, about `at` of the way up (moved along it to a place clear of what the
     placer holds when it can); its path is then reserved in the placer."""
     ax, ay, bx, by = seg
@@ -277,7 +241,7 @@ def _slope_label(seg: tuple, at: float, above: bool, label: str, cls: str, place
 
     for f in (at, at - 0.08, at + 0.08, at - 0.16, at + 0.16, at + 0.24, at + 0.32):
         lx, ly, bs = boxes(min(max(f, 0.02), 0.9))
-        if not any(_overlaps(b, t) for b in bs for t in placer.taken):
+        if not any(overlaps(b, t) for b in bs for t in placer.taken):
             break
     else:
         lx, ly, bs = boxes(at)
@@ -288,13 +252,13 @@ def _slope_label(seg: tuple, at: float, above: bool, label: str, cls: str, place
 
 def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ach_bw: float | None,
            ach_roofs: list[tuple[str, float]], dom: tuple[int, int, int, int], sx: Callable, sy: Callable,
-           placer: _Placer, yt: float, bottom: float) -> list[str]:
+           placer: Placer, yt: float, bottom: float) -> list[str]:
     x1 = W - MR
     xmin = 10.0 ** dom[0]
     top = top_peak or 10.0 ** dom[3]
     lines, inner = [], []
     if bw and (seg := _slope(bw, top, dom, sx, sy)):
-        _reserve_line(placer, *seg)
+        reserve_line(placer, *seg)
         lines.append(f'<line class="roof mem" x1="{_f(seg[0])}" y1="{_f(seg[1])}" x2="{_f(seg[2])}" '
                      f'y2="{_f(seg[3])}"/>')
         inner.append(_slope_label(seg, 0.3, True, f"DRAM {fmt_sig(bw)} GB/s", "mem", placer))
@@ -306,7 +270,7 @@ def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ac
     for dtypes, t in roofs:
         ra = max(xmin, t * 1000 / bw) if bw else xmin
         lines.append(f'<line class="roof" x1="{_f(sx(ra))}" y1="{_f(sy(t))}" x2="{x1}" y2="{_f(sy(t))}"/>')
-        _reserve_line(placer, sx(ra), sy(t), x1, sy(t))
+        reserve_line(placer, sx(ra), sy(t), x1, sy(t))
         labels.append((sy(t), f"{dtypes} {fmt_sig(t)} TFLOP/s", ""))
     for dtypes, t in ach_roofs:
         ra = max(xmin, t * 1000 / ach_bw) if ach_bw else xmin
@@ -315,34 +279,9 @@ def _roofs(roofs: list[tuple[str, float]], bw: float | None, top_peak: float, ac
         labels.append((sy(t), f"measured {dtypes} {fmt_sig(t)}", " achievable"))
     out = ['<g stroke="#2b303a" stroke-width="1.6" fill="none">', *lines, "</g>"]
     margin = []
-    for y, label, cls in _spread(labels, yt + 4, bottom):
+    for y, label, cls in spread(labels, yt + 4, bottom):
         margin.append(f'<text class="roof-label{cls}" x="{x1 + 6}" y="{_f(y)}">{_esc(label)}</text>')
     return out + ['<g fill="#2b303a" font-size="11">', *inner, *margin, "</g>"]
-
-
-def _reserve_line(placer: _Placer, ax: float, ay: float, bx: float, by: float) -> None:
-    """Keep labels off a roof line: small boxes along it."""
-    n = max(int(math.hypot(bx - ax, by - ay) / 6), 1)
-    for k in range(n + 1):
-        x, y = ax + (bx - ax) * k / n, ay + (by - ay) * k / n
-        placer.taken.append((x - 3, y - 2, x + 3, y + 2))
-
-
-def _spread(labels: list[tuple[float, str, str]], lo: float, hi: float, gap: float = 13.0) -> list:
-    """Baselines for labels wanted at their line's y + 4: sorted, at least `gap` apart, within lo..hi."""
-    items = sorted(labels, key=lambda x: x[0])
-    ys = []
-    last = -math.inf
-    for y, _, _ in items:
-        v = max(y + 4, last + gap, lo + 8)
-        ys.append(v)
-        last = v
-    if ys and ys[-1] > hi:  # pushed past the bottom: push back up from there
-        nxt = math.inf
-        for i in range(len(ys) - 1, -1, -1):
-            ys[i] = min(ys[i], hi, nxt - gap)
-            nxt = ys[i]
-    return [(y, label, cls) for y, (_, label, cls) in zip(ys, items)]
 
 
 def _radius(t: float, tmax: float, big: float = 14.0) -> float:
@@ -395,7 +334,7 @@ def _label(p: dict[str, Any], name: str, spot: tuple, cx: float, cy: float, r: f
 
 
 def _circles(pts: list[dict[str, Any]], sx: Callable, sy: Callable, ids: list[str] | None, html: bool,
-             placer: _Placer) -> list[str]:
+             placer: Placer) -> list[str]:
     """The circles; labels for the first LABELLED (whose circles the placer already holds)."""
     tmax = max((p["t"] for p in pts), default=0.0)
     top = pts[:LABELLED]
@@ -462,7 +401,7 @@ def _strip(pts: list[dict[str, Any]], dev: Mapping[str, Any], bw: float | None, 
                        f"{tick(e)}</text>")
     out.append(f'<text class="label" x="{(x0 + x1) / 2:.1f}" y="{axis_y + 31}" text-anchor="middle" '
                'font-weight="600" fill="#1d2330">achieved GB/s (bytes per call / mean time)</text>')
-    placer = _Placer((x0 + 2, band0 - 14, W - 4, axis_y - 1))
+    placer = Placer((x0 + 2, band0 - 14, W - 4, axis_y - 1))
     last_right, row = -math.inf, 0
     for v, label, cls in sorted(roofs):
         gx = sx(v)
