@@ -37,11 +37,11 @@ TERMS = {
                     f"gaps of at most {LAUNCH_GAP_US:g} µs between back-to-back GPU events: the fixed cost of issuing "
                     "work one kernel at a time"),
     "host_dispatch": ("idle", "idle: host dispatch",
-                      "gaps whose next event was launched only after the GPU went idle: the CPU (Python, dispatch, "
-                      "data loading) set the pace"),
+                      "gaps whose next event's launch returned only after the GPU went idle, late in the gap: the "
+                      "CPU (Python, dispatch, data loading, a slow first launch) set the pace"),
     "stream_wait": ("idle", "idle: waiting on a dependency",
-                    "gaps whose next event was launched in time but started late: it waited on another stream, an "
-                    "event or a graph's dependencies"),
+                    "gaps whose next event was launched in time (or early in the gap) but started late: it waited on "
+                    "another stream, an event or a graph's dependencies"),
     "no_work": ("idle", "idle: nothing issued", "gaps whose next event has no launch in the trace"),
 }
 ORDER = WORK + COMM + ("copies",) + IDLE_CAUSES
