@@ -29,7 +29,7 @@ from traceana import units as u
 
 WEIGHT = {"high": 1.0, "medium": 0.6, "low": 0.3}
 # Kinds whose savings are upper bounds or rest on assumptions, whatever their ops' costs.
-MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall",
+MEDIUM_KINDS = frozenset({"launch_bound", "host_dispatch", "fusion", "underutilised", "comm_exposed", "sync_stall", "recompute",
                           "allocator_churn"})
 LOW_KINDS = frozenset()
 # Kinds about time on the timeline, not op costs: the ops they name are where a gap ends.

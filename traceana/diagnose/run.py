@@ -20,6 +20,7 @@ from traceana.diagnose import ledger as lg
 from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
+from traceana.diagnose.recompute import recompute_finding
 from traceana.diagnose.stalls import stall_findings, stalls
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
@@ -63,6 +64,8 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         extra.extend(mem.fragmentation_findings(memory))
     extra.extend(fusion.fusion_findings(fusion.chains(trace, links, ev_row, rows, device), total_us))
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
+    f = recompute_finding(trace, links, rows, ev_row, total_us, device, memory, lg.step_stats(trace)[0])
+    extra.extend([f] if f else [])
     findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc))
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0
