@@ -8,14 +8,11 @@ import os
 import click
 
 from traceana.cli.common import check_output, parse_peaks
+from traceana.output import names
 
 
 def default_output(trace: str) -> str:
-    base = os.path.basename(trace.rstrip("/"))
-    for ext in (".gz", ".json"):
-        if base.endswith(ext):
-            base = base[: -len(ext)]
-    return f"{base}.annotated.json.gz"
+    return names.default_output(trace, ".annotated.json.gz")
 
 
 def check_annotate_output(out: str, trace: str, force: bool) -> None:
