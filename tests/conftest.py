@@ -9,7 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared next to the checkout; TRACEANA_SHARED names it elsewhere (a git worktree in another folder)
-SHARED = Path(os.environ.get("TRACEANA_SHARED") or REPO.parent / "shared")
+SHARED = Path(os.environ.get("TRACEANA_SHARED") or REPO.parent / "shared").resolve()  # absolute: tests run children in other folders
 TRACES = SHARED / "traces"
 SAMPLES = REPO / "sample_traces"
 
