@@ -112,7 +112,7 @@ def load_side(path: str) -> tuple[dict[str, Any], str]:
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), default=None,
               help="Format when writing to stdout or when the extension says nothing.")
 @click.option("--roof-threshold", type=click.FloatRange(0, 1000), default=10.0, show_default=True,
-              metavar="POINTS", help="List ops whose %% of roof moved by more than this many percentage points.")
+              metavar="POINTS", help="List ops whose % of roof moved by more than this many percentage points.")
 @fail_on_option
 @click.option("--force", is_flag=True, help="Overwrite an existing output file traceana did not write.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
