@@ -42,6 +42,7 @@ from traceana.roofline.devices.table import (
     DTYPES,
     UNKNOWN_TARGET,
     Alias,
+    is_consumer,
     DeviceRow,
     load_aliases,
     load_rows,
@@ -309,6 +310,8 @@ def _candidates(hw: _Hardware) -> list[DeviceRow]:
             continue
         if hw.vendor is not None and row.vendor != hw.vendor:
             continue
+        if hw.name.lower() not in GENERIC_NAMES and row.consumer != is_consumer(hw.name):
+            continue  # a GeForce never twins a professional part (half-rate FP32 accumulate), nor back
         if hw.mem_gib is not None and not _mem_fits(hw.mem_gib, row.mem_gb):
             continue
         out.append(row)
@@ -353,7 +356,13 @@ def _by_hardware(hw: _Hardware) -> _Match:
     if hw.mem_gib is None:
         notes.append("the trace has no memory size, so memory was not checked")
     source = f"table row {row.key} by hardware ({hw.describe()} fits only this row)"
-    return _checked(_Match(hw, row, source, notes), refit=False)
+    match = _checked(_Match(hw, row, source, notes), refit=False)
+    if hw.clock_mhz or hw.dram_gbps:  # the trace's own clock and memory bus: the row's figures scaled to them
+        got = borrow(row, hw.name, hw.sms, hw.clock_mhz, hw.dram_gbps, hw.unit)
+        if got.factor != 1.0 or hw.dram_gbps:
+            match.borrowed = got
+            match.notes.append(f"{got.phrase} ({got.arithmetic}); {got.dram_how}")
+    return match
 
 
 def _among(hw: _Hardware, what: str, found: list[DeviceRow]) -> _Match:
