@@ -15,19 +15,24 @@ Inputs (paths are arguments; the defaults are the shared folder next to the repo
                        gpu_specs.csv's columns plus fp16_nontensor / bf16_nontensor, each with the
                        sources its figures come from (blank where none was found); appended after
                        the shared rows. A key already in gpu_specs.csv is an error.
+  gpu_specs_fills.csv  (in scripts/) key, column, value, source: figures for cells a shared row leaves
+                       blank, each group with its source (the first line of a key carries it). A fill
+                       never replaces a figure: a non-blank target cell is an error.
 
 What the script does, and nothing more:
   * copies every number verbatim as text (no rounding, no unit changes); a blank stays blank,
     because blank means "not confirmed" and the matcher must never turn it into a number;
   * adds the non-tensor `fp16` / `bf16` columns from the notes file;
+  * fills blank cells from gpu_specs_fills.csv and appends "; COLUMNS from SOURCE" to the row's source;
   * shortens `source` to the document the peaks come from (the part before the first ':'
     outside parentheses, first ';' clause of that; ROCm rows drop the shared
     "ROCm docs 'AMD GPU specifications'" clause, which only backs CUs / L2 / gfx version);
   * validates: unique keys, every regex compiles, every number parses as a positive float,
     notes keys are table keys. Any problem stops the build with a message.
 
-Columns dropped on purpose: l2_mb and boost_mhz (the roofline does not use them), and the
-fp16-accumulate tensor rates (PyTorch accumulates fp16 GEMMs in fp32).
+Columns dropped on purpose: l2_mb (links.csv holds it), and the fp16-accumulate tensor rates
+(PyTorch accumulates fp16 GEMMs in fp32). boost_mhz is kept: a device without a row borrows the
+nearest row's peaks scaled by SMs x clock (roofline/devices/match.py).
 """
 
 from __future__ import annotations
@@ -44,14 +49,18 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = REPO.parent / "shared" / "reference" / "gpu_specs.csv"
 DEFAULT_NOTES = REPO.parent / "shared" / "reference" / "gpu_specs_notes.csv"
 DEFAULT_ADDED = REPO / "scripts" / "gpu_specs_added.csv"
+DEFAULT_FILLS = REPO / "scripts" / "gpu_specs_fills.csv"
 DEFAULT_OUT = REPO / "traceana" / "roofline" / "devices" / "table.csv"
 
 PEAKS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc")
 COLUMNS = (
-    "key", "name_regex", "vendor", "arch", "cc", "sms", "mem_gb", "dram_gbps",
+    "key", "name_regex", "vendor", "arch", "cc", "sms", "boost_mhz", "mem_gb", "dram_gbps",
     *PEAKS, "fp16", "bf16", "source",
 )
-NUMERIC = ("sms", "mem_gb", "dram_gbps", *PEAKS, "fp16", "bf16")
+NUMERIC = ("sms", "boost_mhz", "mem_gb", "dram_gbps", *PEAKS, "fp16", "bf16")
+# a fill's column name -> the table column it fills (the notes' names for the non-tensor rates)
+FILL_COLUMNS = {**{c: c for c in NUMERIC if c not in ("fp16", "bf16")},
+                "fp16_nontensor": "fp16", "bf16_nontensor": "bf16"}
 
 # Rows whose long source the generic shortening rule reads badly.
 SHORT_SOURCE_OVERRIDES = {
@@ -114,8 +123,9 @@ def _check_number(path: Path, key: str, column: str, text: str) -> None:
         sys.exit(f"build_device_table: {path}: row {key!r} column {column!r}: {text!r} must be > 0")
 
 
-def build_rows(specs_path: Path, notes_path: Path, added_path: Path | None = None) -> list[dict[str, str]]:
-    """The table rows, in the order of gpu_specs.csv, then gpu_specs_added.csv's."""
+def build_rows(specs_path: Path, notes_path: Path, added_path: Path | None = None,
+               fills_path: Path | None = None) -> list[dict[str, str]]:
+    """The table rows, in the order of gpu_specs.csv, then gpu_specs_added.csv's, with the fills applied."""
     specs = _read(specs_path)
     notes = {row["key"]: row for row in _read(notes_path)}
     if added_path is not None:
@@ -144,6 +154,7 @@ def build_rows(specs_path: Path, notes_path: Path, added_path: Path | None = Non
             "arch": spec["arch"],
             "cc": spec["cc"],
             "sms": spec["sms"],
+            "boost_mhz": spec.get("boost_mhz", ""),
             "mem_gb": spec["mem_gb"],
             "dram_gbps": spec["dram_gbps"],
             **{p: spec[p] for p in PEAKS},
@@ -157,7 +168,37 @@ def build_rows(specs_path: Path, notes_path: Path, added_path: Path | None = Non
     stray = sorted(set(notes) - seen)
     if stray:
         sys.exit(f"build_device_table: {notes_path}: keys not in {specs_path.name}: {stray}")
+    if fills_path is not None:
+        _apply_fills(rows, fills_path)
     return rows
+
+
+def _apply_fills(rows: list[dict[str, str]], path: Path) -> None:
+    """Fill blank cells from gpu_specs_fills.csv; each key's filled columns join its source."""
+    by_key = {row["key"]: row for row in rows}
+    filled: dict[str, list[str]] = {}
+    sources: dict[str, str] = {}
+    for fill in _read(path):
+        key, column, value = fill["key"], fill["column"], fill["value"]
+        row = by_key.get(key)
+        if row is None:
+            sys.exit(f"build_device_table: {path}: key {key!r} is not a table row")
+        target = FILL_COLUMNS.get(column)
+        if target is None:
+            sys.exit(f"build_device_table: {path}: {key!r}: {column!r} is not a numeric column")
+        if row[target] != "":
+            sys.exit(f"build_device_table: {path}: {key!r} {column!r} is {row[target]!r} already: a fill "
+                     "never replaces a figure")
+        _check_number(path, key, column, value)
+        if fill["source"]:
+            sources[key] = fill["source"]
+        if key not in sources:
+            sys.exit(f"build_device_table: {path}: {key!r}: the first fill of a key must name its source")
+        row[target] = value
+        filled.setdefault(key, []).append(target)
+    for key, columns in filled.items():
+        src = short_source(key, sources[key])
+        by_key[key]["source"] += f"; {', '.join(columns)} from {src}"
 
 
 def render(rows: list[dict[str, str]]) -> str:
@@ -173,10 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--specs", type=Path, default=DEFAULT_SPECS, help="gpu_specs.csv")
     parser.add_argument("--notes", type=Path, default=DEFAULT_NOTES, help="gpu_specs_notes.csv")
     parser.add_argument("--added", type=Path, default=DEFAULT_ADDED, help="gpu_specs_added.csv (rows this repo adds)")
+    parser.add_argument("--fills", type=Path, default=DEFAULT_FILLS, help="gpu_specs_fills.csv (blank cells filled)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="table.csv to write")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if --out differs")
     args = parser.parse_args(argv)
-    text = render(build_rows(args.specs, args.notes, args.added))
+    text = render(build_rows(args.specs, args.notes, args.added, args.fills))
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
         if current != text:

@@ -34,7 +34,7 @@ NAME_CASES: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "Tesla V100-PCIE-32GB": ("v100_pcie_32gb", ()),
     "Tesla V100-DGXS-32GB": ("v100_sxm2_32gb", ("DGX Station", "SXM2")),
     "NVIDIA A10": ("a10", ()),
-    "NVIDIA A10G": ("a10g", ("no FLOP/s peaks", "--peak-tflops")),
+    "NVIDIA A10G": ("a10g", ()),
     "NVIDIA A30": ("a30", ()),
     "NVIDIA A40": ("a40", ()),
     "NVIDIA A100-SXM4-40GB": ("a100_sxm4_40gb", ()),
@@ -58,7 +58,7 @@ NAME_CASES: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "NVIDIA H20-3e": ("h20", ("141 GB", "bandwidth", "--bandwidth-gbps")),
     "NVIDIA B200": ("b200", ()),
     "NVIDIA GB200": ("gb200", ()),
-    "NVIDIA GeForce RTX 2080 Ti": (None, ("no row", "--peak-tflops", "--bandwidth-gbps", "traceana devices")),
+    "NVIDIA GeForce RTX 2080 Ti": ("rtx2080ti", ()),
     "NVIDIA GeForce RTX 3090": ("rtx3090", ()),
     "NVIDIA GeForce RTX 4090": ("rtx4090", ()),
     "NVIDIA GeForce RTX 5090": ("rtx5090", ()),
@@ -202,11 +202,13 @@ def test_h100_nvl_is_one_card() -> None:
     assert d.mem_gb == 94
 
 
-def test_a10g_has_bandwidth_but_no_peaks() -> None:
+def test_a10g_has_its_own_peaks_not_the_a10s() -> None:
     d = match_device({"name": "NVIDIA A10G", "numSms": 80})
-    assert d.key == "a10g" and d.dram_gbps == 600 and d.peak_tflops == {}
-    d = match_device({"name": "NVIDIA A10G"}, peak_tflops={"fp32": 31.2})
-    assert not any("no FLOP/s peaks" in n for n in d.notes)
+    assert d.key == "a10g" and d.dram_gbps == 600
+    # 80 SMs x 1710 MHz x 256 FLOP/clk = 35.0 TFLOP/s FP32 and TF32; x 512 = 70.0 FP16/BF16 (FP32 accumulate)
+    assert d.peak_tflops["fp32"] == 35.0 and d.peak_tflops["tf32_tc"] == 35.0
+    assert d.peak_tflops["bf16_tc"] == d.peak_tflops["fp16_tc"] == 70.0  # not the A10's 125
+    assert "fills" not in rows_by_key()["a10g"].source and "DERIVED for the A10G" in rows_by_key()["a10g"].source
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def test_empty_name_mi300x_from_real_trace() -> None:
         # MI300X or MI325X: memory decides, and it is missing: their shared figures (the peaks), the
         # bandwidth (5.3 vs 6 TB/s) blank
         ("", (9, 4), 304, None, "mi300x"),
-        ("", (9, 4), 80, 192, None),  # no such row
+        ("", (9, 4), 80, 192, "mi300a"),  # no such row: the nearest gfx942 row by CUs, scaled to 80 CUs
         ("AMD Radeon Graphics", None, None, 64, None),
     ],
 )
@@ -330,7 +332,8 @@ def test_mi350_class_without_a_name_borrows_only_what_mi350x_and_mi355x_share() 
     ("NVIDIA GH200", None, "gh200_96gb", None, 989.4),  # no memory size: the shared peaks, no bandwidth
     ("NVIDIA B300 SXM6 AC", 268.0, "b300", 7700, 2250),
     ("NVIDIA GB300", 277.0, "gb300", 8000, 2500),
-    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 95.0, "rtx_pro_6000_blackwell", 1792, None),
+    # 188 SMs x 1024 FLOP/clk x 2597 MHz = 500 (full-rate FP32 accumulate, filled in gpu_specs_fills.csv)
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 95.0, "rtx_pro_6000_blackwell", 1792, 500.0),
 ])
 def test_devices_people_run_today(name, mem, key, dram, bf16) -> None:
     cc = {"gh200_96gb": (9, 0), "gh200_144gb": (9, 0), "b300": (10, 3), "gb300": (10, 3)}.get(key, (12, 0))
@@ -346,8 +349,9 @@ def test_new_rows_carry_links_and_sources() -> None:
     rows = rows_by_key()
     for key in ("gh200_96gb", "gh200_144gb", "b300", "gb300", "rtx_pro_6000_blackwell", "mi350x"):
         assert rows[key].source  # every added row names where its figures come from
-    # figures not found stay blank: the RTX PRO 6000's bf16 tensor peak, GB300's FP64
-    assert "bf16_tc" not in rows["rtx_pro_6000_blackwell"].peak_tflops and "fp64" not in rows["gb300"].peak_tflops
+    # figures not found stay blank: the RTX PRO 6000's fp8 tensor peak, GB300's FP64
+    assert "fp8_tc" not in rows["rtx_pro_6000_blackwell"].peak_tflops and "fp64" not in rows["gb300"].peak_tflops
+    assert "bf16_tc" in rows["rtx_pro_6000_blackwell"].source  # the filled columns are named in the source
 
 
 def test_mi250_name_with_104_cus_is_mi210_figures() -> None:
@@ -361,10 +365,13 @@ def test_unknown_nvidia_name_twins_one_row() -> None:
     assert d.key == "t4" and "fits row t4 only" in _notes(d)
 
 
-def test_unknown_nvidia_name_with_shared_hardware_stays_unknown() -> None:
-    # L40, L40S and RTX 6000 Ada share cc 8.9, 142 SMs, 48 GB, with different peaks.
+def test_unknown_nvidia_name_with_shared_hardware_borrows_the_first_and_names_the_others() -> None:
+    # L40, L40S and RTX 6000 Ada share cc 8.9, 142 SMs, 48 GB, with different peaks: the first
+    # (table order) lends its figures unscaled, and the note names all three and --device
     d = match_device(_props("NVIDIA L20X", (8, 9), 142, 44.5, warp=32))
-    assert d.key is None and "l40, l40s, rtx6000_ada" in _notes(d)
+    assert d.key == "l40" and d.peak_tflops["bf16_tc"] == 181.05
+    assert "l40, l40s, rtx6000_ada" in _notes(d) and "--device l40s" in _notes(d)
+    assert d.borrowed == "peaks borrowed from NVIDIA L40"
 
 
 def test_sm_count_mismatch_warns() -> None:
@@ -398,8 +405,8 @@ def test_all_override_then_specific() -> None:
 
 
 def test_unknown_with_only_bandwidth_still_asks_for_peaks() -> None:
-    d = match_device({"name": "NVIDIA GeForce RTX 2080 Ti"}, bandwidth_gbps=616)
-    assert d.dram_gbps == 616 and d.peak_tflops == {}
+    d = match_device({"name": "NVIDIA TITAN Xp"}, bandwidth_gbps=548)
+    assert d.dram_gbps == 548 and d.peak_tflops == {}
     assert "--peak-tflops" in " ".join(d.notes)
 
 
@@ -449,8 +456,12 @@ def test_table_numbers_are_the_references() -> None:
         reference = {r["key"]: r for r in csv.DictReader(fh)}
     with (REPO / "scripts" / "gpu_specs_added.csv").open(newline="", encoding="utf-8") as fh:
         reference.update({r["key"]: r for r in csv.DictReader(fh)})  # the rows this repo adds, with sources
+    with (REPO / "scripts" / "gpu_specs_fills.csv").open(newline="", encoding="utf-8") as fh:
+        for fill in csv.DictReader(fh):  # blank shared cells filled, with sources
+            assert reference[fill["key"]].get(fill["column"], "") == "", fill
+            reference[fill["key"]][fill["column"]] = fill["value"]
     rows = rows_by_key()
-    assert set(rows) == set(reference) and len(rows) == 36 + 6
+    assert set(rows) == set(reference) and len(rows) == 36 + 6 + 55
     for key, ref in reference.items():
         row = rows[key]
         for dtype in DTYPES[:8]:
@@ -477,13 +488,16 @@ def test_cli_lists_table() -> None:
     assert t4.split() == ["t4", "^(Tesla", "|NVIDIA", ")?T4$", "40", "320", "8.1", "-", "-", "65", "-"]
     l4 = next(line for line in lines if line.startswith("l4 "))
     assert l4.split()[3:5] == ["58", "300"]
-    assert "^NVIDIA GeForce RTX 2080 Ti$ -> unknown" in result.output
+    assert "^NVIDIA H100$ -> unknown" in result.output
+    ti = next(line for line in lines if line.startswith("rtx2080ti "))
+    assert ti.split()[-7:] == ["68", "616", "13.4", "-", "-", "53.8", "-"]  # Turing: no TF32, BF16 or FP8
 
 
 def test_cli_json() -> None:
     result = _run(["devices", "--json"])
     doc = json.loads(result.output)
-    assert len(doc["devices"]) == 36 + 6  # the shared reference's 36 and the 6 added (scripts/gpu_specs_added.csv)
+    # the shared reference's 36, the 6 + 55 added (scripts/gpu_specs_added.csv)
+    assert len(doc["devices"]) == 36 + 6 + 55
     h100 = next(r for r in doc["devices"] if r["key"] == "h100_sxm")
     assert h100["peak_tflops"]["bf16_tc"] == 989.4 and h100["dram_gbps"] == 3350
     assert any(a["target"] == "unknown" for a in doc["aliases"])
@@ -493,7 +507,7 @@ def test_cli_match() -> None:
     result = _run(["devices", "--match", "NVIDIA L40S"])
     assert result.exit_code == 0
     assert "row      l40s" in result.output and "matched  table row l40s" in result.output
-    result = _run(["devices", "--match", "NVIDIA GeForce RTX 2080 Ti"])
+    result = _run(["devices", "--match", "NVIDIA TITAN Xp"])
     assert "none (unknown device)" in result.output and "--peak-tflops" in result.output
     result = _run(["devices", "--match", "", "--cc", "9.4", "--sms", "304", "--mem-gb", "192", "--json"])
     assert json.loads(result.output)["key"] == "mi300x"

@@ -38,7 +38,7 @@ from traceana.link.kernel_classes import kernel_classes
 from traceana.modules.attribute import places as op_places
 from traceana.modules.table import finding_fields, module_table
 from traceana.link.attribute import CAUSES, Links, link
-from traceana.roofline.device_profile import Profile
+from traceana.roofline.device_profile import Profile, sheet_figures
 from traceana.load import Trace, load_trace
 from traceana.link.replay.attach import attach as attach_capture
 from traceana.diagnose.replay_account import account as opaque_account
@@ -126,6 +126,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "name": device.name, "key": device.key, "peak_tflops": dict(sorted(device.peak_tflops.items())),
         "dram_gbps": device.dram_gbps, "source": device.source, "sms": device.sms,
         "vendor": device.vendor, "arch": device.arch, "notes": list(device.notes), "id": dev_id,
+        "borrowed": device.borrowed,
     }
     floor, floor_src = launch_floor(device.arch, device.vendor, options.launch_floor_us)
     device_dict.update(links_for(device.key, options.host_link_gbps))
@@ -248,7 +249,14 @@ UNSTABLE_PCT = 25.0  # as traceana.measure.calibrate.run: repeats that disagree 
 
 def _achievable(prof: Profile, device, device_dict: dict, cpu_only: bool, warnings: list[str]) -> dict | None:
     """The achievable roofs a GPU trace's ops are judged against (device.profile records the
-    profile; None when it does not apply: a CPU-only trace, judged by cpu.py, or a CPU profile)."""
+    profile; None when it does not apply: a CPU-only trace, judged by cpu.py, or a CPU profile).
+    A figure far outside the device's datasheet (over 2x, under 1/1000) is unusable, with a warning."""
+    if not cpu_only and prof.kind != "cpu":
+        sheet = sheet_figures(device.peak_tflops, device.dram_gbps, device_dict.get("host_link_gbps"),
+                              device_dict.get("peer_link_gbps"))
+        prof, absurd = prof.judged_against(sheet)
+        for k, why in sorted(absurd.items()):
+            warnings.append(f"profile {prof.label()}: {k} {why}; it is not used as a roof")
     rec = prof.as_dict()
     device_dict["profile"] = rec
     shaky = {k: v for k, v in (rec.get("spread_pct") or {}).items() if v > UNSTABLE_PCT}

@@ -165,13 +165,15 @@ def _compute_advice(row: dict, device: dict) -> str:
     peaks = device.get("peak_tflops") or {}
     dt, used = row.get("peak_dtype"), row.get("peak_tflops") or 0
     if dt == "fp32" and row.get("family") in ("gemm", "conv", "attention", "moe"):
-        if "tf32_tc" in peaks:
+        if peaks.get("tf32_tc", 0) > used:
             return (f"TF32 tensor cores would raise the roof to {peaks['tf32_tc']:g} TFLOP/s "
                     f"({peaks['tf32_tc'] / used:.1f}x): torch.set_float32_matmul_precision('high').")
         better = [(k, v) for k, v in peaks.items() if k in ("bf16_tc", "fp16_tc") and v > used]
         if better:
             k, v = max(better, key=lambda kv: kv[1])
-            return (f"This device has no TF32 tensor cores; {PEAK_LABEL[k]} (autocast) offer {v:g} TFLOP/s, "
+            head = ("This device's TF32 tensor cores run at its fp32 rate" if "tf32_tc" in peaks
+                    else "This device has no TF32 tensor cores")
+            return (f"{head}; {PEAK_LABEL[k]} (autocast) offer {v:g} TFLOP/s, "
                     f"{v / used:.1f}x the fp32 roof, if the model tolerates the lower precision.")
         return "Only fewer FLOPs (smaller shapes, less recomputation) make it faster on this device."
     pct = row.get("roof_pct") or 0

@@ -297,8 +297,11 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
     else:
         dt = k.replace("_tc", "")
         how = f"torch.autocast('cuda', dtype=torch.{'bfloat16' if dt == 'bf16' else 'float16'})"
-        limits = (f"{dev} has no TF32 tensor cores, so fp32 matmuls run on CUDA cores at {used:g} TFLOP/s; "
-                  f"its {dt} tensor cores offer {v:g} TFLOP/s")
+        tf32 = peaks.get("tf32_tc")
+        limits = ((f"{dev}'s TF32 tensor cores run no faster than its fp32 CUDA cores ({tf32:g} TFLOP/s), so "
+                   f"TF32 gains nothing here; its {dt} tensor cores offer {v:g} TFLOP/s") if tf32 else
+                  (f"{dev} has no TF32 tensor cores, so fp32 matmuls run on CUDA cores at {used:g} TFLOP/s; "
+                   f"its {dt} tensor cores offer {v:g} TFLOP/s"))
     return {
         "kind": "tensor_core_dtype",
         "fix": f"Use {k.replace('_tc', '')} tensor cores: {how}.",

@@ -75,6 +75,7 @@ def device_line(a: Mapping[str, Any]) -> str:
     dev = mapping(a.get("device"))
     led = ledger(a)
     name, key = text(dev.get("name"), 120), text(dev.get("key"), 80)
+    key = text(dev.get("borrowed"), 120) or key  # a device without its own row: whose figures, how scaled
     bits = [f"{name} ({key})" if name and key and key != name else name or key or "unknown device"]
     peak = _main_peak(a)
     if peak:

@@ -7,6 +7,10 @@ table's peaks, from the gemm.* figures) and `dram_gbps()` (the better of DRAM co
 A figure calibrate marked unusable (it stayed unstable, or contradicted the others: see
 calibrate/checks.py), or marked unstable by an older calibrate, is read but never used as a roof:
 the datasheet's (or the CPU default) stands in, and `as_dict()["unusable"]` says why.
+
+Figures must make physical sense (devices/sanity.py): one beyond what any device does (1e30 or
+1e-300 TFLOP/s or GB/s) refuses the file; one above 2x or below 1/1000 of the trace's device's
+datasheet figure is marked unusable by `judged_against` when the profile is applied to a trace.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from traceana.errors import BadInput
+from traceana.roofline.devices.sanity import against_sheet, out_of_range
 
 SCHEMA = "traceana.profile/1"
 KINDS = ("cpu", "cuda", "rocm")
@@ -75,6 +80,20 @@ class Profile:
         """'cpu.json (Intel Xeon, cpu, measured 2025-01-02)'."""
         return f"{self.file()} ({self.name}, {self.kind}, measured {self.date[:10]})"
 
+    def judged_against(self, sheet: dict[str, float]) -> tuple["Profile", dict[str, str]]:
+        """This profile with every usable figure that contradicts the device's datasheet (`sheet`:
+        figure key -> datasheet value, as `sheet_figures` makes) marked unusable, and those reasons."""
+        found = {}
+        for k, f in self.usable():
+            why = against_sheet(f.value, sheet.get(k), f.unit, _SHEET_WHAT.get(k.split(".")[0], "figure"))
+            if why:
+                found[k] = why
+        if not found:
+            return self, {}
+        figs = tuple((k, Figure(f.value, f.unit, f.spread_pct, f.size, f.repeats, found[k]) if k in found else f)
+                     for k, f in self.figures)
+        return Profile(self.path, self.name, self.kind, self.driver, self.torch, self.threads, self.date, figs), found
+
     def as_dict(self) -> dict[str, Any]:
         """What an Analysis records of the profile (device.profile)."""
         return {"file": self.file(), "name": self.name, "kind": self.kind, "date": self.date, "torch": self.torch,
@@ -82,6 +101,24 @@ class Profile:
                 "dram_gbps": self.dram_gbps(), "dispatch_us": self.value("dispatch.overhead"),
                 "launch_us": self.value("launch.latency"),
                 "spread_pct": {k: f.spread_pct for k, f in self.usable()}, "unusable": self.unusable()}
+
+
+_SHEET_WHAT = {"gemm": "peak", "dram": "DRAM bandwidth", "h2d": "host link", "d2h": "host link",
+               "peer": "peer link"}
+
+
+def sheet_figures(peak_tflops: dict[str, float], dram_gbps: float | None, host_link_gbps: float | None = None,
+                  peer_link_gbps: float | None = None) -> dict[str, float]:
+    """A device's datasheet figures keyed like a profile's: gemm.<peak key> TFLOP/s, dram.copy /
+    dram.triad, h2d.* / d2h.* (the host link per direction) and peer.copy GB/s."""
+    out = {f"gemm.{k}": v for k, v in peak_tflops.items()}
+    if dram_gbps:
+        out["dram.copy"] = out["dram.triad"] = dram_gbps
+    if host_link_gbps:
+        out.update({f"{d}.{m}": host_link_gbps for d in ("h2d", "d2h") for m in ("pinned", "pageable")})
+    if peer_link_gbps:
+        out["peer.copy"] = peer_link_gbps
+    return out
 
 
 def _bad(path: str, why: str) -> BadInput:
@@ -114,6 +151,9 @@ def parse_profile(doc: Any, path: str = "<profile>") -> Profile:
             raise _bad(path, f"figure {key!r} has no positive value")
         if f.get("unit") not in UNITS:
             raise _bad(path, f"figure {key!r} has unit {f.get('unit')!r}, expected one of {', '.join(UNITS)}")
+        absurd = out_of_range(float(f["value"]), f["unit"])
+        if absurd:
+            raise _bad(path, f"figure {key!r}: {absurd}")
         spread = f.get("spread_pct", 0.0)
         reps = f.get("repeats", 1)
         if not isinstance(spread, (int, float)) or isinstance(spread, bool) or not math.isfinite(spread) or spread < 0:

@@ -8,7 +8,11 @@ Order of lookup, first hit wins:
      rows; exactly one row must fit. This is how ROCm's "" and "AMD Radeon Graphics" names are
      resolved (gfx90a 104 CUs -> mi210, 110 -> mi250x_gcd; gfx942 304 CUs 192/256 GB -> mi300x /
      mi325x; gfx950 256 CUs -> mi355x), and an unknown NVIDIA name twins a known part.
-  5. otherwise an unknown Device: no peaks, and notes saying what to pass.
+  5. borrowing (borrow.py): a device of a known architecture (compute capability, gfx target)
+     that fits no row gets the nearest row of that architecture, its peaks scaled by SMs (and
+     clock when recorded), named in Device.borrowed ("peaks borrowed from NVIDIA RTX A5000, scaled
+     to 48 SMs"). A MIG slice ("... MIG 1g.10gb") is its parent's row scaled to its SMs and memory.
+  6. otherwise (unknown architecture) an unknown Device: no peaks, and notes saying what to pass.
 Then `peak_tflops` / `bandwidth_gbps` overrides are merged on top.
 
 A blank table cell stays None: nothing here turns "not confirmed" into a number.
@@ -18,15 +22,27 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from traceana.roofline.devices.borrow import (
+    Borrowed,
+    borrow,
+    clock_mhz,
+    dram_from_props,
+    gfx_target,
+    nearest,
+    same_architecture,
+)
+from traceana.roofline.devices.sanity import checked_bandwidth, checked_peaks
 from traceana.roofline.devices.table import (
     DTYPES,
     UNKNOWN_TARGET,
     Alias,
+    is_consumer,
     DeviceRow,
     load_aliases,
     load_rows,
@@ -36,6 +52,8 @@ from traceana.errors import BadInput
 from traceana.numbers import ascii_int
 
 GENERIC_NAMES = frozenset({"", "amd radeon graphics"})
+# "NVIDIA A100-SXM4-80GB MIG 1g.10gb": a MIG slice of the part before " MIG"
+MIG_SUFFIX = re.compile(r"\s+MIG\s+(\d+)g\.(\d+)gb$", re.IGNORECASE)
 # Reported memory (GiB) over the row's nominal GB: drivers reserve a few percent (T4: 0.92).
 MEM_RATIO = (0.85, 1.05)
 HOWTO = (
@@ -73,9 +91,12 @@ class Device:
     peak_tflops: dict[str, float]
     source: str
     notes: tuple[str, ...] = ()
+    # set when the peaks are not a row's own: "peaks borrowed from NVIDIA RTX A5000, scaled to 48 SMs"
+    borrowed: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "borrowed": self.borrowed,
             "name": self.name,
             "key": self.key,
             "vendor": self.vendor,
@@ -98,6 +119,9 @@ class _Hardware:
     sms: int | None
     mem_gib: float | None
     vendor: str | None
+    clock_mhz: float | None = None  # clockRate, when the trace records it
+    dram_gbps: float | None = None  # from memoryClockRate x memoryBusWidth, when recorded
+    gfx: str | None = None  # gcnArchName's target (ROCm), when recorded
 
     @property
     def unit(self) -> str:
@@ -119,6 +143,7 @@ class _Match:
     source: str
     notes: list[str] = field(default_factory=list)
     blank: tuple[str, ...] = ()
+    borrowed: Borrowed | None = None  # the row's figures scaled to this device (borrow.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,8 +167,8 @@ def match_device(
     key forces a table row (unknown key: BadInput). peak_tflops merges over the row's peaks
     ({"all": x} sets every dtype, then specific dtypes win); bandwidth_gbps replaces dram_gbps.
     """
-    peaks_override = _checked_peaks(peak_tflops)
-    bandwidth = _checked_bandwidth(bandwidth_gbps)
+    peaks_override = checked_peaks(peak_tflops, DTYPES)
+    bandwidth = checked_bandwidth(bandwidth_gbps)
     hw = _hardware(props if isinstance(props, Mapping) else None)
     if key is not None:
         match = _by_key(key, hw, props is not None)
@@ -195,6 +220,9 @@ def _hardware(props: Mapping[str, Any] | None) -> _Hardware:
         sms=sms if sms and sms > 0 else None,
         mem_gib=mem / 2**30 if mem and mem > 0 else None,
         vendor=_vendor(name, _as_int(props.get("warpSize"))),
+        clock_mhz=clock_mhz(props),
+        dram_gbps=dram_from_props(props),
+        gfx=gfx_target(props),
     )
 
 
@@ -217,7 +245,7 @@ def _by_key(key: str, hw: _Hardware, has_props: bool) -> _Match:
         if natural is not None and natural.key != row.key:
             notes.append(f"the trace's device {hw.name!r} would match row {natural.key}; "
                          f"--device {row.key} overrides it")
-    return _checked(_Match(hw, row, source, notes), refit=False)
+    return _checked(_Match(hw, row, source, notes), refit=False, scale=False)
 
 
 def _identify(hw: _Hardware) -> _Match:
@@ -229,7 +257,29 @@ def _identify(hw: _Hardware) -> _Match:
         for alias in load_aliases():
             if alias.pattern.search(hw.name) and _conditions_hold(alias, hw):
                 return _from_alias(alias, hw)
+        mig = MIG_SUFFIX.search(hw.name)
+        if mig:
+            found = _mig(hw, hw.name[:mig.start()])
+            if found is not None:
+                return found
     return _by_hardware(hw)
+
+
+def _mig(hw: _Hardware, parent: str) -> _Match | None:
+    """A MIG slice: its parent's row, compute scaled to the slice's SMs and bandwidth to its share of
+    the memory (MIG gives each slice whole memory controllers, so bandwidth goes with memory)."""
+    row = next((r for r in load_rows() if r.pattern.search(parent)), None)
+    if row is None:
+        return None
+    dram = hw.dram_gbps
+    if dram is None and row.dram_gbps and hw.mem_gib and row.mem_gb:
+        dram = round(row.dram_gbps * min(hw.mem_gib / row.mem_gb * 2**30 / 1e9, 1.0), 1)
+    got = borrow(row, hw.name, hw.sms, None, dram, hw.unit)
+    note = (f"{hw.name!r} is a MIG slice of {row.label}: {got.phrase} ({got.arithmetic}); DRAM "
+            + (f"{dram:g} GB/s, the slice's share of {row.dram_gbps:g} by memory "
+               f"({hw.mem_gib:.1f} GiB of {row.mem_gb:g} GB)" if dram is not None else "unknown"))
+    source = f"table row {row.key} for MIG slice {hw.name!r}, scaled"
+    return _Match(hw, row, source, [note], borrowed=got)
 
 
 def _conditions_hold(alias: Alias, hw: _Hardware) -> bool:
@@ -260,6 +310,8 @@ def _candidates(hw: _Hardware) -> list[DeviceRow]:
             continue
         if hw.vendor is not None and row.vendor != hw.vendor:
             continue
+        if hw.name.lower() not in GENERIC_NAMES and row.consumer != is_consumer(hw.name):
+            continue  # a GeForce never twins a professional part (half-rate FP32 accumulate), nor back
         if hw.mem_gib is not None and not _mem_fits(hw.mem_gib, row.mem_gb):
             continue
         out.append(row)
@@ -282,8 +334,13 @@ def _by_hardware(hw: _Hardware) -> _Match:
         return _Match(hw, None, f"no table row: name {hw.name!r} and no cc/numSms", [reason])
     found = _candidates(hw)
     if not found:
-        reason = f"{what}, and its hardware ({hw.describe()}) fits no row"
-        source = f"no table row: name {hw.name!r} has no row or alias and its hardware fits no row"
+        lent = _borrow(hw, what)
+        if lent is not None:
+            return lent
+        arch = f"compute capability {hw.cc[0]}.{hw.cc[1]}"
+        reason = (f"{what}, and its hardware ({hw.describe()}) fits no row; no row has its architecture "
+                  f"({arch}) to borrow figures from")
+        source = f"no table row: name {hw.name!r} has no row or alias and its architecture has no row"
         return _Match(hw, None, source, [reason])
     if len(found) > 1:
         return _among(hw, what, found)
@@ -299,7 +356,13 @@ def _by_hardware(hw: _Hardware) -> _Match:
     if hw.mem_gib is None:
         notes.append("the trace has no memory size, so memory was not checked")
     source = f"table row {row.key} by hardware ({hw.describe()} fits only this row)"
-    return _checked(_Match(hw, row, source, notes), refit=False)
+    match = _checked(_Match(hw, row, source, notes), refit=False)
+    if hw.clock_mhz or hw.dram_gbps:  # the trace's own clock and memory bus: the row's figures scaled to them
+        got = borrow(row, hw.name, hw.sms, hw.clock_mhz, hw.dram_gbps, hw.unit)
+        if got.factor != 1.0 or hw.dram_gbps:
+            match.borrowed = got
+            match.notes.append(f"{got.phrase} ({got.arithmetic}); {got.dram_how}")
+    return match
 
 
 def _among(hw: _Hardware, what: str, found: list[DeviceRow]) -> _Match:
@@ -317,10 +380,12 @@ def _among(hw: _Hardware, what: str, found: list[DeviceRow]) -> _Match:
     same = [f"{k} {_fmt(values[k][0])}" for k in keys if k not in differ and values[k][0] is not None]
     apart = [f"{k} " + " / ".join(f"{_fmt(v)} ({r.key})" for v, r in zip(values[k], found)) for k in differ]
     rows = ", ".join(r.key for r in found)
-    if not same:  # they share no figure: no row stands for this part
-        reason = f"{what}, and its hardware ({hw.describe()}) fits rows {rows}; pick one with --device KEY"
-        return _Match(hw, None, f"no table row: name {hw.name!r} has no row or alias and its hardware fits rows "
-                                f"{rows}", [reason])
+    if not same:  # they share no figure: the nearest by product line and memory lends its own
+        lent = _borrow(hw, what, found)
+        assert lent is not None  # found is non-empty and the hardware has SMs
+        lent.notes.append(f"its hardware ({hw.describe()}) fits rows {rows}, which share no figure: "
+                          f"pass --device {' or --device '.join(r.key for r in found)} to use one part's figures")
+        return lent
     note = (f"{what}: its hardware ({hw.describe()}) fits rows {rows}. Borrowed from row {row.key}, the figures "
             f"they share: {', '.join(same) or 'none'}. Left blank, the figures they differ in: {'; '.join(apart)}. "
             f"Pass --device {' or --device '.join(r.key for r in found)} to use one part's figures")
@@ -329,11 +394,21 @@ def _among(hw: _Hardware, what: str, found: list[DeviceRow]) -> _Match:
     return _checked(_Match(hw, row, source, [note], tuple(differ)), refit=False)
 
 
-def _pairs(a: DeviceRow, b: DeviceRow) -> list[tuple[str, float | None, float | None]]:
-    """(figure, a's, b's) for the DRAM bandwidth and every dtype peak either row has."""
-    out = [("dram_gbps", a.dram_gbps, b.dram_gbps)]
-    out += [(d, a.peak_tflops.get(d), b.peak_tflops.get(d)) for d in DTYPES if d in a.peak_tflops or d in b.peak_tflops]
-    return out
+def _borrow(hw: _Hardware, what: str, rows: list[DeviceRow] | None = None) -> _Match | None:
+    """The nearest row of the device's architecture, its peaks scaled to the device (borrow.py)."""
+    pool = rows if rows is not None else same_architecture(load_rows(), hw.cc, hw.vendor, hw.gfx)
+    row = nearest(pool, hw.name, hw.sms, hw.mem_gib)
+    if row is None:
+        return None
+    got = borrow(row, hw.name, hw.sms, hw.clock_mhz, hw.dram_gbps, hw.unit)
+    arch = f"gfx target {hw.gfx}" if hw.gfx and hw.gfx in row.arch.lower() else f"compute capability {row.cc_text}"
+    note = (f"{what}: {got.phrase} ({row.key}, the nearest {arch} row, {row.sms} {hw.unit}"
+            + (f" at {row.boost_mhz:g} MHz" if row.boost_mhz else "") + f"; peaks {got.arithmetic}). "
+            + f"{got.dram_how}. Pass --peak-tflops / --bandwidth-gbps with this part's own figures if known")
+    if "gtx" in hw.name.lower():
+        note += ". A GTX part has no tensor cores: the tensor-core peaks are left out"
+    source = f"table row {row.key} borrowed for {hw.name or 'an unnamed device'!r} ({hw.describe()}), scaled"
+    return _Match(hw, row, source, [note], borrowed=got)
 
 
 def _figures(row: DeviceRow) -> str:
@@ -346,11 +421,13 @@ def _fmt(value: float | None) -> str:
     return "blank" if value is None else f"{value:g}"
 
 
-def _checked(match: _Match, *, refit: bool = True) -> _Match:
+def _checked(match: _Match, *, refit: bool = True, scale: bool = True) -> _Match:
     """Warn when the trace's SM count or memory disagrees with the row.
 
     With refit, an SM mismatch that the hardware resolves to exactly one other row switches to
     it ("AMD Instinct MI250X / MI250" with 104 CUs per die is an MI250, i.e. the mi210 figures).
+    Otherwise, with scale, the row's peaks are scaled to the reported SMs (a cut-down variant under
+    the same name, a partition): per-SM throughput is the architecture's, the SM count the part's.
     """
     hw, row = match.hw, match.row
     if row is None:
@@ -368,6 +445,13 @@ def _checked(match: _Match, *, refit: bool = True) -> _Match:
             match.source = (f"table row {alt.key} by hardware (name {hw.name!r} matched "
                             f"{row.name_regex}, but numSms {hw.sms} != {row.sms})")
             match.row = row = alt
+        elif scale:
+            got = borrow(row, hw.name, hw.sms, None, None, hw.unit)
+            match.borrowed = got
+            match.notes.append(
+                f"the trace reports {hw.sms} {hw.unit}, row {row.key} has {row.sms}: a variant with fewer "
+                f"or more SMs, a MIG slice or a partition; {got.phrase} ({got.arithmetic}); the "
+                f"bandwidth is the row's {_fmt(row.dram_gbps)} GB/s and may differ: pass --bandwidth-gbps")
         else:
             match.notes.append(
                 f"the trace reports {hw.sms} {hw.unit}, row {row.key} has {row.sms}: a MIG slice, "
@@ -385,42 +469,12 @@ def _checked(match: _Match, *, refit: bool = True) -> _Match:
 # overrides and the final Device
 
 
-def _checked_peaks(peaks: Mapping[str, float] | None) -> dict[str, float] | None:
-    if not peaks:
-        return None
-    out = {}
-    for dtype, value in peaks.items():
-        if dtype != "all" and dtype not in DTYPES:
-            raise BadInput(f"--peak-tflops: unknown dtype {dtype!r}; use 'all' or one of "
-                           f"{', '.join(DTYPES)}")
-        number = _positive(value)
-        if number is None:
-            raise BadInput(f"--peak-tflops: {dtype}={value!r} must be a positive number of TFLOP/s")
-        out[dtype] = number
-    return out
-
-
-def _checked_bandwidth(value: float | None) -> float | None:
-    if value is None:
-        return None
-    number = _positive(value)
-    if number is None:
-        raise BadInput(f"--bandwidth-gbps: {value!r} must be a positive number of GB/s")
-    return number
-
-
-def _positive(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
-
-
 def _build(match: _Match, peaks_override: dict[str, float] | None, bandwidth: float | None) -> Device:
-    hw, row = match.hw, match.row
-    peaks = {d: v for d, v in (row.peak_tflops.items() if row else ()) if d not in match.blank}
-    dram = row.dram_gbps if row and "dram_gbps" not in match.blank else None
+    hw, row, lent = match.hw, match.row, match.borrowed
+    own = lent.peaks if lent is not None else (row.peak_tflops if row else {})
+    peaks = {d: v for d, v in own.items() if d not in match.blank}
+    dram = (lent.dram_gbps if lent is not None else row.dram_gbps if row else None)
+    dram = dram if "dram_gbps" not in match.blank else None
     notes = list(match.notes)
     if row is not None and not peaks and not peaks_override and not match.blank:
         notes.append(f"row {row.key} has no FLOP/s peaks (source: {row.source}): memory-bound "
@@ -457,4 +511,5 @@ def _build(match: _Match, peaks_override: dict[str, float] | None, bandwidth: fl
         peak_tflops={d: peaks[d] for d in DTYPES if d in peaks},
         source=source,
         notes=tuple(notes),
+        borrowed=lent.phrase if lent is not None else None,
     )

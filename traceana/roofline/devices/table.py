@@ -55,10 +55,22 @@ class DeviceRow:
     peak_tflops: Mapping[str, float]
     source: str
     pattern: re.Pattern[str] = field(repr=False, compare=False)
+    boost_mhz: float | None = None  # the clock the peaks were computed at (None: not in the sources)
 
     @property
     def cc_text(self) -> str:
         return f"{self.cc[0]}.{self.cc[1]}" if self.cc else ""
+
+    @property
+    def label(self) -> str:
+        """The product name the row stands for, read off its name pattern ('NVIDIA RTX A5000',
+        'A100-SXM4-80GB'): anchors and optional groups dropped, the first of each alternative kept."""
+        return product_name(self.name_regex) or self.key
+
+    @property
+    def consumer(self) -> bool:
+        """A GeForce / Radeon RX part: on NVIDIA, its tensor cores accumulate FP16 in FP32 at half rate."""
+        return is_consumer(self.label)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: every column, peaks as {dtype: TFLOP/s} with only known values."""
@@ -69,6 +81,7 @@ class DeviceRow:
             "arch": self.arch,
             "cc": self.cc_text or None,
             "sms": self.sms,
+            "boost_mhz": self.boost_mhz,
             "mem_gb": self.mem_gb,
             "dram_gbps": self.dram_gbps,
             "peak_tflops": dict(self.peak_tflops),
@@ -108,6 +121,24 @@ class Alias:
             "blank": list(self.blank),
             "note": self.note,
         }
+
+
+def product_name(regex: str) -> str:
+    """A readable name from a row's name pattern: '^(Tesla |NVIDIA )?V100-SXM2-16GB$' -> 'V100-SXM2-16GB',
+    '^AMD Instinct MI300X( HF| VF)?$' -> 'AMD Instinct MI300X', 'PCI[Ee]' -> 'PCIE'."""
+    text = regex.strip("^$")
+    text = re.sub(r"\([^()]*\)\?", "", text)  # optional groups
+    text = re.sub(r"\(([^()|]*)(\|[^()]*)?\)", r"\1", text)  # (A|B) -> A
+    text = re.sub(r"\[(.)[^\]]*\]", r"\1", text)  # [Ee] -> E
+    text = re.sub(r"(\w)\?", r"\1", text)  # 4? -> 4
+    text = text.replace("\\b", "").replace(".*", "").replace("\\", "")
+    return " ".join(text.split())
+
+
+def is_consumer(name: str) -> bool:
+    """GeForce or Radeon RX (gaming) parts, by the product line in the name."""
+    lowered = name.lower()
+    return "geforce" in lowered or "radeon rx" in lowered
 
 
 def _read_csv(filename: str) -> list[dict[str, str]]:
@@ -160,6 +191,7 @@ def load_rows() -> tuple[DeviceRow, ...]:
                 peak_tflops=MappingProxyType(peaks),
                 source=raw["source"],
                 pattern=_compile(raw["name_regex"]),
+                boost_mhz=_num(raw.get("boost_mhz", "")),
             )
         )
     return tuple(rows)
