@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 OPAQUE_ADVICE = {
     "no_launch": "Start profiling one step earlier (a warm-up step in the profiler schedule) so the "
                  "launches of these kernels are captured with their ops.",
@@ -82,8 +84,44 @@ def replays_graphs(context: dict | None) -> bool:
 
 
 def latency_fix(context: dict | None) -> str:
-    """LATENCY_FIX, unless the run mostly replays CUDA/HIP graphs already (then graphs are no advice)."""
-    return LATENCY_REPLAY_FIX if replays_graphs(context) else LATENCY_FIX
+    """LATENCY_FIX, unless the run replays CUDA/HIP graphs already (then graphs are no advice)."""
+    return LATENCY_REPLAY_FIX if uses_graphs(context) else LATENCY_FIX
+
+
+def uses_graphs(context: dict | None) -> bool:
+    """Does the run replay CUDA / HIP graphs at all (diagnose/context.py)? Then no advice proposes them."""
+    return bool((context or {}).get("graph_replay"))
+
+
+def uses_compile(context: dict | None) -> bool:
+    """Did torch.compile run (diagnose/context.py)? Then no advice proposes it as if it were new."""
+    return bool((context or {}).get("compiled"))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+_ALREADY_COMPILE = " (this run already uses torch.compile: these ops ran outside its compiled regions)"
+_ALREADY_GRAPHS = " (this run already replays CUDA / HIP graphs: these kernels were launched outside them)"
+
+
+def fit_to_run(s: str, context: dict | None) -> str:
+    """Advice written for any run, said to a run that already uses torch.compile or CUDA graphs: the first
+    sentence proposing either, unless it already says so, gets a clause that the run uses it and that this
+    work ran outside it (so the advice reads as: bring this work in too)."""
+    if not s:
+        return s
+    rules = [(w, add) for w, add, said, on in (
+        ("torch.compile", _ALREADY_COMPILE, "already uses torch.compile", uses_compile(context)),
+        ("CUDA graph", _ALREADY_GRAPHS, "already replays", uses_graphs(context))) if on and said not in s]
+    if not rules:
+        return s
+    parts = _SENTENCE.split(s)
+    for word, add in rules:
+        for i, p in enumerate(parts):
+            if word in p:
+                end = len(p.rstrip(".!? "))
+                parts[i] = p[:end] + add + p[end:]
+                break
+    return " ".join(parts)
 
 
 def scattered(row: dict) -> bool:
