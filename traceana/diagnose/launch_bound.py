@@ -9,7 +9,7 @@ kernel time; fusion removes kernels and with them their fixed cost; neither remo
 from __future__ import annotations
 
 from traceana import units as u
-from traceana.diagnose.advice import latency_fix, uses_compile, uses_graphs
+from traceana.diagnose.advice import latency_fix, replays_graphs, uses_compile, uses_graphs
 
 MIN_SHARE = 0.005  # as findings.MIN_SHARE: below this share of device time, no lever
 
@@ -23,7 +23,7 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
     those kernels' exposed time."""
     t = sum(r["device_time_us"] for r in latency)
     short = facts["short_us"] if facts else 0.0
-    replay = uses_graphs(context)
+    replay, partly = replays_graphs(context), uses_graphs(context) and not replays_graphs(context)
     n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
     floor = facts.get("kernel_floor_us") if facts else None
     if floor is not None and n:
@@ -75,9 +75,11 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
     title = (f"{n:,.0f} tiny kernels are launch-bound" if latency and t >= short
              else f"Launch overhead: {facts['short_gaps']:,} short gaps between kernels" if facts
              else f"{n:,.0f} tiny kernels are launch-bound")
-    how = "fusion" if replay else "CUDA graphs / fusion"
+    how = "fusion" if replay else "the run's graphs / fusion" if partly else "CUDA graphs / fusion"
     if replay:
         fix = "Fuse neighbouring kernels or give each more work (the run already replays graphs)."
+    elif partly:
+        fix = ("Capture these launches in the graphs the run already replays, or fuse neighbouring kernels.")
     elif uses_compile(context):
         fix = ("Launch fewer kernels: the run already uses torch.compile — mode=\"reduce-overhead\" replays its "
                "regions as CUDA graphs — or fuse.")

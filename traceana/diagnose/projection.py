@@ -179,8 +179,8 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
     its saving (its findings together), the ledger term it comes from (`source_term`), and the span left after
     it and every lever above it (the projection's rule, so no µs is saved twice; never below the critical
     stream's own time, `floor_us`). With two profiler steps or more, `step_us` (the median step) and
-    `step_after_us`: the median step less the span's saving spread over the steps, at least the floor's share
-    of a step. Every renderer reads these numbers; none computes its own."""
+    `step_after_us`: the median step less the span's saving spread over the steps, at least the step's
+    share of the floor (step x floor / span). Every renderer reads these numbers; none computes its own."""
     entries: list[dict] = []
     for i, f in enumerate(findings):
         if not f.get("lever"):
@@ -206,8 +206,8 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
                  "source_term": _merged_source(members)}
         if steps >= 2 and step_us:
             saved = p["span_now_us"] - p["span_after_us"]
-            entry.update({"step_us": step_us,
-                          "step_after_us": max(step_us - saved / steps, p["floor_us"] / steps, 0.0)})
+            floor = step_us * p["floor_us"] / p["span_now_us"] if p["span_now_us"] > 0 else 0.0
+            entry.update({"step_us": step_us, "step_after_us": max(step_us - saved / steps, floor, 0.0)})
         out.append(entry)
     return out
 
