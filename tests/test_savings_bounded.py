@@ -160,3 +160,99 @@ def test_graph_replay_runs_are_not_told_to_use_graphs(rel):
         for f in a["findings"]:
             assert "CUDA graphs (torch.compile" not in (f.get("fix") or "") + (f.get("text") or ""), f["title"]
     check_advice(a, rel)
+
+
+# ----------------------------------------------------------------------------- the caps, with their arithmetic
+
+
+def test_kineto_dataloader_lever_claims_only_the_dataloader_frames():
+    a = analysis("kineto/worker0.1623143089861.pt.trace.json.gz")
+    by = {f["cause"]: f for f in a["findings"] if f["kind"] == "host_dispatch"}
+    # 379.456 ms of host-dispatch idle: 285.214 ms with the thread in the DataLoader's __next__, 33.011 ms in
+    # zero_grad, and 61.231 ms dispatching ops (conv2d 30.2, batch_norm 10.9, relu_ 7.0, ...): 285214 + 33011 +
+    # 61231 = 379456
+    assert by["data_loading"]["saving_us"] == pytest.approx(285_214.0)
+    assert by["optimizer"]["saving_us"] == pytest.approx(33_011.0)
+    assert by["dispatch"]["saving_us"] == pytest.approx(61_231.0)
+    assert a["ledger"]["idle"]["by_cause"]["host_dispatch"] == pytest.approx(285_214.0 + 33_011.0 + 61_231.0)
+    assert a["plan"][0]["kind"] == "host_dispatch" and "DataLoader" in a["plan"][0]["title"]
+    assert a["plan"][0]["source_term"] == {"term": "idle.host_dispatch", "us": 285_214.0, "term_us": 379_456.0}
+
+
+def test_rank0_launch_lever_is_the_gaps_plus_the_measured_per_kernel_cost():
+    a = analysis("hta/rank0.json.gz")
+    (f,) = [f for f in a["findings"] if f["kind"] == "launch_bound"]
+    # 21.368 ms of launch gaps + 5,410 latency-bound kernels x 3.00 µs (the 5th percentile of the A100's kernel
+    # durations) = 21368 + 16230 = 37598 µs; the source: 21368 gaps + 19101 µs of exposed latency-bound kernels
+    assert f["saving_us"] == pytest.approx(21_368.0 + 5_410 * 3.0)
+    assert f["idle_us"] == pytest.approx(21_368.0)
+    assert f["source_term"] == {"term": "idle.launch_gaps + kernels.latency", "us": 40_469.0, "term_us": 40_469.0}
+    assert "5,410 kernels x 3.00 µs" in f["text"]
+    # 23% of the GPU time is replayed from graphs: the launches outside them can join them, no generic advice
+    assert "graphs the run already replays" in f["fix"]
+
+
+def test_compute_bound_saving_is_against_the_achievable_share_of_the_peak():
+    a = analysis("tracelens/sglang/sglang_Qwen3-8B_prefilldecode.json.gz")
+    row = next(r for r in a["ops"] if r["id"] == "op1")
+    (f,) = [f for f in a["findings"] if f["kind"] == "compute_bound" and f["ops"] == ["op1"]]
+    floor = row["count"] * row["flops"] / (row["peak_tflops"] * 1e6)  # 36 x 3.09e12 / 1307.4 TFLOP/s = 85.15 ms
+    # MI300X (CDNA3 gfx942): 55% of the datasheet bf16 peak is achievable (MAMF 51.4-60.1%); at 100% the lever
+    # claimed 158.4 ms. 243.64 ms - 85.15 / 0.55 - 36 x 2 µs = 243.64 - 154.82 - 0.07 = 88.75 ms
+    assert f["achievable_fraction"] == pytest.approx(0.55)
+    assert f["saving_us"] == pytest.approx(row["device_time_us"] - floor / 0.55 - row["count"] * row["launch_floor_us"])
+    assert f["saving_us"] == pytest.approx(88_752.0, abs=1.0)
+    assert "achievable 55%, the default for CDNA3 gfx942" in f["text"]
+
+
+def test_achievable_fraction_per_architecture_and_what_the_trace_shows():
+    from traceana.roofline import achievable as ach
+
+    assert ach.default_fraction({"arch": "Hopper GH100"})[0] == 0.80  # H100 SXM 795 / 989 = 80.3%
+    assert ach.default_fraction({"arch": "Ampere GA100"})[0] == 0.85  # A100 SXM 271 / 312 = 86.9%, PCIe 81.1%
+    assert ach.default_fraction({"arch": "CDNA3 gfx942"})[0] == 0.55  # MI300X 51.4-60.1%
+    assert ach.default_fraction({"arch": "Blackwell GB100"})[0] == 0.75  # B200 1745 / 2250 = 77.6%
+    f, why = ach.default_fraction({"arch": "Turing TU104"})  # not measured: the default
+    assert f == 0.80 and "default" in why
+    # an op of the trace at 92% of the same roof: this device shows it can do better than the default
+    rows = [{"id": "op1", "name": "aten::mm", "bound": "compute", "roof_pct": 92.0, "peak_dtype": "bf16_tc",
+             "device_time_us": 500.0}, {"id": "op2", "name": "aten::mm", "bound": "compute", "roof_pct": 99.0,
+                                        "peak_dtype": "bf16_tc", "device_time_us": 1.0}]  # 0.1%: too small to count
+    shown = ach.shown_by_trace(rows, 1000.0)
+    assert ach.fraction({"arch": "Hopper GH100"}, "bf16_tc", shown)[0] == pytest.approx(0.92)
+    assert ach.fraction({"arch": "Hopper GH100"}, "fp8_tc", shown)[0] == 0.80
+
+
+def test_span_after_never_drops_below_the_critical_stream():
+    from traceana.diagnose.projection import project
+
+    rows = [{"id": "op1", "device_time_us": 80.0}, {"id": "op2", "device_time_us": 60.0}]
+    # stream A runs op1 for 80 µs, stream B op2 for 60 µs beside it: busy (the union) 100 µs, idle 50 µs
+    streams = [{"op1": 80.0}, {"op2": 60.0}]
+    levers = [{"lever": True, "saving_us": 50.0, "idle_us": 50.0, "ops": []},     # all the idle
+              {"lever": True, "saving_us": 60.0, "idle_us": 0.0, "ops": ["op2"]}]  # all of op2
+    p = project(levers, rows, 100.0, 50.0, streams)
+    # busy 100 - 60 x (100 / 140) = 57.1 µs left, idle 0: the model alone would say 57.1 µs — but stream A still
+    # runs op1's 80 µs, so the span after is 80 µs
+    assert p["floor_us"] == pytest.approx(80.0)
+    assert p["span_after_us"] == pytest.approx(80.0)
+    # with op1 halved too, the critical stream keeps 40 µs and the model's own figure holds
+    p = project(levers + [{"lever": True, "saving_us": 40.0, "idle_us": 0.0, "ops": ["op1"]}], rows, 100.0, 50.0,
+                streams)
+    assert p["floor_us"] == pytest.approx(40.0)  # 80 x (1 - 40 / 80)
+    assert p["span_after_us"] == pytest.approx(max(100.0 - 100.0 * 100 / 140, 40.0))
+
+
+def test_plan_carries_step_after_and_every_renderer_reads_it():
+    from traceana.render.first import plan
+    from traceana.render.views import fmt_time_us
+
+    a = analysis("kineto/worker0.1623143089861.pt.trace.json.gz")
+    p = a["plan"][0]
+    led = a["ledger"]
+    # 6 steps: the median step less the span's saving spread over them
+    assert p["step_us"] == pytest.approx(led["step_us"])
+    assert p["step_after_us"] == pytest.approx(led["step_us"] - (p["span_now_us"] - p["span_after_us"]) / 6)
+    assert plan(a)[0]["step_after"] == fmt_time_us(p["step_after_us"])
+    a["plan"][0]["step_after_us"] = 1234.0  # the renderer shows the plan's figure, not one of its own
+    assert plan(a)[0]["step_after"] == fmt_time_us(1234.0)

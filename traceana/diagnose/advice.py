@@ -108,14 +108,14 @@ def uses_compile(context: dict | None) -> bool:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
-_ALREADY_COMPILE = " (this run already uses torch.compile: these ops ran outside its compiled regions)"
-_ALREADY_GRAPHS = " (this run already replays CUDA / HIP graphs: these kernels were launched outside them)"
+_ALREADY_COMPILE = "This run already uses torch.compile: these ops ran outside its compiled regions."
+_ALREADY_GRAPHS = "This run already replays CUDA graphs (or HIP graphs): these kernels were launched outside them."
 
 
 def fit_to_run(s: str, context: dict | None) -> str:
-    """Advice written for any run, said to a run that already uses torch.compile or CUDA graphs: the first
-    sentence proposing either, unless it already says so, gets a clause that the run uses it and that this
-    work ran outside it (so the advice reads as: bring this work in too)."""
+    """Advice written for any run, said to a run that already uses torch.compile or CUDA graphs: after the
+    first sentence proposing either, unless the text already says so, a sentence that the run uses it and
+    that this work ran outside it (so the advice reads as: bring this work in too)."""
     if not s:
         return s
     rules = [(w, add) for w, add, said, on in (
@@ -125,11 +125,11 @@ def fit_to_run(s: str, context: dict | None) -> str:
         return s
     parts = _SENTENCE.split(s)
     for word, add in rules:
-        for i, p in enumerate(parts):
-            if word in p:
-                end = len(p.rstrip(".!? "))
-                parts[i] = p[:end] + add + p[end:]
-                break
+        i = next((i for i, p in enumerate(parts) if word in p), None)
+        if i is not None:
+            if not parts[i].rstrip().endswith((".", "!", "?")):
+                parts[i] = parts[i].rstrip() + "."
+            parts.insert(i + 1, add)
     return " ".join(parts)
 
 
