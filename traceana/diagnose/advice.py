@@ -110,16 +110,20 @@ def uses_compile(context: dict | None) -> bool:
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 _ALREADY_COMPILE = "This run already uses torch.compile: these ops ran outside its compiled regions."
 _ALREADY_GRAPHS = "This run already replays CUDA graphs (or HIP graphs): these kernels were launched outside them."
+_COMPILED_OP = ("This kernel is already torch.compile's own output (an Inductor kernel): it fuses further only "
+                "across a graph break removed, or in a hand-written kernel.")
 
 
-def fit_to_run(s: str, context: dict | None) -> str:
+def fit_to_run(s: str, context: dict | None, compiled_ops: bool = False) -> str:
     """Advice written for any run, said to a run that already uses torch.compile or CUDA graphs: after the
     first sentence proposing either, unless the text already says so, a sentence that the run uses it and
-    that this work ran outside it (so the advice reads as: bring this work in too)."""
+    that this work ran outside it (so the advice reads as: bring this work in too); compiled_ops: the
+    finding's ops are torch.compile's own kernels, which is said instead."""
     if not s:
         return s
     rules = [(w, add) for w, add, said, on in (
-        ("torch.compile", _ALREADY_COMPILE, "already uses torch.compile", uses_compile(context)),
+        ("torch.compile", _COMPILED_OP if compiled_ops else _ALREADY_COMPILE,
+         "already torch.compile's" if compiled_ops else "already uses torch.compile", uses_compile(context)),
         ("CUDA graph", _ALREADY_GRAPHS, "already replays", uses_graphs(context))) if on and said not in s]
     if not rules:
         return s

@@ -33,6 +33,7 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
+from traceana.diagnose.context import INDUCTOR_KERNEL
 from traceana.diagnose.advice import OPAQUE_ADVICE, compute_fix, fit_to_run, memory_advice, memory_fix
 from traceana.diagnose.projection import annotate
 from traceana.diagnose.sources import attach
@@ -128,8 +129,12 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     attach(out, ledger, rows)  # each saving at most the ledger term it comes from
+    names = {r["id"]: r["name"] for r in rows}
     for f in out:  # no advice proposes torch.compile / CUDA graphs as new to a run that uses them
-        f["text"], f["fix"] = fit_to_run(f.get("text") or "", context), fit_to_run(f.get("fix") or "", context) or None
+        ops = [names[i] for i in f.get("ops") or () if i in names]
+        inductor = bool(ops) and all(INDUCTOR_KERNEL.search(n) for n in ops)
+        f["text"] = fit_to_run(f.get("text") or "", context, inductor)
+        f["fix"] = fit_to_run(f.get("fix") or "", context, inductor) or None
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
     said = [f for f in out[MAX_FINDINGS:] if f["kind"] in ALWAYS_SAY]

@@ -90,8 +90,16 @@ def launch_facts(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict
             "short_us": acc.idle_by_cause()["launch_gaps"], "short_median_us": median_gap(acc, "launch_gaps"),
             "short_limit_us": LAUNCH_GAP_US, "lat_kernels": int(lat.sum()), "lat_kernel_us": float(gpu.dur[lat].sum()),
             "lat_exposed_us": float(acc.by_category.get("latency", 0.0)),
-            "kernel_floor_us": float(np.partition(durs, k := int(len(durs) * FLOOR_PCT / 100))[k]) if len(durs) else None,
+            "kernel_floor_us": _percentile(durs, FLOOR_PCT),
             "kernel_floor_pct": FLOOR_PCT, **graph_facts(trace, links, acc)}
+
+
+def _percentile(x: np.ndarray, pct: float) -> float | None:
+    """The value below which pct% of x lies (by partition: no interpolation), None for no values."""
+    if not len(x):
+        return None
+    k = int(len(x) * pct / 100)
+    return float(np.partition(x, k)[k])
 
 
 #: The per-kernel cost is measured as this percentile of the device's kernel durations: what its shortest

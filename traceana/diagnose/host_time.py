@@ -83,9 +83,10 @@ def _what_fix(cause: str, top: str, context: dict | None) -> tuple[str, str]:
     if cause == "data_loading":
         if "singleprocess" in top.lower():
             return ("the DataLoader, loading in the training process (num_workers=0)",
-                    "Load data in worker processes: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True); "
-                    "the batch is then ready when the step asks for it.")
-        what = "the DataLoader, whose workers do not keep up" if "dataloader" in top.lower() else f"data loading ({top})"
+                    "Load data in worker processes: DataLoader(num_workers=N, pin_memory=True, "
+                    "persistent_workers=True); the batch is then ready when the step asks for it.")
+        what = ("the DataLoader, whose workers do not keep up" if "dataloader" in top.lower()
+                else f"data loading ({top})")
         return (what, "Give the DataLoader more workers or a deeper prefetch (num_workers, prefetch_factor), or make "
                       "the dataset's __getitem__ / collate cheaper (decode once, cache, move augmentation to the GPU).")
     if cause == "warmup":

@@ -59,11 +59,13 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
                      + ("; launching a kernel costs the CPU more than running it costs the GPU, so the CPU sets "
                         "the pace." if per_la > per_k else "."))
         if facts["lat_launches"]:
-            parts.append(f"The latency-bound kernels alone took {u.plural(facts['lat_launches'], 'launch', 'launches')}, "
-                         f"{u.us(facts['lat_launch_us'])} of CPU time.")
+            parts.append("The latency-bound kernels alone took "
+                         f"{u.plural(facts['lat_launches'], 'launch', 'launches')}, {u.us(facts['lat_launch_us'])} of "
+                         "CPU time.")
     if facts and facts.get("graph_launches"):
         parts.append(f"{u.plural(facts['graph_launches'], 'graph launch', 'graph launches')} took "
-                     f"{u.us(facts['graph_launch_us'])} of host time (idle they caused is counted under graph launches).")
+                     f"{u.us(facts['graph_launch_us'])} of host time (the idle they caused is counted under graph "
+                     "launches).")
     parts.append(latency_fix(context))
     hidden = (f" (at most their {u.us(facts['lat_exposed_us'])} not hidden under other work)"
               if facts and facts.get("lat_exposed_us") is not None and facts["lat_exposed_us"] < fixed else "")
