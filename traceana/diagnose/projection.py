@@ -174,8 +174,9 @@ def _merged_fix(members: list[dict]) -> str | None:
 
 def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
          streams: list[dict[str, float]] | None = None, steps: int = 0, step_us: float | None = None) -> list[dict]:
-    """"Do this first": the first PLAN_SIZE levers in rank order, findings of one group that share one fix
-    (MERGE_KINDS: every fp32 conv to bf16, every fusion chain by torch.compile) being one lever; each with
+    """"Do this first": the PLAN_SIZE best levers, findings of one group that share one fix (MERGE_KINDS: every
+    fp32 conv to bf16, every fusion chain by torch.compile) being one lever ranked by their savings together
+    (x confidence weight, as findings are ranked); each with
     its saving (its findings together), the ledger term it comes from (`source_term`), and the span left after
     it and every lever above it (the projection's rule, so no µs is saved twice; never below the critical
     stream's own time, `floor_us`). With two profiler steps or more, `step_us` (the median step) and
@@ -186,11 +187,15 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
         if not f.get("lever"):
             continue
         g = f.get("group") or f["kind"]
-        same = next((e for e in entries if e["group"] == g and f["kind"] in MERGE_KINDS), None)
+        same = next((e for e in entries if e["group"] == g and e["merge"]), None) if f["kind"] in MERGE_KINDS else None
         if same is not None:
             same["idx"].append(i)
-        elif len(entries) < PLAN_SIZE:
-            entries.append({"group": g, "idx": [i]})
+        else:
+            entries.append({"group": g, "idx": [i], "merge": f["kind"] in MERGE_KINDS})
+    # a lever of several findings (every fp32 conv by one autocast) is ranked by what they save together
+    score = {id(e): sum(findings[j]["saving_us"] * WEIGHT[findings[j]["confidence"]] for j in e["idx"])
+             for e in entries}
+    entries = sorted(entries, key=lambda e: -score[id(e)])[:PLAN_SIZE]
     out = []
     for k, e in enumerate(entries, 1):
         f = findings[e["idx"][0]]
