@@ -72,7 +72,7 @@ def _account(tmp_path, events):
 def test_idle_gaps_by_cause(tmp_path):
     acc = _account(tmp_path, _idle_events())
     assert acc.idle_by_cause() == pytest.approx({"sync": 0.0, "host_dispatch": 50.0, "stream_wait": 60.0,
-                                                 "no_work": 40.0, "launch_gaps": 10.0})
+                                                 "no_work": 40.0, "launch_gaps": 10.0, "graph_launch": 0.0})
     assert acc.by_category["idle"] == pytest.approx(160.0)  # 50 + 60 + 40 + 10
     assert acc.span_us == pytest.approx(205.0)  # 10 .. 215
 
@@ -82,7 +82,8 @@ def test_device_idle_needs_every_stream_idle(tmp_path):
     # stream 8 runs [30, 65): idle only [20, 30) (k6 launched at 25 > 20: host dispatch, 10 µs: a launch gap)
     # and [65, 70) (k2 launched at 60 <= 65: 5 µs, a launch gap), then as before
     assert acc.idle_by_cause() == pytest.approx({"sync": 0.0, "host_dispatch": 0.0, "stream_wait": 60.0,
-                                                 "no_work": 40.0, "launch_gaps": 25.0})  # 10 + 5 + 10
+                                                 "no_work": 40.0, "launch_gaps": 25.0,  # 10 + 5 + 10
+                                                 "graph_launch": 0.0})
 
 
 def test_blocking_copy_charges_the_gap_to_the_op_behind_it(tmp_path):
@@ -113,15 +114,20 @@ def test_blocking_copy_charges_the_gap_to_the_op_behind_it(tmp_path):
     assert a["plan"][0]["span_after_us"] == pytest.approx(112.0)
 
 
-def test_launch_finding_adds_short_gaps_and_time_above_roofs():
+def test_launch_finding_adds_short_gaps_and_the_fixed_per_kernel_cost():
     rows = [{"id": "op1", "name": "aten::add", "bound": "latency", "count": 100, "kernel_count": 1,
              "device_time_us": 300.0, "roofline_time_us": 0.5}]
     facts = {"kernels": 150, "kernel_us": 900.0, "launches": 150, "launch_us": 1200.0, "lat_launches": 100,
              "lat_launch_us": 800.0, "short_gaps": 120, "short_us": 240.0, "short_median_us": 2.0,
-             "short_limit_us": 30.0}
+             "short_limit_us": 30.0, "kernel_floor_us": 2.5, "kernel_floor_pct": 5, "lat_exposed_us": 300.0}
     (f,) = launch_findings(rows, 10_000.0, facts)
-    # above the roofs: 300 - 100 x 0.5 = 250 µs; plus 240 µs of short gaps = 490 µs
-    assert f["saving_us"] == pytest.approx(490.0)
+    # the fixed cost of 100 kernels x 2.5 µs (the device's shortest kernels) = 250 µs; plus 240 µs of
+    # short gaps = 490 µs — the gaps and the per-kernel cost, never the kernels' work
+    assert f["saving_us"] == pytest.approx(490.0) and f["idle_us"] == pytest.approx(240.0)
+    assert "100 kernels x 2.50 µs" in f["text"]
+    # the same kernels hidden under another stream but for 120 µs: fewer kernels save at most that
+    (h,) = launch_findings(rows, 10_000.0, {**facts, "lat_exposed_us": 120.0})
+    assert h["saving_us"] == pytest.approx(360.0)  # 240 + min(250, 120)
     assert "8.00 µs per launch" in f["text"] and "6.00 µs per kernel" in f["text"]  # 1200/150, 900/150
     assert "CUDA graphs" in f["title"]
     assert launch_findings([], 1e9, facts) == []  # 240 µs of 1e9 µs: under 0.5%
@@ -197,7 +203,10 @@ def test_kineto_resnet_waits_for_a_single_process_dataloader():
     assert sum(act.values()) == pytest.approx(idle["host_dispatch"])
     f = a["findings"][0]
     assert f["kind"] == "host_dispatch" and "DataLoader" in f["title"] and "num_workers" in f["text"]
-    assert a["plan"][0]["kind"] == "host_dispatch"
+    # the plan: the 20 fp32 convolution signatures are one lever (autocast), ranked by their savings together
+    # (171.7 ms x weight 1 against the DataLoader's 285.2 ms x 0.6 = 171.1 ms), then the DataLoader
+    assert [p["kind"] for p in a["plan"][:2]] == ["tensor_core_dtype", "host_dispatch"]
+    assert "DataLoader" in a["plan"][1]["title"]
 
 
 def _logging_loop_trace(tmp_path, sync_waits: bool) -> str:
@@ -281,6 +290,12 @@ def test_launch_calls_that_take_milliseconds_are_first_launches():
     assert idle["by_cause"]["stream_wait"] == 0
     assert idle["host_activity"]["kernel launch calls that themselves took milliseconds"] == pytest.approx(988_800,
                                                                                                           abs=100)
-    (f,) = [f for f in a["findings"] if f["kind"] == "host_dispatch"]
+    (f,) = [f for f in a["findings"] if f["kind"] == "host_dispatch" and f["cause"] == "warmup"]
     assert f["title"].startswith("The GPU waits for slow kernel launches (first launches loading their code)")
     assert f["fix"] == "Profile after warm-up steps (torch.profiler.schedule(wait=1, warmup=1, active=3))."
+    # the warm-up lever claims the idle inside the slow launches only, not the other 78.2 ms of host dispatch
+    # (1066.96 - 988.80: the instance / batch norms' own dispatch, a finding of their own)
+    assert f["saving_us"] == pytest.approx(idle["host_activity"]["kernel launch calls that themselves took "
+                                                                 "milliseconds"])
+    assert f["source_term"]["term"] == "idle.host_dispatch"
+    assert f["source_term"]["term_us"] == pytest.approx(idle["by_cause"]["host_dispatch"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 OPAQUE_ADVICE = {
     "no_launch": "Start profiling one step earlier (a warm-up step in the profiler schedule) so the "
                  "launches of these kernels are captured with their ops.",
@@ -81,9 +83,58 @@ def replays_graphs(context: dict | None) -> bool:
     return share is None or share >= REPLAYED
 
 
+LATENCY_PARTIAL_FIX = ("Kernels this short are dominated by launch latency and fixed per-kernel costs; this run "
+                       "already replays part of its work from CUDA/HIP graphs, and these kernels were launched one "
+                       "by one outside them: capture them in the graphs too, or fuse neighbouring ops (fused "
+                       "kernels), or give each kernel more work (a larger batch).")
+
+
 def latency_fix(context: dict | None) -> str:
-    """LATENCY_FIX, unless the run mostly replays CUDA/HIP graphs already (then graphs are no advice)."""
-    return LATENCY_REPLAY_FIX if replays_graphs(context) else LATENCY_FIX
+    """LATENCY_FIX, unless the run replays CUDA/HIP graphs already (then graphs are no new advice: mostly
+    replayed, only fewer kernels help; partly, the launches outside the graphs can join them)."""
+    if replays_graphs(context):
+        return LATENCY_REPLAY_FIX
+    return LATENCY_PARTIAL_FIX if uses_graphs(context) else LATENCY_FIX
+
+
+def uses_graphs(context: dict | None) -> bool:
+    """Does the run replay CUDA / HIP graphs at all (diagnose/context.py)? Then no advice proposes them."""
+    return bool((context or {}).get("graph_replay"))
+
+
+def uses_compile(context: dict | None) -> bool:
+    """Did torch.compile run (diagnose/context.py)? Then no advice proposes it as if it were new."""
+    return bool((context or {}).get("compiled"))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+_ALREADY_COMPILE = "This run already uses torch.compile: these ops ran outside its compiled regions."
+_ALREADY_GRAPHS = "This run already replays CUDA graphs (or HIP graphs): these kernels were launched outside them."
+_COMPILED_OP = ("This kernel is already torch.compile's own output (an Inductor kernel): it fuses further only "
+                "across a graph break removed, or in a hand-written kernel.")
+
+
+def fit_to_run(s: str, context: dict | None, compiled_ops: bool = False) -> str:
+    """Advice written for any run, said to a run that already uses torch.compile or CUDA graphs: after the
+    first sentence proposing either, unless the text already says so, a sentence that the run uses it and
+    that this work ran outside it (so the advice reads as: bring this work in too); compiled_ops: the
+    finding's ops are torch.compile's own kernels, which is said instead."""
+    if not s:
+        return s
+    rules = [(w, add) for w, add, said, on in (
+        ("torch.compile", _COMPILED_OP if compiled_ops else _ALREADY_COMPILE,
+         "already torch.compile's" if compiled_ops else "already uses torch.compile", uses_compile(context)),
+        ("CUDA graph", _ALREADY_GRAPHS, "already replays", uses_graphs(context))) if on and said not in s]
+    if not rules:
+        return s
+    parts = _SENTENCE.split(s)
+    for word, add in rules:
+        i = next((i for i, p in enumerate(parts) if word in p), None)
+        if i is not None:
+            if not parts[i].rstrip().endswith((".", "!", "?")):
+                parts[i] = parts[i].rstrip() + "."
+            parts.insert(i + 1, add)
+    return " ".join(parts)
 
 
 def scattered(row: dict) -> bool:

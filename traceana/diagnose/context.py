@@ -67,6 +67,7 @@ _GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 _COMPILED_RANGE = re.compile(r"^Torch-Compiled Region|^CompiledFunction(Backward)?$|^## Call CompiledFxGraph|"
                              r"^TorchDynamo Cache Lookup|^AOTDispatcher")
 _INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|tem|for|spl)_|^triton__\d")
+INDUCTOR_KERNEL = _INDUCTOR_KERNEL  # torch.compile's generated kernels, by name (findings say so in their advice)
 _DDP = re.compile(r"^DistributedDataParallel\.|^torch\.distributed\.ddp\.")
 _FSDP = re.compile(r"^FSDP::|^FullyShardedDataParallel\.")
 _MOE = re.compile(r"moe|expert|deep_?ep|pplx", re.I)

@@ -1,8 +1,12 @@
 """Findings: what to do first, each with an honest estimate of recoverable time (saving_us).
 
 saving_us, per kind (all upper bounds of what that one change recovers; the text says which):
-  memory_bound / compute_bound  measured time minus the time at the op's roof (a better kernel
+  memory_bound                  measured time minus the time at the op's roof (a better kernel
                                 can win no more; to go below the floor change bytes or dtype)
+  compute_bound                 measured time minus the time at an achievable fraction of the op's
+                                compute roof (roofline/achievable.py: the device profile's measured
+                                roof, else the most of that roof this trace shows, else the
+                                architecture's default), never 100% of the datasheet
   tensor_core_dtype             measured time minus the time at the faster roof, assuming the op
                                 keeps the fraction of the roof it reaches now
   gemm_shape                    the share of the measured time spent on padding: 1 - tile x wave
@@ -12,8 +16,10 @@ saving_us, per kind (all upper bounds of what that one change recovers; the text
   fusion                        bytes of the intermediates at the chain's measured bandwidth; for
                                 chains of tiny (latency-bound) ops, the measured time of all but the
                                 longest kernel; for unfused attention, the softmax's time twice
-  launch_bound                  kernel time above the roofs + the host-wait idle right before
-  idle_gap                      host-wait and kernel-wait idle not already counted above
+  launch_bound                  the launch gaps (ledger idle.launch_gaps) + the fixed cost of the
+                                latency-bound kernels: their number x the measured per-kernel cost
+                                (what this device's shortest kernels take), at most their exposed time
+Every lever then names the ledger term it comes from and is capped by it (diagnose/sources.py).
 Every saving is measured against the op's model time (launch floor + roofline time, roofline/judge.py):
 the launch floor is recovered only by fewer kernels (launch_bound, fusion), not by a better kernel.
 Findings are ranked by saving_us x confidence (diagnose/projection.py), so the first three are the
@@ -27,9 +33,12 @@ import re
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
-from traceana.diagnose.advice import (OPAQUE_ADVICE, compute_fix, latency_fix, memory_advice, memory_fix,
-                                      replays_graphs)
+from traceana.diagnose.context import INDUCTOR_KERNEL
+from traceana.diagnose.advice import OPAQUE_ADVICE, compute_fix, fit_to_run, memory_advice, memory_fix
 from traceana.diagnose.projection import annotate
+from traceana.diagnose.sources import attach
+from traceana.diagnose.launch_bound import launch_findings  # noqa: F401 (run.py calls fd.launch_findings)
+from traceana.roofline import achievable as achv
 from traceana.link.attribute import CAUSES
 from traceana.roofline.judge import PEAK_LABEL
 
@@ -79,11 +88,13 @@ def _calls(n: int) -> str:
 
 
 def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | None = None,
-         context: dict | None = None, copy_exposed: float | None = None) -> list[dict]:
+         context: dict | None = None, copy_exposed: float | None = None, ledger: dict | None = None) -> list[dict]:
     """Row findings (+ trace-level ones in extra), ranked by saving_us; `context` (diagnose/context.py)
     keeps advice that contradicts the run out. `copy_exposed`: the share of the primary device's copy
-    time that ran with nothing else on it (the ledger's); a faster copy hidden under kernels saves nothing."""
+    time that ran with nothing else on it (the ledger's); a faster copy hidden under kernels saves nothing.
+    `ledger` (lead.build): each finding's saving is capped by the ledger term it comes from."""
     out: list[dict] = []
+    shown = achv.shown_by_trace(rows, total_us)
     peaks = device.get("peak_tflops") or {}
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
@@ -109,7 +120,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         elif bound == "memory":
             out.append(memory_finding(row, device))
         elif bound == "compute":
-            out.append(compute_finding(row, device, context))
+            out.append(compute_finding(row, device, context, shown))
     for group in copies.values():
         out.append(copy_finding(group, device, copy_exposed))
     out.extend(gs.shape_findings([r for r in rows if r["id"] not in in_attention], device, total_us))
@@ -117,10 +128,19 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         out.extend(launch_findings(latency, total_us, None, context))
     out.extend(extra or [])
     out.extend(_opaque_gemm_findings(rows, peaks, total_us))
+    attach(out, ledger, rows)  # each saving at most the ledger term it comes from
+    names = {r["id"]: r["name"] for r in rows}
+    for f in out:  # no advice proposes torch.compile / CUDA graphs as new to a run that uses them
+        ops = [names[i] for i in f.get("ops") or () if i in names]
+        inductor = bool(ops) and all(INDUCTOR_KERNEL.search(n) for n in ops)
+        f["text"] = fit_to_run(f.get("text") or "", context, inductor)
+        f["fix"] = fit_to_run(f.get("fix") or "", context, inductor) or None
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
     # what the analysis could not see is always said, however many findings save more
     said = [f for f in out[MAX_FINDINGS:] if f["kind"] in ALWAYS_SAY]
-    out = out[:MAX_FINDINGS] + said + annotate(_coverage_findings(rows, total_us, context), rows)
+    notes = _coverage_findings(rows, total_us, context)
+    attach(notes, ledger, rows)
+    out = out[:MAX_FINDINGS] + said + annotate(notes, rows)
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out
@@ -236,13 +256,16 @@ def memory_finding(row: dict, device: dict) -> dict:
     }
 
 
-def compute_finding(row: dict, device: dict, context: dict | None = None) -> dict:
+def compute_finding(row: dict, device: dict, context: dict | None = None,
+                    shown: dict[str, tuple[float, str]] | None = None) -> dict:
+    """A compute-bound op: its saving is the measured time above the time at the achievable fraction of its
+    roof (roofline/achievable.py), or above the device profile's measured model when one is given."""
     peaks = device.get("peak_tflops") or {}
     used, key = row.get("peak_tflops") or 0, row.get("peak_dtype")
     matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
     tdt = gs.tensor_dtype(row) if matrix else None
     if key == "fp32" and matrix and tdt is None:
-        f = _dtype_finding(row, device, peaks)
+        f = _dtype_finding(row, device, peaks, shown or {})
         if f:
             return f
     launch = row["count"] * (row.get("launch_floor_us") or 0.0)
@@ -256,6 +279,13 @@ def compute_finding(row: dict, device: dict, context: dict | None = None) -> dic
                 f"cores, so the {used:g} TFLOP/s TF32 roof applies: {total_floor / row['device_time_us'] * 100:.1f}% "
                 "of it.")
     ach = bool(achievable_note(row)) and not note  # with a profile: saving against the achievable roof
+    frac, frac_why = achv.fraction(device, key, shown or {})
+    at_frac = total_floor / frac
+    saving = _above_roof(row) if ach else max(row["device_time_us"] - at_frac - launch, 0.0)
+    bar = ("" if ach else f" Saving shown: time above the floor at the achievable {frac_why} — "
+           f"{u.us(row['device_time_us'])} - {u.us(total_floor)} / {frac:.2f} - {u.us(launch)} launch floor = "
+           f"{u.us(saving)}" + (" (it already runs at that share: no kernel is likely to do much better)."
+                                if saving <= 0 else "."))
     faster, fk = "", None
     for k in _FASTER.get(key or "", ()):
         if peaks.get(k, 0) > used:
@@ -272,21 +302,22 @@ def compute_finding(row: dict, device: dict, context: dict | None = None) -> dic
                  f"At {used:g} TFLOP/s ({row.get('peak_why') if not note else 'TF32 tensor cores'}) they need at "
                  f"least {u.us(total_floor)}; measured "
                  f"{u.us(row['device_time_us'])} ({u.rate_tflops(row['achieved_tflops'])}). FLOPs set its time: "
-                 f"bytes do not.{note}{faster} Saving shown: time above the floor and the launch floor "
-                 f"({u.us(launch)})." + (achievable_note(row) if ach else "")),
+                 f"bytes do not.{note}{faster}" + (achievable_note(row) if ach else bar)),
         "ops": [row["id"]],
-        "saving_us": _above_roof(row) if ach else max(row["device_time_us"] - total_floor - launch, 0.0),
+        "saving_us": saving, "achievable_fraction": None if ach else frac,
         "fix": compute_fix(row, fk, total_floor / row["device_time_us"] * 100, context),
     }
 
 
-def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
+def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = None) -> dict | None:
     used = row.get("peak_tflops") or 0
     better = [(k, peaks[k]) for k in ("tf32_tc", "bf16_tc", "fp16_tc") if peaks.get(k, 0) > used]
     if not better or not row.get("flops"):
         return None
     k, v = better[0]
-    eff = min((row.get("roof_pct") or 100.0) / 100.0, 1.0)
+    # the faster roof at the share of its roof the op reaches now, at most the achievable share of it
+    frac, frac_why = achv.fraction(device, k, shown or {})
+    eff = min((row.get("roof_pct") or 100.0) / 100.0, frac)
     best = row["count"] * row["flops"] / (v * 1e6)
     likely = best / eff if eff > 0 else best
     names = ", ".join(x["name"][:60] for x in row.get("kernels") or [])
@@ -311,64 +342,13 @@ def _dtype_finding(row: dict, device: dict, peaks: dict) -> dict | None:
                  f"tensor-core (TF32) path. {limits}. At {used:g} TFLOP/s the FLOPs need at least "
                  f"{u.us(row['count'] * row['compute_time_us'])}; measured {u.us(row['device_time_us'])} "
                  f"({u.rate_tflops(row['achieved_tflops'])}, {u.pct(row['roof_pct'])}). At {v:g} TFLOP/s they need "
-                 f"{u.us(best)} (best case); at the same {eff * 100:.0f}% of that roof about {u.us(likely)}. "
+                 f"{u.us(best)} (best case); at {eff * 100:.0f}% of that roof (the share it reaches now, at most the "
+                 f"achievable {frac_why}) about {u.us(likely)}. "
                  f"Fix: {how}, if the model tolerates the precision. Saving shown: {u.us(row['device_time_us'])} "
                  f"- {u.us(likely)}."),
         "ops": [row["id"]],
         "saving_us": max(row["device_time_us"] - likely, 0.0),
     }
-
-
-def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
-                    context: dict | None = None) -> list[dict]:
-    """One launch_bound finding: latency-bound ops (tiny kernels far under both roofs) and the
-    short idle gaps between kernels (the fixed cost of issuing kernels one at a time)."""
-    t = sum(r["device_time_us"] for r in latency)
-    above = sum(_above_roof(r) for r in latency)
-    short = facts["short_us"] if facts else 0.0
-    replay = replays_graphs(context)
-    saving = above + short
-    if total_us <= 0 or max(t, saving) < MIN_SHARE * total_us:
-        return []
-    n = sum(r["count"] * (r.get("kernel_count") or 1) for r in latency)
-    parts = []
-    if facts and facts["short_gaps"]:
-        parts.append(f"{facts.get('events', facts['kernels']):,} GPU events (kernels, copies, memsets) ran one by one: "
-                     f"{u.plural(facts['short_gaps'], 'gap')} of at most "
-                     f"{facts['short_limit_us']:g} µs between them add up to {u.us(short)} of GPU idle (median "
-                     f"{u.us(facts['short_median_us'])} per gap), "
-                     + ("the graph's scheduling between dependent kernels." if replay else
-                        "the fixed cost of launching each kernel separately."))
-    if latency:
-        parts.append(f"{u.plural(len(latency), 'op signature')} {'is' if len(latency) == 1 else 'are'} latency-bound, "
-                     f"far under both roofs: {u.plural(n, 'kernel')} of "
-                     f"{u.us(t / max(n, 1))} on average, {u.us(t)} ({t / total_us * 100:.1f}% of device time), "
-                     f"{u.us(above)} of it above their roofs (fixed per-kernel cost).")
-    if facts and facts["launches"]:
-        per_la = facts["launch_us"] / facts["launches"]
-        per_k = facts["kernel_us"] / max(facts["kernels"], 1)
-        parts.append(f"CPU side: {u.plural(facts['launches'], 'launch call')} took {u.us(facts['launch_us'])} "
-                     f"({u.us(per_la)} per launch, against {u.us(per_k)} per kernel on the GPU)"
-                     + ("; launching a kernel costs the CPU more than running it costs the GPU, so the CPU sets "
-                        "the pace." if per_la > per_k else "."))
-        if facts["lat_launches"]:
-            parts.append(f"The latency-bound kernels alone took {u.plural(facts['lat_launches'], 'launch', 'launches')}, "
-                         f"{u.us(facts['lat_launch_us'])} of CPU time.")
-    parts.append(latency_fix(context))
-    parts.append("Saving shown: " + " + ".join(x for x in (f"the short gaps ({u.us(short)})" if short else "",
-                                                           f"time above the roofs ({u.us(above)})" if above else "") if x)
-                 + ", an upper bound: graphs and fusion shrink but do not remove per-kernel costs.")
-    title = (f"{n:,.0f} tiny kernels are launch-bound" if latency and t >= short
-             else f"Launch overhead: {facts['short_gaps']:,} short gaps between kernels" if facts
-             else f"{n:,.0f} tiny kernels are launch-bound")
-    how = "fusion" if replay else "CUDA graphs / fusion"
-    return [{"kind": "launch_bound", "title": f"{title}: {u.us(saving)} recoverable with {how}",
-             "fix": ("Fuse neighbouring kernels or give each more work (the run already replays graphs)." if replay
-                     else "Launch fewer kernels: CUDA graphs (torch.compile mode='reduce-overhead') or fusion."),
-             "group": "launch",
-             "text": " ".join(parts),
-             "ops": [r["id"] for r in sorted(latency, key=lambda r: -r["device_time_us"])[:50]],
-             "saving_us": saving, "idle_us": short}]
 
 
 def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> list[dict]:

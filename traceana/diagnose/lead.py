@@ -39,6 +39,9 @@ TERMS = {
     "host_dispatch": ("idle", "idle: host dispatch",
                       "gaps whose next event's launch returned only after the GPU went idle, late in the gap: the "
                       "CPU (Python, dispatch, data loading, a slow first launch) set the pace"),
+    "graph_launch": ("idle", "idle: inside graph launches",
+                     "gaps, or parts of gaps, whose next work was launched late while the thread feeding the GPU sat "
+                     "inside a CUDA / HIP graph launch, instantiation, upload or capture: the host's cost of graphs"),
     "stream_wait": ("idle", "idle: waiting on a dependency",
                     "gaps whose next event was launched in time (or early in the gap) but started late: it waited on "
                     "another stream, an event or a graph's dependencies"),
@@ -46,8 +49,8 @@ TERMS = {
 }
 ORDER = WORK + COMM + ("copies",) + IDLE_CAUSES
 # terms a change on this rank can act on (waiting for other ranks, and what cannot be seen, cannot)
-ACTIONABLE = ("sync", "host_dispatch", "launch_gaps", "stream_wait", "comm_transfer", "copies", "compute", "memory",
-              "latency", "underutilised")
+ACTIONABLE = ("sync", "host_dispatch", "graph_launch", "launch_gaps", "stream_wait", "comm_transfer", "copies",
+              "compute", "memory", "latency", "underutilised")
 NOTES = {
     "hta": ("Holistic Trace Analysis' idle-time breakdown splits each stream's gaps into host_wait, kernel_wait and "
             "other, per stream; HTA's kernel_wait is a gap under 30 µs between consecutive kernels of one stream "
@@ -132,6 +135,7 @@ def sentence(led: dict, values: dict) -> str:
     if idle > 0:
         causes = sorted(((k, v) for k, v in led["idle"]["by_cause"].items() if v > 0), key=lambda kv: -kv[1])
         words = {"sync": "sync stalls", "launch_gaps": "launch gaps", "host_dispatch": "host dispatch",
+                 "graph_launch": "inside graph launches",
                  "stream_wait": "waiting on dependencies", "no_work": "nothing issued"}
         txt = ", ".join(f"{words[k]} {u.us(v)}" for k, v in causes[:3])
         stall = (led["idle"]["stalls"] or [None])[0]

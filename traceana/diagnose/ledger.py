@@ -24,6 +24,11 @@ either busy (some GPU event runs) or idle, and gets exactly one term:
       host_dispatch  the next event's launch call returned only after the GPU went idle, late in the gap
                      (at least half of the gap had passed): the CPU (Python, dispatch, data loading, a slow
                      first launch) set the pace.
+      graph_launch   the part of a host_dispatch gap during which a thread feeding the device sat inside a
+                     CUDA / HIP graph call (GRAPH_CALL: a graph launch, instantiation, upload, update, or a
+                     stream capture): the host's cost of graphs. A graph's kernels start while its launch call
+                     is still submitting them, so the GPU can run out of work in the middle of the call;
+                     a graph's first launch uploads it. Measured as the overlap of the gap with those calls.
       stream_wait    the next event's launch call returned before the GPU went idle, or early in the gap,
                      yet the event started later: it waited on another stream, an event, or a graph's
                      dependencies.
@@ -35,6 +40,7 @@ Python loop. Only the few gaps described in words (the largest, the stalls) are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,7 +56,7 @@ WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown"
 COMM = ("comm_transfer", "comm_wait", "comm_unsized")
 COPIES = ("memcpy", "memset")
 PRIORITY = WORK + COMM + COPIES  # the first running category wins an instant
-IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "stream_wait", "no_work")
+IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "graph_launch", "stream_wait", "no_work")
 _CODE = {c: i for i, c in enumerate(PRIORITY)}
 # a kernel of a copy op (a cast on the way to the device) is memory work
 _BOUND_ALIAS = {"host_link": "memory", "peer_link": "memory", "communication": "comm_unsized"}
@@ -74,6 +80,12 @@ SYNC_CALLS = ALLOCATOR_FREE | frozenset({
 # ... and asynchronous copies, which block the host when the copy could not be asynchronous (pageable
 # host memory) or when it must complete before the call returns: seen as a call that ends after its copy.
 _ASYNC_COPY = ("MemcpyAsync", "MemcpyDtoHAsync", "MemcpyHtoDAsync", "Memcpy2DAsync", "Memcpy3DAsync")
+# Host calls that build, upload or replay a CUDA / HIP graph (runtime and driver API, any _v / _ptsz suffix):
+# cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch; cudaGraphInstantiate(WithFlags / WithParams), cuGraphInstantiate,
+# hipGraphInstantiate; cudaGraphUpload, cuGraphUpload, hipGraphUpload; cudaGraphExecUpdate (and the per-node
+# cudaGraphExec*SetParams updates); cudaStreamBeginCapture / EndCapture (recording a graph).
+GRAPH_CALL = re.compile(r"Graph(Exec\w*)?(Launch|Instantiate|Upload|Update|SetParams)|Stream(Begin|End)Capture")
+GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
 
 @dataclass(frozen=True)
@@ -92,20 +104,32 @@ class Account:
     gap_sync_us: np.ndarray  # the part of each gap charged to a blocking call
     gap_sync_call: np.ndarray  # launch index of that call, -1 when none
     gap_cause: np.ndarray  # index into IDLE_CAUSES of the rest of the gap (and of the gap when no sync)
+    gap_graph_us: np.ndarray | None = None  # the part of each host_dispatch gap inside graph calls (graph_launch)
 
     @property
     def span_us(self) -> float:
         return self.t1 - self.t0
 
+    @property
+    def graph_us(self) -> np.ndarray:
+        return self.gap_graph_us if self.gap_graph_us is not None else np.zeros(len(self.gap_len))
+
+    def rest_us(self) -> np.ndarray:
+        """Per gap: the part left to its gap_cause (the gap less its sync and graph parts)."""
+        return self.gap_len - self.gap_sync_us - self.graph_us
+
     def idle_by_cause(self) -> dict[str, float]:
-        rest = self.gap_len - self.gap_sync_us
+        rest = self.rest_us()
         out = {c: float(rest[self.gap_cause == i].sum()) for i, c in enumerate(IDLE_CAUSES)}
         out["sync"] += float(self.gap_sync_us.sum())
+        out["graph_launch"] += float(self.graph_us.sum())
         return out
 
     def gap_codes(self) -> np.ndarray:
-        """One cause per gap (for drawing): sync where the blocking call holds most of the gap."""
+        """One cause per gap (for drawing): sync where the blocking call holds most of the gap, graph_launch
+        where graph calls do."""
         code = self.gap_cause.copy()
+        code[self.graph_us * 2 >= self.gap_len] = IDLE_CAUSES.index("graph_launch")
         code[self.gap_sync_us * 2 >= self.gap_len] = 0
         return code
 
@@ -211,14 +235,15 @@ def device_account(trace: Trace, links: Links, dev: int, cat: np.ndarray, xfer: 
     by["idle"] = float(gaps["len"].sum())
     return Account(device=int(dev), t0=t0, t1=t1, by_category=by, comm_total_us=comm_total, comm_split_us=split,
                    gap_start=gaps["start"], gap_len=gaps["len"], gap_event=gaps["event"],
-                   gap_sync_us=gaps["sync"], gap_sync_call=gaps["call"], gap_cause=gaps["cause"])
+                   gap_sync_us=gaps["sync"], gap_sync_call=gaps["call"], gap_cause=gaps["cause"],
+                   gap_graph_us=gaps["graph"])
 
 
 def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> dict:
     """Idle gaps of a device's events (idx sorted by start) and their causes."""
     gpu, la = trace.gpu, trace.launches
     empty = {"start": np.zeros(0), "len": np.zeros(0), "event": np.zeros(0, np.int64), "sync": np.zeros(0),
-             "call": np.zeros(0, np.int64), "cause": np.zeros(0, np.int8)}
+             "call": np.zeros(0, np.int64), "cause": np.zeros(0, np.int8), "graph": np.zeros(0)}
     if len(idx) < 2:
         return empty
     ts = gpu.ts[idx]
@@ -241,8 +266,8 @@ def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> 
     cause[length <= LAUNCH_GAP_US] = IDLE_CAUSES.index("launch_gaps")
     sync = np.zeros(len(k))
     call = np.full(len(k), -1, dtype=np.int64)
+    feeders = _feeding_threads(trace, links, idx)
     if len(blocking):
-        feeders = _feeding_threads(trace, links, idx)
         b = blocking[np.isin(la.thread[blocking], feeders)]
         if len(b):
             b_ts, b_end = la.ts[b], la.end[b]
@@ -257,7 +282,60 @@ def _gaps(trace: Trace, links: Links, idx: np.ndarray, blocking: np.ndarray) -> 
             held &= ~((length <= LAUNCH_GAP_US) & has & ~late)
             sync[held] = np.minimum(run_end[jj][held] - start[held] + LAUNCH_GAP_US, length[held])
             call[held] = b[run_arg[jj][held]]
-    return {"start": start, "len": length, "event": ev, "sync": sync, "call": call, "cause": cause}
+    graph = np.zeros(len(k))
+    hd = cause == IDLE_CAUSES.index("host_dispatch")
+    if hd.any():
+        g_ts, g_end = graph_call_spans(trace, feeders)
+        if len(g_ts):
+            inside = covered_in(g_ts, g_end, start[hd], start[hd] + length[hd])
+            graph[hd] = np.clip(np.minimum(inside, length[hd] - sync[hd]), 0.0, None)
+    return {"start": start, "len": length, "event": ev, "sync": sync, "call": call, "cause": cause, "graph": graph}
+
+
+def graph_calls(trace: Trace, threads: np.ndarray | None = None) -> np.ndarray:
+    """Launch indices of graph calls (GRAPH_CALL), on `threads` when given, sorted by start."""
+    la = trace.launches
+    if not len(la):
+        return np.zeros(0, dtype=np.int64)
+    is_graph = np.fromiter((bool(GRAPH_CALL.search(n)) for n in trace.names), dtype=bool, count=len(trace.names))
+    sel = is_graph[la.name]
+    if threads is not None:
+        sel &= np.isin(la.thread, threads)
+    idx = np.flatnonzero(sel)
+    return idx[np.argsort(la.ts[idx], kind="stable")]
+
+
+def graph_call_spans(trace: Trace, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the graph calls of `threads` as disjoint [start, end) intervals, sorted."""
+    idx = graph_calls(trace, threads)
+    la = trace.launches
+    return merge_intervals(la.ts[idx], la.end[idx])
+
+
+def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[ts, end) intervals (ts sorted) merged into disjoint ones."""
+    if not len(ts):
+        return np.zeros(0), np.zeros(0)
+    reach = np.maximum.accumulate(end)
+    new = np.ones(len(ts), dtype=bool)
+    new[1:] = ts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(ts) - 1)
+    return ts[first], reach[last]
+
+
+def covered_in(u_ts: np.ndarray, u_end: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per window [a, b): how much of it the disjoint sorted intervals [u_ts, u_end) cover (searchsorted over
+    the intervals' running length, so linear in windows + intervals)."""
+    cum = np.concatenate([[0.0], np.cumsum(u_end - u_ts)])
+
+    def upto(x: np.ndarray) -> np.ndarray:  # covered length of (-inf, x)
+        j = np.searchsorted(u_ts, x, side="right")  # intervals starting at or before x
+        jj = np.maximum(j - 1, 0)
+        part = np.where(j > 0, np.clip(np.minimum(x, u_end[jj]) - u_ts[jj], 0.0, None), 0.0)
+        return cum[jj] * (j > 0) + part
+
+    return np.maximum(upto(b) - upto(a), 0.0)
 
 
 def _running_argmax(a: np.ndarray) -> np.ndarray:
@@ -265,6 +343,11 @@ def _running_argmax(a: np.ndarray) -> np.ndarray:
     run = np.maximum.accumulate(a)
     pos = np.where(a == run, np.arange(len(a)), 0)
     return np.maximum.accumulate(pos)
+
+
+def feeding_threads(trace: Trace, links: Links, dev: int) -> np.ndarray:
+    """Threads that launched any of device `dev`'s events."""
+    return _feeding_threads(trace, links, np.flatnonzero(trace.gpu.device == dev))
 
 
 def _feeding_threads(trace: Trace, links: Links, idx: np.ndarray) -> np.ndarray:
@@ -305,6 +388,25 @@ def step_stats(trace: Trace) -> tuple[int, float | None]:
 
 
 def median_gap(acc: Account, cause: str) -> float:
-    rest = acc.gap_len - acc.gap_sync_us
+    rest = acc.rest_us()
     sel = (acc.gap_cause == IDLE_CAUSES.index(cause)) & (rest > 0)
     return median(rest[sel]) if sel.any() else 0.0
+
+
+def stream_times(trace: Trace, dev: int, ev_row: np.ndarray, rows: Sequence[dict]) -> list[dict[str, float]]:
+    """Per stream of device `dev`: its GPU events' time by op id ("" for events of no op). A stream runs its
+    events one after another, so each stream's total is a floor under the device's span."""
+    gpu = trace.gpu
+    idx = np.flatnonzero(gpu.device == dev)
+    if not len(idx):
+        return []
+    ids = np.array([r["id"] for r in rows] + [""], dtype=object)
+    r = np.where(ev_row[idx] >= 0, ev_row[idx], len(rows))
+    streams, s_inv = np.unique(gpu.stream[idx], return_inverse=True)
+    key = s_inv.astype(np.int64) * (len(rows) + 1) + r
+    keys, k_inv = np.unique(key, return_inverse=True)
+    t = np.bincount(k_inv, weights=gpu.dur[idx])
+    out: list[dict[str, float]] = [{} for _ in range(len(streams))]
+    for k, v in zip(keys.tolist(), t.tolist()):
+        out[k // (len(rows) + 1)][ids[k % (len(rows) + 1)]] = v
+    return out

@@ -14,7 +14,9 @@ finding at once, so their savings cannot be summed. Each finding keeps its own r
 `now_us` is the device's busy time (the union of its GPU events), `after_us` what is left if
 every finding were applied (never below zero). Busy time saved on one stream while another
 stream ran is not hidden overlap in this model, so `after_us` is optimistic where streams overlap;
-the text says so.
+the text says so. One floor holds whatever the levers claim: the span after them is never shorter
+than the kernels' own time on the critical stream (the stream with the most GPU time: its events
+run one after another), less what the levers take out of that stream's ops (`floor_us`).
 
 Confidence (`high`, `medium`, `low`) is part of a finding's rank: `high` for a measured time
 against an exact roof, `medium` for estimated costs and upper-bound savings (launch overhead,
@@ -76,8 +78,11 @@ def annotate(findings: list[dict], rows: list[dict]) -> list[dict]:
     return findings
 
 
-def project(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float) -> dict:
-    """The combined projection of every lever, each µs of device time counted once."""
+def project(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
+            streams: list[dict[str, float]] | None = None) -> dict:
+    """The combined projection of every lever, each µs of device time counted once. streams: per stream of
+    the primary device, its GPU time by op id ("" for events of no op): the span after never drops below the
+    critical stream's time left after the levers (`floor_us`)."""
     left = {r["id"]: r["device_time_us"] for r in rows}
     total = {r["id"]: r["device_time_us"] for r in rows}
     idle_saved = 0.0
@@ -104,6 +109,7 @@ def project(findings: list[dict], rows: list[dict], busy_us: float, idle_us: flo
     scale = busy_us / sum_time if sum_time > 0 and busy_us < sum_time else 1.0
     after_busy = max(busy_us - saved_busy * scale, 0.0)
     after_idle = max(idle_us - idle_saved, 0.0)
+    floor = critical_floor(streams, left, total)
     return {
         "now_us": busy_us,
         "after_us": after_busy,
@@ -111,13 +117,24 @@ def project(findings: list[dict], rows: list[dict], busy_us: float, idle_us: flo
         "idle_now_us": idle_us,
         "idle_after_us": after_idle,
         "span_now_us": busy_us + idle_us,
-        "span_after_us": after_busy + after_idle,
+        "span_after_us": max(after_busy + after_idle, floor),
+        "floor_us": floor,
         "levers": sum(1 for f in findings if f.get("lever")),
         "claimed_us": sum(f["saving_us"] for f in findings if f.get("lever")),
         "note": ("each finding's saving is an upper bound for that change alone; combined, an op keeps "
                  "t x (1 - f1) x (1 - f2) ... of its time, so overlapping findings never count a µs twice. "
                  "Savings on one stream under another stream's work are assumed to shorten the busy time."),
     }
+
+
+def critical_floor(streams: list[dict[str, float]] | None, left: dict[str, float], total: dict[str, float]) -> float:
+    """The critical stream's GPU time left after the levers: each op's time on it scaled by the share of the op
+    the levers leave (events of no op, and ops no lever touches, keep all of theirs); the largest over streams."""
+    best = 0.0
+    for st in streams or ():
+        kept = sum(t * (left[i] / total[i] if total.get(i) else 1.0) for i, t in st.items())
+        best = max(best, kept)
+    return best
 
 
 def _first_sentence(text: str) -> str:
@@ -155,31 +172,65 @@ def _merged_fix(members: list[dict]) -> str | None:
     return " ".join(fixes[:3]) if fixes else None
 
 
-def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float) -> list[dict]:
-    """"Do this first": the first PLAN_SIZE levers in rank order, findings of one group that share one fix
-    (MERGE_KINDS: every fp32 conv to bf16, every fusion chain by torch.compile) being one lever; each with
-    its saving (its findings together) and the span left after it and every lever above it (the
-    projection's rule, so no µs is saved twice)."""
+def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
+         streams: list[dict[str, float]] | None = None, steps: int = 0, step_us: float | None = None) -> list[dict]:
+    """"Do this first": the PLAN_SIZE best levers, findings of one group that share one fix (MERGE_KINDS: every
+    fp32 conv to bf16, every fusion chain by torch.compile) being one lever ranked by their savings together
+    (x confidence weight, as findings are ranked); each with
+    its saving (its findings together), the ledger term it comes from (`source_term`), and the span left after
+    it and every lever above it (the projection's rule, so no µs is saved twice; never below the critical
+    stream's own time, `floor_us`). With two profiler steps or more, `step_us` (the median step) and
+    `step_after_us`: the median step less the span's saving spread over the steps, at least the step's
+    share of the floor (step x floor / span). Every renderer reads these numbers; none computes its own."""
     entries: list[dict] = []
     for i, f in enumerate(findings):
         if not f.get("lever"):
             continue
         g = f.get("group") or f["kind"]
-        same = next((e for e in entries if e["group"] == g and f["kind"] in MERGE_KINDS), None)
+        same = next((e for e in entries if e["group"] == g and e["merge"]), None) if f["kind"] in MERGE_KINDS else None
         if same is not None:
             same["idx"].append(i)
-        elif len(entries) < PLAN_SIZE:
-            entries.append({"group": g, "idx": [i]})
+        else:
+            entries.append({"group": g, "idx": [i], "merge": f["kind"] in MERGE_KINDS})
+    # a lever of several findings (every fp32 conv by one autocast) is ranked by what they save together
+    score = {id(e): sum(findings[j]["saving_us"] * WEIGHT[findings[j]["confidence"]] for j in e["idx"])
+             for e in entries}
+    entries = sorted(entries, key=lambda e: -score[id(e)])[:PLAN_SIZE]
     out = []
     for k, e in enumerate(entries, 1):
         f = findings[e["idx"][0]]
-        mine = project([findings[j] for j in e["idx"]], rows, busy_us, idle_us)
-        p = project([findings[j] for x in entries[:k] for j in x["idx"]], rows, busy_us, idle_us)
+        mine = project([findings[j] for j in e["idx"]], rows, busy_us, idle_us, streams)
+        p = project([findings[j] for x in entries[:k] for j in x["idx"]], rows, busy_us, idle_us, streams)
         more = len(e["idx"]) - 1
         members = [findings[j] for j in e["idx"]]
-        out.append({"finding": e["idx"][0], "findings": list(e["idx"]), "id": f.get("id"), "kind": f["kind"],
-                    "title": _merged_title(members) if more else f["title"], "fix": _merged_fix(members),
-                    "saving_us": f["saving_us"] if not more else mine["span_now_us"] - mine["span_after_us"],
-                    "confidence": f["confidence"], "span_after_us": p["span_after_us"],
-                    "span_now_us": p["span_now_us"]})
+        entry = {"finding": e["idx"][0], "findings": list(e["idx"]), "id": f.get("id"), "kind": f["kind"],
+                 "title": _merged_title(members) if more else f["title"], "fix": _merged_fix(members),
+                 "saving_us": f["saving_us"] if not more else mine["span_now_us"] - mine["span_after_us"],
+                 "confidence": f["confidence"], "span_after_us": p["span_after_us"],
+                 "span_now_us": p["span_now_us"], "floor_us": p["floor_us"],
+                 "source_term": _merged_source(members)}
+        if steps >= 2 and step_us:
+            saved = p["span_now_us"] - p["span_after_us"]
+            floor = step_us * p["floor_us"] / p["span_now_us"] if p["span_now_us"] > 0 else 0.0
+            entry.update({"step_us": step_us, "step_after_us": max(step_us - saved / steps, floor, 0.0)})
+        out.append(entry)
     return out
+
+
+def _merged_source(members: list[dict]) -> dict | None:
+    """The ledger term(s) a plan entry's findings come from, and what they may claim together: per term the
+    members' claims added, at most the term."""
+    srcs = [{**m["source_term"], "us": m["source_term"]["us"] if m["source_term"].get("us") is not None
+             else m.get("saving_us", 0.0)} for m in members if isinstance(m.get("source_term"), dict)]
+    if not srcs:
+        return None
+    by: dict[str, list[dict]] = {}
+    for x in srcs:
+        by.setdefault(x["term"], []).append(x)
+    us = 0.0
+    for group in by.values():
+        claim = sum(x.get("us") or 0.0 for x in group)
+        whole = group[0].get("term_us")
+        us += min(claim, whole) if whole is not None else claim
+    return {"term": " | ".join(by), "us": us,
+            "term_us": by[srcs[0]["term"]][0].get("term_us") if len(by) == 1 else None}

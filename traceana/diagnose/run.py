@@ -17,7 +17,8 @@ from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
 from traceana.diagnose import memory as mem
 from traceana.diagnose import ledger as lg
-from traceana.diagnose.gaps import host_activity, host_finding, largest_gaps, launch_facts, wait_finding
+from traceana.diagnose.gaps import host_activity, largest_gaps, launch_facts, wait_finding
+from traceana.diagnose.host_time import graph_finding, host_findings
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.recompute import recompute_finding
@@ -51,7 +52,9 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         extra.extend(fd.launch_findings([r for r in rows if r["bound"] == "latency"], total_us, facts, context))
         activity = host_activity(trace, links, acc)
         ledger["idle"]["host_activity"] = activity
-        f = host_finding(ledger, acc, activity)
+        ledger["idle"]["graph_calls"] = {k: v for k, v in facts.items() if k.startswith("graph_")}
+        extra.extend(host_findings(ledger, acc, activity, context))
+        f = graph_finding(ledger, facts)
         if f:
             extra.append(f)
         f = wait_finding(trace, links, ledger, acc, ev_row, rows)
@@ -66,12 +69,15 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
     f = recompute_finding(trace, links, rows, ev_row, total_us, device, memory, lg.step_stats(trace)[0])
     extra.extend([f] if f else [])
-    findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc))
+    findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc), ledger)
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0
-    projection = project(findings, rows, busy, idle_us)
+    streams = lg.stream_times(trace, acc.device, ev_row, rows) if acc is not None else None
+    projection = project(findings, rows, busy, idle_us, streams)
+    steps, step_us = (ledger["steps"], ledger["step_us"]) if ledger else (0, None)
     return {"findings": findings, "timeline": timeline, "utilisation": util, "ledger": ledger,
-            "projection": projection, "plan": plan(findings, rows, busy, idle_us), "accounts": accs}
+            "projection": projection, "plan": plan(findings, rows, busy, idle_us, streams, steps or 0, step_us),
+            "accounts": accs}
 
 
 def _copy_exposed(trace: Trace, acc) -> float | None:

@@ -31,7 +31,7 @@ TERM_COLOURS: dict[str, str] = {
     "host_link": "#c9a227", "unmodelled": "#aab0b8", "unknown": "#c9ccd1", "opaque": "#5f6670",
     "comm_transfer": "#2a9d8f", "comm_wait": "#8fd1c8", "comm_unsized": "#5bb5a9", "copies": "#c9a227",
     "sync": "#e06666", "host_dispatch": "#f0a3a3", "launch_gaps": "#cdd5e2", "stream_wait": "#f3cf8c",
-    "no_work": "#e4e6ea",
+    "no_work": "#e4e6ea", "graph_launch": "#d98cb3",
 }
 GROUP_COLOURS = {"work": "#aab0b8", "communication": "#2a9d8f", "copies": "#c9a227", "idle": "#eef0f3"}
 GROUPS = ("work", "communication", "copies", "idle")
@@ -142,9 +142,9 @@ def plan(a: Mapping[str, Any]) -> list[dict[str, Any]]:
         f = mapping(findings[i]) if isinstance(i, int) and 0 <= i < len(findings) else {}
         saving, after = num(p.get("saving_us")), num(p.get("span_after_us"))
         now = num(p.get("span_now_us")) or span
-        step_after = None
-        if after is not None and now and steps and steps >= 2 and step:
-            step_after = max(step - (now - after) / steps, 0.0)  # the span's saving, spread over its steps
+        step_after = num(p.get("step_after_us"))  # the plan's own figure (diagnose/projection.py)
+        if step_after is None and after is not None and now and steps and steps >= 2 and step:
+            step_after = max(step - (now - after) / steps, 0.0)  # an older saved analysis: the same rule
         out.append({
             "title": text(p.get("title"), 300) or text(f.get("title"), 300),
             "fix": text(p.get("fix"), 300) or (fix_of(f) if f else ""),

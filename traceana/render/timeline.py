@@ -41,16 +41,17 @@ COLOURS: dict[str, str] = {
     "copies": "#c9a227",
     "comm_transfer": "#2a9d8f", "comm_wait": "#8fd3c9", "comm_unsized": "#5fb8ac",
     "sync": "#e07a7a", "host_dispatch": "#f0a3a3", "stream_wait": "#f3cf8c", "launch_gaps": "#cdd5e2",
-    "no_work": "#e4e6ea", "idle": "#eef0f3",
+    "no_work": "#e4e6ea", "idle": "#eef0f3", "graph_launch": "#d98cb3",
 }
 WORK = ("compute", "memory", "latency", "underutilised", "unmodelled", "unknown", "opaque")
-IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "stream_wait", "no_work")
+IDLE_CAUSES = ("sync", "launch_gaps", "host_dispatch", "graph_launch", "stream_wait", "no_work")
 LABELS: dict[str, str] = {
     "communication": "communication (exposed)", "copies": "copies (exposed)", "memcpy": "memcpy (exposed)",
     "memset": "memset (exposed)", "comm_transfer": "communication: transfer",
     "comm_wait": "communication: waiting for other ranks", "comm_unsized": "communication: split unknown",
     "sync": "idle: sync stall", "host_dispatch": "idle: host dispatch", "stream_wait": "idle: waiting on a dependency",
     "launch_gaps": "idle: launch gaps", "no_work": "idle: nothing issued", "idle": "idle",
+    "graph_launch": "idle: inside graph launches",
 }
 #: The timeline's words for its categories (a collective there is drawn whether or not it is exposed).
 TL_LABELS: dict[str, str] = {**LABELS, "communication": "collective", "memcpy": "memcpy", "memset": "memset"}
@@ -60,6 +61,7 @@ TIPS: dict[str, str] = {
     "stream_wait": "launched in time, started late: waiting on another stream, an event or a graph dependency",
     "launch_gaps": "gaps of 30 µs or less between back-to-back kernels",
     "no_work": "the kernel after the gap has no launch in the trace",
+    "graph_launch": "the CPU was inside a CUDA / HIP graph launch, instantiation or upload while the GPU waited",
     "communication": "collective kernels with nothing else running",
 }
 #: The page draws at most this many intervals and idle gaps (a saved analysis could hold more).
