@@ -222,6 +222,10 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
         "within a node, more across nodes)",
         "if the transfer itself is slow, a faster link (NVLink / more NICs) or a sharding that keeps the heaviest "
         "collectives inside a node (a smaller tensor-parallel group, hybrid sharding)"]
+    shapes = bool(context.get("record_shapes"))  # the trace recorded shapes: never ask for them
+    record = ("record what is missing above, and " if shapes else
+              "record with torch.profiler.profile(record_shapes=True) (torch >= 2.1's record_param_comms then records "
+              "each collective's message size), and ")
     ops = [r["id"] for r in (no_size + no_link)[:10]] or [
         r["id"] for r in (all_rows or []) if r.get("kernel_class") == "communication"][:10]
     return {
@@ -236,13 +240,12 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
                  f"Of the exposed time, {u.us(unsized)} cannot be split into transfer (overlap hides it) and waiting "
                  "for other ranks (only balancing the ranks helps): " + "; ".join(why or ["its size or link was not "
                                                                                         "recorded"])
-                 + ". What to try: " + "; ".join(tries) + ". To split transfer from wait, record with "
-                 "torch.profiler.profile(record_shapes=True) (torch >= 2.1's record_param_comms then records each "
-                 "collective's message size), and run the cross-rank report (`traceana report DIR/`) on every rank's "
-                 f"trace: it measures the waiting without sizes. Saving shown: the exposed, unsized collective time, "
-                 f"{u.us(unsized)}, an upper bound (the waiting part is not recovered by overlap)."),
-        "fix": "Overlap the collectives with compute or issue fewer, larger ones; record with record_shapes=True to "
-               "split transfer from wait.",
+                 + ". What to try: " + "; ".join(tries) + ". To split transfer from wait, " + record
+                 + "run the cross-rank report (`traceana report DIR/`) on every rank's trace: it measures the waiting "
+                 f"without sizes. Saving shown: the exposed, unsized collective time, {u.us(unsized)}, an upper bound "
+                 "(the waiting part is not recovered by overlap)."),
+        "fix": "Overlap the collectives with compute or issue fewer, larger ones" + (
+            "; record with record_shapes=True to split transfer from wait." if not shapes else "."),
         "group": GROUP, "ops": ops, "saving_us": unsized, "confidence": "low", "estimated": True,
     }
 
