@@ -140,6 +140,7 @@ def _xmma(K, p: Parts):
     types = [_XT.findall(t) for t in toks if _XMMA_TYPES.match(t)][:3]
     ab = [_XNAME[t] for t in types[0]] if types else []
     math = [_XNAME[t] for t in types[1]] if len(types) > 1 else []
+    ab = ["fp32" if x == "tf32" else x for x in ab]  # tf32 operands are fp32 in memory
     a = ab[0] if ab else None
     bb = ab[1] if len(ab) > 1 and ab[1] != a else None
     acc = math[-1] if math else None
@@ -150,6 +151,7 @@ def _xmma(K, p: Parts):
     split = "split-K" if "splitk" in low or "split_k" in low else None
     return K(library="cuDNN" if kind != "gemm" else "cuBLAS", cls="gemm" if kind == "gemm" else "convolution",
              op=None if kind == "gemm" else kind, a=a, b=bb, acc=acc, tensor_cores=tc,
+             math=("tf32" if math[0] in ("tf32", "fp32") and a == "fp32" else math[0]) if tc and math else None,
              tile=tuple(int(x) for x in t.groups()) if t else None, tile_from="cuBLAS xmma" if t else None,
              split=split, split_evidence="the name's split-K field" if split else None)
 
@@ -273,6 +275,8 @@ def _cublas_template(K, p: Parts):
     b = p.base
     low = b.lower()
     a, acc = data_types(cxx_types(p.targs))
+    if a is None and low[:1] in BLAS_LETTER and low[1:5] == "gemm":  # sgemm_largek_lds64: s = fp32
+        a = BLAS_LETTER[low[0]]
     tensors = [cxx_types(x) for x in _GEMV_TENSOR.findall(p.targs)]
     tensors = [t[0] for t in tensors if t]
     if tensors:

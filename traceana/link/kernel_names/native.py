@@ -32,7 +32,8 @@ _NS_LIBRARY = {"at": "ATen", "c10": "ATen", "at_cuda_detail": "CUB", "cub": "CUB
                "transformer_engine": "Transformer Engine", "apex": "apex", "deep_gemm": "DeepGEMM",
                "tensorrt_llm": "TensorRT-LLM", "flashinfer": "FlashInfer", "cutlass": "CUTLASS", "marlin": "Marlin",
                "torchao": "torchao", "xformers": "xFormers", "megablocks": "MegaBlocks", "triton": "Triton",
-               "cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLASLt", "miopen": "MIOpen", "rccl": "RCCL"}
+               "cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLASLt", "miopen": "MIOpen", "rccl": "RCCL",
+               "deep_ep": "DeepEP"}
 # ATen kernels declared outside at:: (or in an anonymous namespace the name drops)
 _ATEN_BASES = re.compile(r"^(?:softmax_warp_(?:forward|backward)|multi_tensor_apply_kernel|cunn_\w+|"
                          r"elementwise_kernel_with_index|vectorized_elementwise_kernel|unrolled_elementwise_kernel|"
@@ -53,8 +54,8 @@ _ATEN = (
     (re.compile(r"ClassNLLCriterion|nll_loss|cross_entropy", re.I), "reduction", "loss"),
     (re.compile(r"pool", re.I), "reduction", "pooling"),
     (re.compile(r"^reduce_kernel|^reduce_|Reduce"), "reduction", None),
-    (re.compile(r"index|gather|scatter|embedding|take|put|searchsorted|sort|topk|TopK|unique|nonzero|cumsum|scan",
-                re.I), "other", "index"),
+    (re.compile(r"^index|_index|Index|gather|scatter|embedding|Embedding|(?:^|_)(?:take|put)(?:_|$)|searchsorted|"
+                r"(?:^|_)sort|[Ss]ort[A-Z]|topk|TopK|unique|nonzero|cumsum|(?:^|_)scan"), "other", "index"),
     (re.compile(r"multi_tensor_apply"), "elementwise", "foreach"),
     (re.compile(r"im2col|col2im"), "convolution", "fprop"),
     (re.compile(r"upsample|distribution|elementwise|Elementwise|unrolled|vectorized"), "elementwise", None),
@@ -62,9 +63,12 @@ _ATEN = (
 _IDENTS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # functor templates that only wrap the operation (the one they wrap names it)
 _WRAP_FUNCTORS = frozenset({"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "CUDAFunctorOnSelf",
-                            "CUDAFunctorOnOther", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_kernel_with_scalars"})
+                            "CUDAFunctorOnOther", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_kernel_with_scalars",
+                            "gpu_index_kernel", "func_wrapper_t", "ReduceOp"})
 _COPY = re.compile(r"direct_copy_kernel|_copy_kernel|copy_kernel_cuda|CopyFunctor|float8_copy|bfloat16_copy|"
-                   r"float16_copy")
+                   r"float16_copy|copy_device_to_device")
+# an element-wise template applying a norm's per-element step (GroupNorm's, batch norm's)
+_NORM_FUNCTOR = re.compile(r"GroupNorm|LayerNorm|batch_norm|BatchNorm|RMSNorm|rms_norm|layer_norm")
 _INDUCTOR = re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|mix|unk)_(?:fused_)?(?P<ops>.*?)(?:_\d+)?$")
 _INDUCTOR_CLASS = {"poi": "elementwise", "red": "reduction", "per": "reduction", "tem": "gemm", "for": "elementwise",
                    "spl": "reduction", "mix": "other", "unk": "other"}
@@ -143,8 +147,12 @@ def _aten(K, p: Parts):
     if cls == "elementwise":
         if _COPY.search(args):
             cls, op = "copy", "copy"
+        elif _NORM_FUNCTOR.search(args):
+            cls = "normalization"
         elif op is None:
             op = _functor(args)
+    elif cls == "reduction" and op is None:
+        op = _functor(args)
     if cls == "elementwise" and op == "fill":
         acc = None
     return K(library="ATen", cls=cls, op=op, a=a, acc=acc if cls in ("reduction", "normalization") else None,
@@ -152,18 +160,23 @@ def _aten(K, p: Parts):
 
 
 def _functor(args: str) -> str | None:
-    """The operation an ATen element-wise kernel applies, from its functor: CUDAFunctor_add -> add,
-    MulFunctor -> mul, threshold_kernel_impl -> threshold (wrappers such as BinaryFunctor are skipped)."""
+    """The operation an ATen element-wise or reduction kernel applies, from its functor: CUDAFunctor_add and
+    CUDAFunctorOnSelf_add -> add, MulFunctor -> mul, threshold_kernel_impl -> threshold, GeluCUDAKernelImpl ->
+    gelu, MeanOps -> mean, sum_functor -> sum (templates that only wrap it, such as BinaryFunctor, are skipped)."""
     for m in _IDENTS.finditer(args):
         w = m.group(0)
         if w in _WRAP_FUNCTORS:
             continue
-        if w.startswith("CUDAFunctor_"):
-            return w[12:].lower()
-        for suffix in ("Functor", "_kernel_cuda", "_kernel_impl", "_functor"):
+        if w.startswith("CUDAFunctor") and "_" in w:
+            return w.split("_", 1)[1].lower()
+        for suffix in _FUNCTOR_SUFFIXES:
             if w.endswith(suffix) and len(w) > len(suffix):
                 return w[: -len(suffix)].lower()
     return None
+
+
+_FUNCTOR_SUFFIXES = ("CUDAKernelImpl", "KernelImpl", "_cuda_kernel", "_kernel_cuda", "_kernel_impl", "Functor", "_functor",
+                     "Ops", "_kernel")
 
 
 def _fbgemm(K, p: Parts):
@@ -192,4 +205,4 @@ def _inductor(K, b: str):
     elif cls == "elementwise" and pieces and pieces <= {"to", "copy", "clone", "cat", "view", "unsafe", "permute",
                                                        "transpose", "constant", "pad", "nd", "slice", "select"}:
         cls = "copy"
-    return K(library="Triton", cls=cls, op="inductor", detail=ops or None)
+    return K(library="Triton", cls=cls, op="softmax" if "softmax" in pieces else "inductor", detail=ops or None)
