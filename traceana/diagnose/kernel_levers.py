@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
+from traceana.arrays import median
 from traceana.link.kernel_account import KernelView
 from traceana.link.kernel_names import CLASSES, MATRIX, KernelName
 from traceana.load.model import Trace
@@ -72,7 +73,7 @@ def kernel_findings(trace: Trace, view: KernelView, rows: list[dict], device: di
     f = _fusion_finding(trace, view, rows, order, in_chain, context, total_us)
     if f:
         out.append(f)
-    f = _outside_op_finding(view, rows, total_us)
+    f = _outside_op_finding(trace, view, rows, total_us)
     if f:
         out.append(f)
     return out
@@ -348,7 +349,7 @@ def dominant_outside(rows: list[dict], total_us: float) -> dict | None:
     return top if top["device_time_us"] >= DOMINANT * total_us else None
 
 
-def _outside_op_finding(view: KernelView, rows: list[dict], total_us: float) -> dict | None:
+def _outside_op_finding(trace: Trace, view: KernelView, rows: list[dict], total_us: float) -> dict | None:
     from traceana.link.kernel_names import parse
 
     r = dominant_outside(rows, total_us)
@@ -357,6 +358,11 @@ def _outside_op_finding(view: KernelView, rows: list[dict], total_us: float) -> 
     k = parse(r["name"])
     site = r.get("launch_site")
     grid = r.get("grid_blocks")
+    blocks = trace.gpu.blocks
+    if grid is None and blocks is not None:  # the grid its launches ran (the median one)
+        b = blocks[view.row == rows.index(r)]
+        b = b[np.isfinite(b)]
+        grid = median(b) if len(b) else None
     what = ", ".join(x for x in (k.cls, k.op, k.a, k.library if k.library != "custom" else None,
                                  "tensor cores" if k.tensor_cores else "CUDA cores" if k.tensor_cores is False else None)
                      if x)
