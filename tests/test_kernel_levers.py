@@ -180,3 +180,21 @@ def test_recorded_training_without_record_shapes(recorded_trace, tmp_path):
     assert f["saving_us"] == pytest.approx(t - t * 19.5 * 0.9 / (156.0 * 0.7), rel=1e-9)  # A100: fp32 -> TF32
     assert "GradScaler" not in f["text"]  # TF32 needs no loss scaling
     assert shaped["kernels"]["uncovered_us"] < 0.1 * shaped["kernels"]["total_us"]  # shaped: the ops cover them
+
+
+def test_the_account_in_the_api_and_on_the_first_screen(tmp_path):
+    import traceana
+    from traceana.render import render
+
+    ev, t = [], 0.0
+    for i, (k, dur) in enumerate([(SGEMM, 600.0), (HGEMM, 300.0), (ADD, 100.0)], 1):
+        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i), s.kernel(k, t + 10, dur, corr=i, ext=i)]
+        t += dur + 11
+    path = s.write(tmp_path, s.trace(ev, props=(V100,)))
+    a = traceana.analyze(path)
+    df = a.kernel_account
+    assert list(df["class"]) == ["gemm", "gemm", "elementwise"] and list(df["time_us"]) == [600.0, 300.0, 100.0]
+    assert list(df["tensor_cores"]) == [False, True, None] and df["top"][0] == (SGEMM,)
+    assert df.attrs["tensor_core_us"] == 300.0 and df.attrs["sentence"].startswith("Kernel time by kernel name: 90% gemm")
+    md = render(a.raw, "md")
+    assert "Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS)" in md
