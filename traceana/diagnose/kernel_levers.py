@@ -47,6 +47,7 @@ WINDOW = 6  # kernels searched on either side of a softmax for its GEMMs
 _FUSABLE = frozenset(CLASSES.index(c) for c in ("elementwise", "reduction", "normalization", "copy"))
 _STEPS = frozenset(CLASSES.index(c) for c in ("elementwise", "copy"))
 _GEMM = CLASSES.index("gemm")
+_LABEL = {"fp32": "fp32", "tf32": "tf32", "fp32 matrix": "fp32 (matrix-core)"}
 _LOW = frozenset({"fp8", "fp6", "fp4", "int8", "uint8", "int4"})  # quantized GEMM operands
 _COMPARE = {
     "gemm": "torch.matmul on the same shapes (cuBLAS / cuBLASLt, hipBLASLt on AMD)",
@@ -68,8 +69,9 @@ def kernel_findings(trace: Trace, view: KernelView, rows: list[dict], device: di
     out = dtype_findings(trace, view, rows, device, context, total_us)
     order = _stream_order(trace)
     chains, in_chain = _attention_chains(trace, view, order)
-    if chains:
-        out.append(_attention_finding(trace, view, rows, chains, total_us))
+    f = _attention_finding(trace, view, rows, chains, total_us) if chains else None
+    if f:
+        out.append(f)
     f = _fusion_finding(trace, view, rows, order, in_chain, context, total_us)
     if f:
         out.append(f)
@@ -128,6 +130,10 @@ def dtype_findings(trace: Trace, view: KernelView, rows: list[dict], device: dic
     on_tf32 = view.uncovered & gemm_conv & tf32
     f = _dtype_lever(trace, view, rows, device, context, total_us, on_tf32, "tf32", "tf32_tc", F_TENSOR_CORES, True)
     out += [f] if f else []
+    # fp32 multiplied as fp32 on matrix cores (AMD's fp32 MFMA): the 16-bit types run several times faster
+    mfma = view.uncovered & gemm_conv & tc & ~tf32 & (a == "fp32")
+    f = _dtype_lever(trace, view, rows, device, context, total_us, mfma, "fp32 matrix", "fp32", F_TENSOR_CORES, True)
+    out += [f] if f else []
     half = view.uncovered & gemm & tc & np.isin(a, ["bf16", "fp16"])
     if not fp8_on and peaks.get("fp8_tc"):
         f = _fp8_lever(trace, view, rows, device, context, total_us, half)
@@ -149,7 +155,7 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     old = peaks.get(old_key)
     if t < MIN_SHARE * total_us or not old:
         return None
-    key = _target(peaks, old, what == "fp32" and not tf32_on)
+    key = _target(peaks, old, what == "fp32" and not tf32_on)  # TF32 for CUDA-core fp32 only
     if key is None:
         return None
     new = peaks[key]
@@ -176,7 +182,8 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
                "flags will not move them; autocast will.")
     tops = _top_names(trace, view, sel)
     src = {"fp32": f"fp32 on CUDA cores ({old:g} TFLOP/s {PEAK_LABEL.get(old_key, old_key)})",
-           "tf32": f"fp32 operands on TF32 tensor cores ({old:g} TFLOP/s)"}[what]
+           "tf32": f"fp32 operands on TF32 tensor cores ({old:g} TFLOP/s)",
+           "fp32 matrix": f"fp32 on the matrix cores, multiplied as fp32 ({old:g} TFLOP/s)"}[what]
     frac = (f"at {f_old * 100:.0f}% of that roof today and {F_TENSOR_CORES * 100:.0f}% of the new one"
             if f_old != F_TENSOR_CORES else f"at the same fraction of both tensor-core roofs")
     text = (f"{u.us(t)} of GEMM / convolution kernels ({t / total_us * 100:.1f}% of kernel time) run {src}, and no "
@@ -185,7 +192,7 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
             f"tolerates the precision. Estimate: the same work {frac}: {u.us(t)} x ({old:g} x {f_old:g}) / ({new:g} x "
             f"{F_TENSOR_CORES:g}) = {u.us(after)}, saving {u.us(saving)} (an estimate from kernel names: record with "
             "record_shapes=True to cost each op).")
-    return {"kind": "tensor_core_dtype", "title": f"{u.us(t)} of {what} GEMM / convolution kernels could run on "
+    return {"kind": "tensor_core_dtype", "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
             f"{key[:4]} tensor cores ({new / old:.1f}x the roof): saves about {u.us(saving)}",
             "text": text, "fix": fix, "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True,
             "confidence": "low"}
