@@ -25,7 +25,8 @@ AMPERE_SGEMM = "ampere_sgemm_128x64_nn"
 TF32 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align4>(Params)"
 HGEMM = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"
 BF16_GEMM = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT"
-ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int)"
+ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+       "at::detail::Array<char*, 3> >(int)")
 MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
        "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int)")
 SOFTMAX = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, "
@@ -38,7 +39,8 @@ def kernels_trace(tmp_path, kernels, props, name="t.json"):
     stream 7 with 1 µs between: [(kernel name, µs)]."""
     ev, t = [], 0.0
     for i, (k, dur) in enumerate(kernels, 1):
-        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i), s.kernel(k, t + 10, dur, corr=i, ext=i)]
+        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i),
+               s.kernel(k, t + 10, dur, corr=i, ext=i)]
         t += dur + 11
     return analyze(s.write(tmp_path, s.trace(ev, props=(props,)), name))
 
@@ -54,13 +56,14 @@ def test_the_account_by_class_dtype_library(tmp_path):
     # GEMM time 600 + 300 = 900; on tensor cores only the fp16 one: 300
     assert acc["matrix_us"] == 900.0 and acc["tensor_core_us"] == 300.0
     assert acc["by_class"] == {"gemm": 900.0, "elementwise": 100.0}
-    rows = [(r["class"], r["dtype"], r["library"], r["tensor_cores"], r["time_us"]) for r in acc["rows"]]
+    rows = [(r["class"], r["dtype"], r["library"], r["tensor_cores"], r["time_us"])
+            for r in acc["rows"]]
     assert rows == [("gemm", "fp32", "cuBLAS", False, 600.0), ("gemm", "fp16", "cuBLAS", True, 300.0),
                     ("elementwise", "fp32", "ATen", None, 100.0)]
     assert acc["rows"][0]["pct"] == pytest.approx(60.0) and acc["rows"][0]["top"][0]["name"] == SGEMM
     # the first screen's sentence: 90% GEMM, mostly fp32 (600 of 900 < 80%); 300 / 900 = 33% on tensor cores
-    assert acc["sentence"] == ("Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS), 10% elementwise "
-                               "(fp32, ATen); 33% of the matrix-kernel time on tensor cores.")
+    assert acc["sentence"] == ("Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS), "
+                               "10% elementwise (fp32, ATen); 33% of the matrix-kernel time on tensor cores.")
 
 
 def test_fp32_gemms_on_volta_get_fp16_autocast_not_tf32(tmp_path):
@@ -188,13 +191,16 @@ def test_the_account_in_the_api_and_on_the_first_screen(tmp_path):
 
     ev, t = [], 0.0
     for i, (k, dur) in enumerate([(SGEMM, 600.0), (HGEMM, 300.0), (ADD, 100.0)], 1):
-        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i), s.kernel(k, t + 10, dur, corr=i, ext=i)]
+        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i),
+               s.kernel(k, t + 10, dur, corr=i, ext=i)]
         t += dur + 11
     path = s.write(tmp_path, s.trace(ev, props=(V100,)))
     a = traceana.analyze(path)
     df = a.kernel_account
-    assert list(df["class"]) == ["gemm", "gemm", "elementwise"] and list(df["time_us"]) == [600.0, 300.0, 100.0]
+    assert list(df["class"]) == ["gemm", "gemm", "elementwise"]
+    assert list(df["time_us"]) == [600.0, 300.0, 100.0]
     assert list(df["tensor_cores"]) == [False, True, None] and df["top"][0] == (SGEMM,)
-    assert df.attrs["tensor_core_us"] == 300.0 and df.attrs["sentence"].startswith("Kernel time by kernel name: 90% gemm")
+    assert df.attrs["tensor_core_us"] == 300.0
+    assert df.attrs["sentence"].startswith("Kernel time by kernel name: 90% gemm")
     md = render(a.raw, "md")
     assert "Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS)" in md

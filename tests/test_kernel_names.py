@@ -64,7 +64,8 @@ def test_the_names_the_issue_quotes(name, library, cls, a, acc, out, tc):
 def test_tf32_is_fp32_operands_on_tensor_cores():
     # CUTLASS names no input type when it is the accumulator's: fp32 operands, s1688 MMA -> TF32
     assert parse("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align1>(Params)").tf32
-    assert parse("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_kernel").tf32
+    assert parse("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_"
+                 "kernel").tf32
     assert not parse("ampere_sgemm_128x64_nn").tf32  # CUDA cores
     assert not parse("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn").tf32  # fp16 operands
     # AMD's fp32 MFMA multiplies fp32 as fp32 (only an X type, XF32, is reduced precision)

@@ -209,7 +209,8 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
     if not why and not context.get("record_shapes"):
         why.append(_NO_SIZE["no_shapes"])
     coll = {k: v for k, v in ((kernels or {}).get("collectives") or {}).items() if v > 0}
-    algos = set(coll) - {"other"} or {r["comm"]["algorithm"] for r in rows if r["comm"].get("algorithm")} or {"collective"}
+    algos = (set(coll) - {"other"} or {r["comm"]["algorithm"] for r in rows if r["comm"].get("algorithm")}
+             or {"collective"})
     ctot = sum(coll.values())
     which = ", ".join(f"{k.replace('_', '-') if k != 'other' else 'kind not in the name'} {v / ctot * 100:.0f}%"
                       for k, v in list(coll.items())[:4]) if ctot > 0 else ""

@@ -166,12 +166,14 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     training = context.get("mode") == "training"
     if key == "tf32_tc":
         how = ("torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')) for the "
-               "matmuls" + ("; torch.backends.cudnn.allow_tf32 = True (the default) for the convolutions" if conv else ""))
+               "matmuls"
+               + ("; torch.backends.cudnn.allow_tf32 = True (the default) for the convolutions" if conv else ""))
         fix = "Let fp32 matmuls and convolutions use TF32 tensor cores (set_float32_matmul_precision('high'))."
     else:
         dt = "bfloat16" if key == "bf16_tc" else "float16"
         how = (f"torch.autocast('cuda', dtype=torch.{dt})"
-               + (" with torch.amp.GradScaler (fp16 gradients need loss scaling)" if dt == "float16" and training else ""))
+               + (" with torch.amp.GradScaler (fp16 gradients need loss scaling)"
+                  if dt == "float16" and training else ""))
         fix = f"Run the matmuls and convolutions in {key[:4]} under autocast."
     why = ""
     if what == "fp32" and key != "tf32_tc":
@@ -192,7 +194,8 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
             f"tolerates the precision. Estimate: the same work {frac}: {u.us(t)} x ({old:g} x {f_old:g}) / ({new:g} x "
             f"{F_TENSOR_CORES:g}) = {u.us(after)}, saving {u.us(saving)} (an estimate from kernel names: record with "
             "record_shapes=True to cost each op).")
-    return {"kind": "tensor_core_dtype", "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
+    return {"kind": "tensor_core_dtype",
+            "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
             f"{key[:4]} tensor cores ({new / old:.1f}x the roof): saves about {u.us(saving)}",
             "text": text, "fix": fix, "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True,
             "confidence": "low"}
@@ -216,7 +219,8 @@ def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, c
     tops = _top_names(trace, view, sel)
     text = (f"{u.us(t)} of GEMM kernels ({t / total_us * 100:.1f}% of kernel time) run {'/'.join(sorted(dts))} on "
             f"tensor cores and no costed op covers them: {_named(tops)}. {dev}'s fp8 tensor cores offer {new:g} "
-            f"TFLOP/s, {new / old:.1f}x its {old:g}; fp8 weights also halve the bytes a memory-bound (small-batch) GEMM "
+            f"TFLOP/s, {new / old:.1f}x its {old:g}; fp8 weights also halve the bytes a memory-bound (small-batch) "
+            "GEMM "
             f"reads. Try {how}, checking accuracy. Estimate: the same fraction of the fp8 roof, {u.us(t)} x {old:g} / "
             f"{new:g} = {u.us(after)}, saving {u.us(saving)} (from kernel names: record with record_shapes=True to see "
             "which GEMMs are compute- or memory-bound).")
@@ -370,13 +374,12 @@ def _outside_op_finding(trace: Trace, view: KernelView, rows: list[dict], total_
         b = blocks[view.row == rows.index(r)]
         b = b[np.isfinite(b)]
         grid = median(b) if len(b) else None
-    what = ", ".join(x for x in (k.cls, k.op, k.a, k.library if k.library != "custom" else None,
-                                 "tensor cores" if k.tensor_cores else "CUDA cores" if k.tensor_cores is False else None)
-                     if x)
+    cores = "tensor cores" if k.tensor_cores else "CUDA cores" if k.tensor_cores is False else None
+    what = ", ".join(x for x in (k.cls, k.op, k.a, k.library if k.library != "custom" else None, cores) if x)
     compare = _COMPARE.get(k.cls)
     text = (f"{u.kernel_name(r['name'], 80)} ({what}) takes {u.us(r['device_time_us'])}, "
-            f"{r['device_time_us'] / total_us * 100:.1f}% of device time, in {u.plural(r['count'], 'launch', 'launches')} "
-            f"made outside any profiled op"
+            f"{r['device_time_us'] / total_us * 100:.1f}% of device time, in "
+            f"{u.plural(r['count'], 'launch', 'launches')} made outside any profiled op"
             + (f", from {site}" if site else " (no Python frame recorded: profile with with_stack=True to see where)")
             + (f"; grid of {grid:,.0f} blocks" if grid else "") + ". With no op around it the trace records no shapes, "
             "so nothing costs it."

@@ -72,7 +72,8 @@ def kernel_view(trace: Trace, groups: Sequence, rows: Sequence[dict]) -> KernelV
     uncovered_row = np.array([r.get("bound") in UNCOVERED_BOUNDS for r in rows] + [True], dtype=bool)
     uncovered = uncovered_row[np.where(row >= 0, row, len(rows))]
     kernel_names = [trace.names[c] for c in codes.tolist()]
-    return KernelView(records, codes, rec, cls, uncovered, row, _account(records, kernel_names, rec, cls, uncovered, gpu.dur))
+    account = _account(records, kernel_names, rec, cls, uncovered, gpu.dur)
+    return KernelView(records, codes, rec, cls, uncovered, row, account)
 
 
 def _empty() -> dict:

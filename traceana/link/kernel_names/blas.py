@@ -245,9 +245,11 @@ def _tensile(K, b: str):
     mt = _MT.search(b)
     mi = _MI.search(b)
     split, factor, evidence = _tensile_split(b)
-    xf32 = ("X" in field or "xf32" in b.lower()) and mi is not None  # XF32: fp32 operands on the matrix cores at reduced precision
+    # XF32: fp32 operands on the matrix cores at reduced precision
+    xf32 = ("X" in field or "xf32" in b.lower()) and mi is not None
     return K(library="Tensile", cls="gemm", a=a, b=bb if bb != a else None, acc=acc, out=out,
-             tensor_cores=mi is not None, math="xf32" if xf32 else None, tile=tuple(int(x) for x in mt.groups()) if mt else None,
+             tensor_cores=mi is not None, math="xf32" if xf32 else None,
+             tile=tuple(int(x) for x in mt.groups()) if mt else None,
              tile_from="Tensile / hipBLASLt" if mt else None, split=split, split_factor=factor,
              split_evidence=evidence, mma=mi.group(1) if mi else None)
 

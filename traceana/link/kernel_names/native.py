@@ -63,7 +63,8 @@ _ATEN = (
 _IDENTS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # functor templates that only wrap the operation (the one they wrap names it)
 _WRAP_FUNCTORS = frozenset({"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "CUDAFunctorOnSelf",
-                            "CUDAFunctorOnOther", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_kernel_with_scalars",
+                            "CUDAFunctorOnOther", "gpu_kernel_impl", "gpu_kernel_impl_nocast",
+                            "gpu_kernel_with_scalars",
                             "gpu_index_kernel", "func_wrapper_t", "ReduceOp"})
 _COPY = re.compile(r"direct_copy_kernel|_copy_kernel|copy_kernel_cuda|CopyFunctor|float8_copy|bfloat16_copy|"
                    r"float16_copy|copy_device_to_device")
@@ -80,7 +81,8 @@ _FBGEMM_BASES = re.compile(r"^(?:split_embedding\w*|bounds_check_indices_kernel|
 # the words of an unknown kernel's own name, in order of precedence
 _WORD_CLASSES = (
     ("elementwise", r"rotary|(^|_)rope($|_)"),  # a rotary position embedding is arithmetic, no table lookup
-    ("copy", r"reshape_and_cache|concat_and_cache|store_kv|kv_?cache_?(write|copy|store)|(^|_)(copy|memcpy|transpose|permute|concat|"
+    ("copy", r"reshape_and_cache|concat_and_cache|store_kv|kv_?cache_?(write|copy|store)|"
+             r"(^|_)(copy|memcpy|transpose|permute|concat|"
              r"cat|pack|unpack)($|_)|nchw_?to_?nhwc|nhwc_?to_?nchw"),
     ("convolution", r"conv|winograd|wgrad|dgrad|fprop|im2col|col2im|convolve"),
     ("gemm", r"gemm|gemv|matmul|(^|_)b?mm($|_)|(^|_)dot($|_)|grouped_gemm|fused_moe|moe_gemm|moe_mm|marlin|"
@@ -175,7 +177,8 @@ def _functor(args: str) -> str | None:
     return None
 
 
-_FUNCTOR_SUFFIXES = ("CUDAKernelImpl", "KernelImpl", "_cuda_kernel", "_kernel_cuda", "_kernel_impl", "Functor", "_functor",
+_FUNCTOR_SUFFIXES = ("CUDAKernelImpl", "KernelImpl", "_cuda_kernel", "_kernel_cuda", "_kernel_impl", "Functor",
+                     "_functor",
                      "Ops", "_kernel")
 
 
