@@ -13,8 +13,9 @@ analysis["kernels"] (docs/analysis-schema.md):
                   uncovered_us, count (events), names (distinct kernel names), top (the three largest
                   names: name, time_us, count)
   collectives     {collective (all_reduce, all_gather, ..., "other"): µs} of communication kernels
-Every event is counted once (classes as traceana/link/kernel_classes.py gives them: a communication
-op's kernels are communication whatever their names). Linear: one pass over the distinct names, a
+Every event is counted once, in the class its name says (copies and fills by their kind; a
+communication op's kernels are communication whatever their names; analysis["kernel_classes"] sums the
+same classes). Linear: one pass over the distinct names, a
 bincount over the events.
 """
 
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceana.arrays import distinct
-from traceana.link.kernel_classes import event_classes
 from traceana.link.kernel_names import CLASSES, HEAD, MATRIX, KernelName, parse
 from traceana.load.model import Trace
 
@@ -59,7 +59,8 @@ def kernel_view(trace: Trace, groups: Sequence, rows: Sequence[dict]) -> KernelV
     codes = distinct(gpu.name)
     records = [parse(trace.names[c]) for c in codes.tolist()]
     rec = np.searchsorted(codes, gpu.name)
-    cls = event_classes(trace)
+    cls = np.array([CLASSES.index(k.cls) for k in records], dtype=np.int8)[rec]
+    cls[gpu.kind != 0] = CLASSES.index("memcpy/memset")  # copies and fills by their kind
     for g, r in zip(groups, rows):  # a communication op's kernels are communication, whatever their names
         ev = getattr(g, "events", None)
         if r.get("bound") == "communication" and ev is not None and len(ev):

@@ -13,41 +13,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from traceana.arrays import distinct
 from traceana.link.kernel_names import CLASSES, classify
 from traceana.load.model import Trace
 
-__all__ = ["CLASSES", "classify", "event_classes", "kernel_classes"]
+__all__ = ["CLASSES", "classify", "kernel_classes"]
 
 
-def event_classes(trace: Trace) -> np.ndarray:
-    """Index into CLASSES per GPU event."""
-    gpu = trace.gpu
-    if len(gpu) == 0:
-        return np.zeros(0, dtype=np.int8)
-    used = distinct(gpu.name)
-    per_name = np.zeros(len(trace.names), dtype=np.int8)
-    for code in used.tolist():
-        per_name[code] = CLASSES.index(classify(trace.names[code]))
-    cls = per_name[gpu.name]
-    cls[gpu.kind != 0] = CLASSES.index("memcpy/memset")
-    return cls
-
-
-def kernel_classes(trace: Trace, groups: Sequence, rows: Sequence[dict], cls: np.ndarray | None = None) -> dict:
+def kernel_classes(trace: Trace, groups: Sequence, rows: Sequence[dict], cls: np.ndarray) -> dict:
     """analysis["kernel_classes"]: device time per class over all GPU events and over the opaque
     ones; sets row["kernel_class"] (the class with the most of its time) on every opaque row, and
     on opaque rows made only of memcpy / memset events their recorded `bytes` (recorded_bytes per
     call, recorded_gbps): the row stays opaque (no op, no shapes), the numbers are shown. `cls`: the
-    classes per GPU event when already known (link/kernel_account.py's, communication ops' kernels
-    included)."""
+    class of each GPU event (link/kernel_account.py's: a communication op's kernels are communication,
+    whatever their names)."""
     dur = trace.gpu.dur
-    if cls is None:
-        cls = event_classes(trace)
-        for g, r in zip(groups, rows):  # a communication op's kernels are communication, whatever their names
-            ev = getattr(g, "events", None)
-            if r.get("bound") == "communication" and ev is not None and len(ev):
-                cls[ev[trace.gpu.kind[ev] == 0]] = CLASSES.index("communication")
     n = len(CLASSES)
     total = np.bincount(cls, weights=dur, minlength=n) if len(cls) else np.zeros(n)
     opaque = np.zeros(n)
