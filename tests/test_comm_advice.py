@@ -101,7 +101,14 @@ def test_unsplit_time_says_what_was_not_recorded():
     rows[0]["device_time_us"] = 5_000.0
     f = by_kind(comm_findings(ledger(10_000.0, 0.0, 0.0), rows, ctx("training", "DP")))
     u = f["comm_unsized"]
-    assert set(f) == {"comm_unsized"} and u["saving_us"] == 0.0 and u["ops"] == ["op1", "op2"]
+    # still a lever: overlap (or fewer, larger collectives) can recover at most the exposed unsized time,
+    # 10 ms exposed - 0 transfer - 0 wait = 10 ms; a guess about what the trace did not record: low confidence
+    assert set(f) == {"comm_unsized"} and u["saving_us"] == 10_000.0 and u["ops"] == ["op1", "op2"]
+    assert u["confidence"] == "low" and u["estimated"] is True
+    assert "10.00 ms with nothing else on the GPU (10.0% of the span)" in u["title"]
+    # exposed vs overlapped (the ledger's 10 ms and 1 ms), the parallelism, what to try
+    assert "10.00 ms of it ran with nothing else on the GPU (exposed), 1.000 ms under other kernels" in u["text"]
+    assert "parallelism DP" in u["text"] and "fewer, larger collectives" in u["text"]
     assert "op1 all_reduce (issued by c10d::allreduce_) 5.000 ms" in u["text"]
     assert "--network-gbps" in u["text"] and "`traceana report DIR/`" in u["text"]
     assert "record_shapes=True" not in u["text"]  # the trace recorded shapes: never ask for them
@@ -109,14 +116,20 @@ def test_unsplit_time_says_what_was_not_recorded():
 
 def test_rank0_first_lever_is_not_communication():
     """hta/rank0: 185 ms of exposed collective time, of which 4.0 ms is transfer (0.33% of the span: no
-    transfer finding), 30.95 ms wait (saving 0) and 150.35 ms unsplit (the DDP all-reduces' sizes, saving 0)."""
+    transfer finding), 30.95 ms wait (saving 0) and 150.35 ms unsplit (the DDP all-reduces' sizes): a lever of
+    at most those 150.35 ms, low confidence, so the sync stalls (424.5 ms, 98.3 ms, high / medium) lead."""
     a = analysis("hta/rank0.json.gz")
     c = a["ledger"]["communication"]
     assert c["exposed_us"] == pytest.approx(185317.0)
     assert c["exposed_transfer_us"] == pytest.approx(4022.75) and c["exposed_wait_us"] == pytest.approx(30948.25)
-    f = by_kind(comm_findings(a["ledger"], a["ops"], a["context"]))
+    f = by_kind(comm_findings(a["ledger"], a["ops"], a["context"], a["kernels"]))
     assert set(f) == {"comm_wait", "comm_unsized"}
-    assert f["comm_wait"]["saving_us"] == f["comm_unsized"]["saving_us"] == 0.0
+    assert f["comm_wait"]["saving_us"] == 0.0
+    # 185,317 - 4,022.75 - 30,948.25 = 150,346 µs exposed with no size: the unsized lever's cap
+    assert f["comm_unsized"]["saving_us"] == pytest.approx(185317.0 - 4022.75 - 30948.25)
+    assert f["comm_unsized"]["saving_us"] <= c["exposed_us"]
+    assert "by kernel name: send-recv 100%" in f["comm_unsized"]["text"]  # NCCL's SendRecv kernels
+    assert [p["kind"] for p in a["plan"]][:2] == ["sync_stall", "sync_stall"]
     assert "embedding lookups spread unevenly" in f["comm_wait"]["text"]  # EP: sharded embedding tables
     assert "op1 all_reduce (issued by c10d::allreduce_) 126.56 ms" in f["comm_unsized"]["text"]
     # the analysis' own findings are these (findings.comm_findings is comm_advice's)
@@ -139,5 +152,7 @@ def test_shared_traces_advice_fits_their_context(rel):
             assert "FSDP" not in text, (rel, f["kind"])
         if "DP" not in par:
             assert "DDP" not in text, (rel, f["kind"])
-        if f["kind"] in ("comm_wait", "comm_unsized"):
+        if f["kind"] == "comm_wait":
             assert f["saving_us"] == 0.0
+        if f["kind"] == "comm_unsized":  # a lever no larger than its source: the exposed unsized time
+            assert 0.0 < f["saving_us"] <= a["ledger"]["communication"]["exposed_unsized_us"] + 1e-6

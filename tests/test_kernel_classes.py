@@ -30,7 +30,7 @@ from traceana.link.attribute import CAUSES
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "communication"),
     ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "communication"),
     ("Memcpy DtoD (Device -> Device)", "memcpy/memset"),
-    ("void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16>(long const*)", "elementwise"),
+    ("void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16>(long const*)", "copy"),  # a KV-cache write
     ("void split_embedding_codegen_forward_unweighted_kernel<float, float, float, long>(at::Generic)", "other"),
     ("some_custom_kernel", "other"),
 ])
@@ -68,7 +68,7 @@ def test_tensorlists_without_sizes_are_opaque_and_collective_args_reach_the_cost
     a = analyze(s.write(tmp_path, s.trace(ev)))
     cat = next(o for o in a["ops"] if o["name"] == "aten::cat")
     assert cat["bound"] == "opaque" and cat["cause"] == "shapes_not_recorded"
-    assert cat["kernel_class"] == "elementwise"
+    assert cat["kernel_class"] == "copy"
     comm = next(o for o in a["ops"] if o["name"] == "record_param_comms")
     assert comm["bound"] == "communication" and comm["family"] == "comm"
     assert comm["bytes"] == pytest.approx(1024 * 4 * 2 * 3 / 4)  # ring all_reduce: 2(n-1)/n * S

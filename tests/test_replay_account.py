@@ -50,8 +50,9 @@ def test_account_by_class_and_kernel_with_copies_judged(tmp_path):
 
 
 @pytest.mark.parametrize("rel, run, recipe, pct, gemm", [
-    # vLLM on MI300X: 96.9% replayed, GEMMs 75.8% of the device time (two triton_kernels matmul_ogs MoE GEMMs 65.6%)
-    ("tracelens/vllm_decode_full/graph_execution.json.gz", "vllm", VLLM, 96.9, 75.8),
+    # vLLM on MI300X: 96.9% replayed, GEMMs 74.5% of the device time (two triton_kernels matmul_ogs MoE GEMMs 65.6%;
+    # _finalize_matmul_scatter_bf16, 1.3%, sums the experts' outputs: a reduction, not a GEMM)
+    ("tracelens/vllm_decode_full/graph_execution.json.gz", "vllm", VLLM, 96.9, 74.5),
     # SGLang (sgl_hip kernels; it also runs vLLM's paged-attention enum, so SGLang's marks win): 98.8% replayed
     ("tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "sglang", SGLANG, 98.8, 59.1),
 ])

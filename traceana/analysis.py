@@ -34,7 +34,9 @@ from traceana.diagnose.cpu import cpu_breakdown
 from traceana.diagnose.cpu_roofline import cpu_roofline
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
+from traceana.link.kernel_account import kernel_view
 from traceana.link.kernel_classes import kernel_classes
+from traceana.modules.launch_site import launch_sites
 from traceana.modules.attribute import places as op_places
 from traceana.modules.table import finding_fields, module_table
 from traceana.link.attribute import CAUSES, Links, link
@@ -163,13 +165,15 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     places = op_places(trace, links, recorded_ops)
     memory = memory_section(trace, links, places)
-    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
+    kernels = kernel_view(trace, ordered, rows)  # every kernel by class x dtype x library, from its name
+    classes = kernel_classes(trace, ordered, rows, kernels.cls)
+    launch_sites(trace, links, ordered, rows)  # where kernels launched outside any op came from
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory, kernels)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     modules = module_table(places, trace, links, ordered, rows, total)  # also each row's module / source
     finding_fields(diag["findings"], rows)
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
-    classes = kernel_classes(trace, ordered, rows)
     acc = opaque_account(trace, rows, device_dict, total, context["compiled"])
     if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
         coverage["opaque_account"] = acc
@@ -197,6 +201,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "context": context,
         "coverage": coverage,
         "kernel_classes": classes,
+        "kernels": kernels.account,
         "ledger": diag["ledger"],
         **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},

@@ -63,6 +63,9 @@ _NUMERIC = {"device_time_us", "mean_time_us", "kernels_per_call", "flops", "byte
             "comm_bus_factor", "comm_bytes_per_rank", "comm_algbw_gbps", "comm_busbw_gbps", "comm_link_gbps",
             "comm_transfer_us", "comm_wait_us",
             "copy_link_gbps", "copy_bytes", "copy_time_us", "copy_gbps", "copy_events", "module_share"}
+#: a.kernel_account: per (class, dtype, library, tensor cores) row of analysis["kernels"]["rows"]
+KERNEL_ACCOUNT_COLUMNS = ("class", "dtype", "library", "tensor_cores", "math", "time_us", "pct", "uncovered_us",
+                          "count", "names", "top")
 FINDING_COLUMNS = ("id", "kind", "group", "title", "fix", "saving_us", "idle_us", "confidence", "estimated", "lever",
                    "ops", "text", "module_class", "source")
 #: a.modules: per module (and per phase: forward_*, backward_*, optimizer_*) these figures
@@ -169,6 +172,20 @@ class Analysis:
                    for o in self.raw.get("ops") or [] if isinstance(o, Mapping)
                    for k in o.get("kernels") or [] if isinstance(k, Mapping)]
         return _frame(records, ["op_id", "op_name", "kernel", "calls", "time_us"], {"time_us"})
+
+    @cached_property
+    def kernel_account(self) -> pd.DataFrame:
+        """The kernel account (analysis["kernels"]): device time by kernel class x dtype x library, with
+        tensor-core use, read from kernel names (shapes or not), largest first. `uncovered_us`: the part no
+        costed op covers; `top`: the largest kernel names of the row. attrs holds the totals and the sentence."""
+        acc = self.raw.get("kernels") or {}
+        records = [{c: _cell(r.get(c)) for c in KERNEL_ACCOUNT_COLUMNS if c != "top"}
+                   | {"top": tuple(t.get("name") for t in r.get("top") or [] if isinstance(t, Mapping))}
+                   for r in acc.get("rows") or [] if isinstance(r, Mapping)]
+        df = _frame(records, list(KERNEL_ACCOUNT_COLUMNS), {"time_us", "pct", "uncovered_us"})
+        df.attrs.update({k: acc.get(k) for k in ("total_us", "uncovered_us", "matrix_us", "tensor_core_us",
+                                                  "sentence")})
+        return df
 
     @cached_property
     def findings(self) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import numpy as np
 
 from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_library
 from traceana.link.attribute import Links, _parents
+from traceana.link.kernel_names import HEAD
 from traceana.load.model import Trace
 from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
 
@@ -41,6 +42,8 @@ class TraceView:
         self.trace, self.links = trace, links
         names = trace.names
         self.names = names
+        # what the name rules read: each name's head (a kernel's template list can run to megabytes)
+        self.heads = [n[:HEAD] if len(n) > HEAD else n for n in names]
         ops = trace.ops
         self.op_name = [names[c] for c in ops.name.tolist()]
         self.ann_name = [names[c] for c in trace.annotations.name.tolist()]
@@ -139,17 +142,17 @@ class TraceView:
         return out
 
     def ops_where(self, rx: re.Pattern) -> np.ndarray:
-        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        codes = np.array([bool(rx.search(n)) for n in self.heads], dtype=bool)
         return np.flatnonzero(codes[self.trace.ops.name]) if len(self.trace.ops) else np.zeros(0, np.int64)
 
     def anns_where(self, rx: re.Pattern) -> np.ndarray:
         a = self.trace.annotations
-        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        codes = np.array([bool(rx.search(n)) for n in self.heads], dtype=bool)
         return np.flatnonzero(codes[a.name]) if len(a) else np.zeros(0, np.int64)
 
     def kernels_where(self, rx: re.Pattern) -> np.ndarray:
         g = self.trace.gpu
-        codes = np.array([bool(rx.search(n)) for n in self.names], dtype=bool)
+        codes = np.array([bool(rx.search(n)) for n in self.heads], dtype=bool)
         return np.flatnonzero(codes[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
 
     def cpu_us(self, idx: np.ndarray, ann: bool = False) -> float:

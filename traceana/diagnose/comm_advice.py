@@ -18,7 +18,10 @@ because each has a different fix and a different saving:
                  cannot recover it, so a single-rank report claims no saving (0) and points to
                  the cross-rank report (`traceana report DIR/`), which names the slow rank and
                  the phase its extra time is in.
-  comm_unsized   what the trace did not record: no saving claimed; says what to record.
+  comm_unsized   the exposed time whose size or link the trace did not record: still a lever (overlap,
+                 fewer / larger collectives, a faster link or another sharding), with the collectives by
+                 kind from the kernel names; saving = the exposed unsized time, an upper bound (the part
+                 that waits for other ranks is not recovered by overlap); says what to record to split it.
 
 Each finding has the shape of every other (kind, title, text, ops, saving_us) plus "fix" (one
 imperative sentence) and "group" ("communication": a renderer folds them into one card).
@@ -178,8 +181,13 @@ _NO_SIZE = {
 }
 
 
-def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: dict) -> dict:
+def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: dict,
+                     kernels: dict | None = None, all_rows: list[dict] | None = None) -> dict:
+    """The exposed collective time with no size or link: still a lever (overlap it, or fewer / larger
+    collectives), its saving the exposed unsized time itself, an upper bound (the part that waits for
+    other ranks is not recovered by overlap)."""
     span = ledger["span_us"]
+    c = ledger["communication"]
     no_size = sorted((r for r in rows if not r["comm"].get("sized")), key=lambda r: -r["device_time_us"])
     no_link = [r for r in rows if r["comm"].get("sized") and r["comm"].get("transfer_us") is None]
     why = []
@@ -198,23 +206,55 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
     if no_link:
         why.append(f"{u.plural(len(no_link), 'collective signature')} span hosts, and the network's bandwidth is "
                    "not in the device table (give it with --network-gbps)")
+    if not why and not context.get("record_shapes"):
+        why.append(_NO_SIZE["no_shapes"])
+    coll = {k: v for k, v in ((kernels or {}).get("collectives") or {}).items() if v > 0}
+    algos = (set(coll) - {"other"} or {r["comm"]["algorithm"] for r in rows if r["comm"].get("algorithm")}
+             or {"collective"})
+    ctot = sum(coll.values())
+    which = ", ".join(f"{k.replace('_', '-') if k != 'other' else 'kind not in the name'} {v / ctot * 100:.0f}%"
+                      for k, v in list(coll.items())[:4]) if ctot > 0 else ""
+    total_k = (kernels or {}).get("total_us") or 0.0
+    share = (f"Collective kernels take {u.us(c['total_us'])}, {c['total_us'] / total_k * 100:.0f}% of kernel time"
+             if total_k > 0 else f"Collective kernels take {u.us(c['total_us'])}")
+    par = ", ".join(context.get("parallelism") or ()) or "none recognised"
+    tries = hide_advice(context, algos) + [
+        "issue fewer, larger collectives (coalesce the small ones: a collective has a fixed latency of some 5-30 µs "
+        "within a node, more across nodes)",
+        "if the transfer itself is slow, a faster link (NVLink / more NICs) or a sharding that keeps the heaviest "
+        "collectives inside a node (a smaller tensor-parallel group, hybrid sharding)"]
+    shapes = bool(context.get("record_shapes"))  # the trace recorded shapes: never ask for them
+    record = ("record what is missing above, and " if shapes else
+              "record with torch.profiler.profile(record_shapes=True) (torch >= 2.1's record_param_comms then records "
+              "each collective's message size), and ")
+    ops = [r["id"] for r in (no_size + no_link)[:10]] or [
+        r["id"] for r in (all_rows or []) if r.get("kernel_class") == "communication"][:10]
     return {
         "kind": "comm_unsized",
-        "title": f"{u.us(unsized)} of exposed collective time cannot be split into transfer and wait "
-                 f"({unsized / span * 100:.1f}% of the span)",
-        "text": ("Whether this time moved data (overlap would hide it) or waited for other ranks (only balancing "
-                 "the ranks helps) cannot be told: " + "; ".join(why or ["its size or link was not recorded"])
-                 + ". The cross-rank report (`traceana report DIR/`) measures the waiting from the other ranks' "
-                 "traces without needing sizes. Saving shown: 0 (not claimed)."),
-        "fix": ("Compare the ranks with traceana report DIR/ (it needs no sizes), or record with a torch that "
-                "records them."),
-        "group": GROUP, "ops": [r["id"] for r in (no_size + no_link)[:10]], "saving_us": 0.0,
+        "title": f"Collectives run {u.us(unsized)} with nothing else on the GPU ({unsized / span * 100:.1f}% of the "
+                 f"span), size unknown: overlap them with compute or issue fewer, larger ones",
+        "text": (f"{share}" + (f" (by kernel name: {which})" if which else "") + f"; {u.us(c['exposed_us'])} of it ran "
+                 f"with nothing "
+                 f"else on the GPU (exposed), {u.us(c['overlapped_us'])} under other kernels. Run: "
+                 f"{context.get('mode') or 'unknown'}, parallelism {par}"
+                 + (f", {context['world_size']} ranks" if context.get("world_size") else "") + ". "
+                 f"Of the exposed time, {u.us(unsized)} cannot be split into transfer (overlap hides it) and waiting "
+                 "for other ranks (only balancing the ranks helps): " + "; ".join(why or ["its size or link was not "
+                                                                                        "recorded"])
+                 + ". What to try: " + "; ".join(tries) + ". To split transfer from wait, " + record
+                 + "run the cross-rank report (`traceana report DIR/`) on every rank's trace: it measures the waiting "
+                 f"without sizes. Saving shown: the exposed, unsized collective time, {u.us(unsized)}, an upper bound "
+                 "(the waiting part is not recovered by overlap)."),
+        "fix": "Overlap the collectives with compute or issue fewer, larger ones" + (
+            "; record with record_shapes=True to split transfer from wait." if not shapes else "."),
+        "group": GROUP, "ops": ops, "saving_us": unsized, "confidence": "low", "estimated": True,
     }
 
 
-def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None) -> list[dict]:
+def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None,
+                  kernels: dict | None = None) -> list[dict]:
     """The communication findings: exposed transfer, exposed wait, unsplit time (each only when it
-    is at least MIN_SHARE of the span)."""
+    is at least MIN_SHARE of the span); `kernels`: the kernel account (its collectives by kind)."""
     if not ledger or not ledger.get("span_us") or ledger["span_us"] <= 0 or "communication" not in ledger:
         return []
     context = context or {}
@@ -222,12 +262,12 @@ def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = 
     exposed, xfer, wait, unsized = _parts(ledger)
     if exposed < MIN_SHARE * span:
         return []
-    rows = _comm_rows(rows)
+    all_rows, rows = rows, _comm_rows(rows)
     out = []
     if xfer >= MIN_SHARE * span:
         out.append(_transfer_finding(ledger, rows, context, xfer))
     if wait >= MIN_SHARE * span:
         out.append(_wait_finding(ledger, rows, context, wait))
     if unsized >= MIN_SHARE * span:
-        out.append(_unsized_finding(ledger, rows, unsized, context))
+        out.append(_unsized_finding(ledger, rows, unsized, context, kernels, all_rows))
     return out

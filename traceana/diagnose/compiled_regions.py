@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 
 from traceana.diagnose.gemm_shape import parse_tile
-from traceana.link.kernel_classes import classify
+from traceana.link.kernel_names import parse
 
 _FUSED = re.compile(r"^triton_(poi|red|per|tem|for|mix)_fused_(.+?)_\d+$")
 _TORCH20 = re.compile(r"^triton__\d")
@@ -71,22 +71,22 @@ def kernel_facts(name: str) -> str | None:
         return "a Triton kernel with a torch 2.0 name (`triton__0d1d…`: argument alignment only, not the fused ops)"
     if name.startswith("triton_"):
         return "a Triton kernel from Inductor"
-    cls = classify(name)
+    k = parse(name)
+    cls = k.cls
     if cls == "gemm":
         tile = parse_tile(name)
         return (f"a GEMM kernel, tile {tile[0]}x{tile[1]} ({tile[2]})" if tile else
                 "a GEMM kernel (its name shows no tile)")
     if cls == "communication":
-        m = _COLLECTIVE.search(name.replace("_", "").lower())
-        return f"a collective: {_COLLECTIVES[m.group(0)]}" if m else "a communication kernel"
-    if "at::native::" in name:
+        what = _COLLECTIVES.get(k.op or "")
+        if what and k.library == "custom all-reduce":
+            what += " (custom)"
+        return f"a collective: {what}" if what else "a communication kernel"
+    if k.library == "ATen":
         return f"an ATen {cls} kernel"
     return f"a kernel of class {cls}" if cls != "other" else None
 
 
-# collective kinds in communication kernel names (NCCL / RCCL `ncclDevKernel_AllReduce_Sum_bf16_RING_LL`,
-# custom all-reduce `cross_device_reduce_1stage`), matched on the lower-cased name without underscores
-_COLLECTIVES = {"allreduce": "all-reduce", "crossdevicereduce": "all-reduce (custom)", "allgather": "all-gather",
-                "reducescatter": "reduce-scatter", "alltoall": "all-to-all", "sendrecv": "send/receive",
-                "broadcast": "broadcast"}
-_COLLECTIVE = re.compile("|".join(_COLLECTIVES))
+# the collectives of communication kernels (the grammar's op), as sentences name them
+_COLLECTIVES = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+                "all_to_all": "all-to-all", "send_recv": "send/receive", "broadcast": "broadcast"}

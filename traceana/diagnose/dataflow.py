@@ -26,21 +26,20 @@ concrete_inputs) and follows the op's schema, never the shapes at hand:
 
 from __future__ import annotations
 
-import re
 from math import prod
 
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 from traceana.cost.families._common import ITEMSIZE, dtype_from_enum
 from traceana.cost.families.pointwise import output_tensor
 from traceana.cost.types import OpCall
-from traceana.link.kernel_classes import classify
+from traceana.link.kernel_names import parse
 
 Tensor = tuple[tuple[int, ...], "str | None"]  # (shape, canonical dtype or None when not recorded)
 
 FUSABLE_FAMILIES = frozenset({"pointwise", "reduction", "norm", "memory", "index", "resample"})
 BREAK_CLASSES = frozenset({"gemm", "convolution", "attention", "communication", "memcpy/memset"})
-_LIBRARY_KERNEL = re.compile(r"cudnn|miopen|cublas|hipblas|rocblas|nccl|rccl|fbgemm|cutlass|xmma|cijk_|nvjet|"
-                             r"\bck::|ck_tile|aiter|triton_|flash|cub::", re.I)
+# kernels of these libraries end a chain (a vendor library call, or a kernel Inductor already fused)
+_NOT_LIBRARY = frozenset({"ATen", "custom", "CUDA/HIP runtime"})
 _NORM_FWD = frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_fused_rms_norm", "layer_norm",
                        "rms_norm", "group_norm", "batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm",
                        "miopen_batch_norm"})
@@ -291,10 +290,11 @@ def breaks(row: dict) -> str | None:
         return f"{short(name)} is a {'collective' if fam == 'comm' else fam} op"
     for k in row.get("kernels") or []:
         kn = k["name"] if isinstance(k, dict) else str(k)
-        cls = classify(kn)
+        k = parse(kn)
+        cls = k.cls
         if cls in BREAK_CLASSES:
             return f"{short(name)} runs {'a memcpy/memset' if cls == 'memcpy/memset' else 'a ' + cls + ' kernel'}"
-        if _LIBRARY_KERNEL.search(kn):
+        if k.library not in _NOT_LIBRARY:
             return f"{short(name)} runs a library kernel ({kn[:50]})"
     if fam not in FUSABLE_FAMILIES:
         return f"{short(name)} is not an element-wise, reduction, norm or copy op"

@@ -28,8 +28,6 @@ three biggest sure wins; a finding with nothing to recover is a note, listed aft
 
 from __future__ import annotations
 
-import re
-
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
@@ -95,7 +93,6 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     `ledger` (lead.build): each finding's saving is capped by the ledger term it comes from."""
     out: list[dict] = []
     shown = achv.shown_by_trace(rows, total_us)
-    peaks = device.get("peak_tflops") or {}
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
     # ops inside an unfused attention: the one lever is the fused kernel, not a faster softmax or a padded bmm
@@ -127,7 +124,6 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     if extra is None and latency:  # without the trace, the launch finding is built from rows alone
         out.extend(launch_findings(latency, total_us, None, context))
     out.extend(extra or [])
-    out.extend(_opaque_gemm_findings(rows, peaks, total_us))
     attach(out, ledger, rows)  # each saving at most the ledger term it comes from
     names = {r["id"]: r["name"] for r in rows}
     for f in out:  # no advice proposes torch.compile / CUDA graphs as new to a run that uses them
@@ -351,43 +347,6 @@ def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = No
     }
 
 
-def _opaque_gemm_findings(rows: list[dict], peaks: dict, total_us: float) -> list[dict]:
-    """GEMM kernels with no shapes (compiled regions, no launch): the dtype from the kernel name."""
-    tf32_t, cc_t, ids, align1, names = 0.0, 0.0, [], 0.0, set()
-    for r in rows:
-        if not r.get("opaque"):
-            continue
-        for k in r.get("kernels") or []:
-            nm = k["name"].lower()
-            if "gemm" not in nm or any(x in nm for x in ("bf16", "f16", "h1688", "h16816", "i8", "e4m3")):
-                continue
-            if any(h in nm for h in gs.TF32_HINTS):
-                tf32_t += k["time_us"]
-            elif any(h in nm for h in gs.CUDA_CORE_HINTS):
-                cc_t += k["time_us"]
-            else:
-                continue
-            align1 += k["time_us"] if "align1" in nm or "align2" in nm else 0.0
-            m = re.search(r"\w*gemm\w*", k["name"])
-            names.add(m.group(0) if m else k["name"][:70])
-            if r["id"] not in ids:
-                ids.append(r["id"])
-    t = tf32_t + cc_t
-    if total_us <= 0 or t / total_us < 0.01 or not peaks.get("bf16_tc"):
-        return []
-    base = peaks.get("tf32_tc") or peaks.get("fp32") or peaks["bf16_tc"]
-    saving = tf32_t * (1 - (peaks.get("tf32_tc") or base) / peaks["bf16_tc"]) + \
-        cc_t * (1 - (peaks.get("fp32") or base) / peaks["bf16_tc"])
-    text = (f"{u.us(t)} of GEMM kernels with no recorded shapes run fp32 inputs ({u.us(tf32_t)} on TF32 tensor "
-            f"cores, {u.us(cc_t)} on CUDA cores), e.g. {', '.join(sorted(names)[:3])}. bf16 tensor cores offer "
-            f"{peaks['bf16_tc']:g} TFLOP/s vs {peaks.get('tf32_tc') or '-'} (TF32) / {peaks.get('fp32') or '-'} "
-            "(fp32) TFLOP/s: torch.autocast('cuda', dtype=torch.bfloat16). ")
-    if align1:
-        text += (f"{u.us(align1)} of them are align1/align2 kernels: some of M, N, K are not multiples of 4 "
-                 "(16 bytes of fp32); padding them (e.g. to multiples of 8) lets full-width kernels run. ")
-    text += "Saving shown: best case if they are compute-bound, time x (1 - old roof / bf16 roof)."
-    return [{"kind": "tensor_core_dtype", "title": f"{u.us(t)} of fp32 GEMM kernels (no shapes) could run in bf16",
-             "text": text, "ops": ids[:50], "saving_us": saving, "estimated": True, "confidence": "low"}]
 
 
 def _coverage_findings(rows: list[dict], total_us: float, context: dict | None = None) -> list[dict]:

@@ -9,59 +9,33 @@ For C[M, N] = A[M, K] @ B[K, N] (batched B times):
   wave        the tiles run in waves of one tile per SM / CU (large GEMM tiles fill one): with
               T = B*ceil(M/tM)*ceil(N/tN) tiles and S SMs/CUs (the device's `sms`),
               efficiency = T / (ceil(T/S)*S).
-The tile is read from the kernel name, by library naming convention (TILE_PATTERNS):
-  Tensile / hipBLASLt  `Cijk_Alik_Bljk_..._MT256x128x64_MI16x16x1_...`: macro tile MT0 x MT1 x DepthU
-  cuBLAS xmma          `sm90_xmma_gemm_..._tilesize128x128x64_...`
-  cuBLASLt nvjet       `nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT`: tile M x N, then K x stages
-  CUTLASS 3            `cutlass3x_sm90_tensorop_s64x128x16gemm_..._128x128x64_2x1x1_0_tnt_...`:
-                       tile M x N x K before the cluster shape (the `s64x128x16` is the MMA)
-  CUTLASS 2 / cuBLAS   `cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4`, `ampere_sgemm_128x64_nn`
-The libraries are column-major BLAS: PyTorch computes its row-major C[M, N] as C^T = B^T A^T, so
-the name's first tile dim runs along N and the second along M. When the name shows no tile (CK
-templates, gemv, split-K helpers, unknown libraries) the finding says "tile unknown" and does no
-tile or wave arithmetic.
+The tile, the alignment and any split of K are read from the kernel names by the kernel-name
+grammar (traceana/link/kernel_names/blas.py: Tensile / hipBLASLt MT, cuBLAS xmma tilesize, cuBLASLt
+nvjet, CUTLASS 2 and 3, cuBLAS's SIMT names). The libraries are column-major BLAS: PyTorch computes
+its row-major C[M, N] as C^T = B^T A^T, so the name's first tile dim runs along N and the second
+along M. When the name shows no tile (CK templates, gemv, split-K helpers, unknown libraries) the
+finding says "tile unknown" and does no tile or wave arithmetic.
 
-Split-K and stream-K change what runs in waves, so they are read from the names first (split_k):
-a split-K GEMM launches tiles x splits workgroups, a stream-K one a persistent grid that shares all
-tiles' K loops out evenly; neither's waves are the tile count's. Their wave arithmetic uses the
-recorded launch grid (the op's one kernel's blocks) when there is one, else none is done.
-  Tensile / hipBLASLt  name fields are a parameter's capital letters then its value, "_"-joined:
-                       GSU<n> GlobalSplitU (the split factor; GSUM: more than one, set at launch;
-                       hipBLASLt's UserArgs kernels leave it out: a launch argument), GSUA<alg>
-                       GlobalSplitUAlgorithm (SB / MB / MBSK: how partial sums are reduced), SK<n>
-                       StreamK (0 off). SS is SourceSwap, not a split.
-  cuBLAS / cuBLASLt    a `splitKreduce_kernel` beside the GEMM kernel sums the split-K partials.
+Split-K and stream-K change what runs in waves: a split-K GEMM launches tiles x splits workgroups, a
+stream-K one a persistent grid that shares all tiles' K loops out evenly; neither's waves are the
+tile count's. Their wave arithmetic uses the recorded launch grid (the op's one kernel's blocks)
+when there is one, else none is done. (Tensile's GSU<n> / GSUM / GSUA<alg> / SK<n> fields, cuBLAS's
+splitKreduce_kernel beside the GEMM kernel.)
+
 Pure arithmetic on the rows.
 """
 
 from __future__ import annotations
 
-import re
 from math import ceil, gcd
 
 from traceana import units as u
-from traceana.roofline.judge import TF32_HINTS
+from traceana.link.kernel_names import parse
 
 MIN_SHARE = 0.005  # tile/wave findings from 0.5% of device time
 SHAPE_SHARE = 0.001  # misaligned GEMMs are worth naming from 0.1% of device time
 _TC_KEY = {"tf32": "tf32_tc", "bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc"}
 ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "fp8": 16, "int8": 16, "uint8": 16}
-# (library, pattern): the first two groups are the tile's BLAS m x n. Most specific first.
-TILE_PATTERNS = (
-    ("Tensile / hipBLASLt", re.compile(r"(?:^|_)MT(\d{1,6})x(\d{1,6})x\d{1,6}(?:_|$)", re.ASCII)),
-    ("cuBLAS xmma", re.compile(r"tilesize(\d{1,6})x(\d{1,6})(?:x\d{1,6})?", re.ASCII)),
-    ("cuBLASLt nvjet", re.compile(r"nvjet_[a-z0-9]+_(\d{1,6})x(\d{1,6})_\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
-    ("CUTLASS 3", re.compile(r"cutlass3x_\w*?_(\d{1,6})x(\d{1,6})x\d{1,6}_\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)),
-    ("CUTLASS 2 / cuBLAS", re.compile(r"_(\d{2,3})x(\d{2,3})(?:_\d{1,6}x\d{1,6})?(?:_|$)", re.ASCII)),
-)
-_ALIGN_RE = re.compile(r"align(\d{1,6})(?!\d)", re.ASCII)
-_TENSILE = re.compile(r"(?:^|_)MT\d{1,6}x\d{1,6}x\d{1,6}(?:_|$)", re.ASCII)
-_GSU = re.compile(r"(?:^|_)GSU(\d{1,6}|M)(?:_|$)", re.ASCII)
-_GSUA = re.compile(r"(?:^|_)GSUA([A-Z]+)(?:_|$)", re.ASCII)
-_STREAM_K = re.compile(r"(?:^|_)SK(\d{1,6})(?:_|$)", re.ASCII)
-_GSU_ALGO = {"SB": "atomic adds into one buffer", "MB": "separate buffers summed by a second kernel",
-             "MBSK": "separate buffers summed in the same kernel"}
-CUDA_CORE_HINTS = ("sgemm", "gemmsn", "gemv", "dot_kernel")
 
 
 def gemm_dims(row: dict) -> tuple[int, int, int, int] | None:
@@ -101,12 +75,11 @@ def gemm_dims(row: dict) -> tuple[int, int, int, int] | None:
 
 
 def parse_tile(name: str) -> tuple[int, int, str] | None:
-    """(tile m, tile n, library) in the library's BLAS (column-major) order, read from a kernel name."""
-    for lib, rx in TILE_PATTERNS:
-        m = rx.search(name)
-        if m and int(m.group(1)) > 0 and int(m.group(2)) > 0:
-            return int(m.group(1)), int(m.group(2)), lib
-    return None
+    """(tile m, tile n, naming convention) in the library's BLAS (column-major) order, read from a kernel name."""
+    k = parse(name)
+    if k.tile is None or k.cls != "gemm" or len(k.tile) < 2 or k.tile[0] <= 0 or k.tile[1] <= 0:
+        return None
+    return k.tile[0], k.tile[1], k.tile_from or k.library
 
 
 def kernel_tile(kernels: list) -> tuple[int, int, str] | None:
@@ -126,30 +99,13 @@ def split_k(kernels: list) -> dict | None:
     """How the GEMM's K loop is split across workgroups, as its kernel names say: {"mode": "stream-K" |
     "split-K" | "split at launch", "factor": int | None, "evidence": str}, or None when the names show
     no split (or a factor of 1). "split at launch": a hipBLASLt kernel that takes its factor as an
-    argument, so the name cannot tell whether this launch split K."""
-    names = _names(kernels)
-    for name in names:
-        if not _TENSILE.search(name):
-            continue
-        m = _STREAM_K.search(name)
-        if m and int(m.group(1)) > 0:
-            return {"mode": "stream-K", "factor": None, "evidence": f"its name's SK{m.group(1)} field: StreamK mode {m.group(1)}"}
-        m = _GSU.search(name)
-        algo = _GSUA.search(name)
-        how = f"; partial sums in {_GSU_ALGO.get(algo.group(1), algo.group(1))}" if algo else ""
-        if m and m.group(1) == "M":
-            return {"mode": "split-K", "factor": None,
-                    "evidence": f"its name's GSUM field: GlobalSplitU above 1, set at launch{how}"}
-        if m and int(m.group(1)) > 1:
-            return {"mode": "split-K", "factor": int(m.group(1)),
-                    "evidence": f"its name's GSU{m.group(1)} field: GlobalSplitU {m.group(1)}{how}"}
-        if not m and algo:
-            return {"mode": "split at launch", "factor": None,
-                    "evidence": f"its name's GSUA{algo.group(1)} field and no GSU field: GlobalSplitU is a launch "
-                                f"argument{how}"}
-    for name in names:
-        if "splitKreduce_kernel" in name:
-            return {"mode": "split-K", "factor": None, "evidence": "cuBLAS's splitKreduce_kernel sums its partial sums"}
+    argument, so the name cannot tell whether this launch split K. The GEMM kernel's own name first,
+    then a split-K reduction kernel beside it."""
+    recs = [parse(n) for n in _names(kernels)]
+    for reduce in (False, True):
+        for k in recs:
+            if k.split and (k.op == "split-K reduce") == reduce:
+                return {"mode": k.split, "factor": k.split_factor, "evidence": k.split_evidence or k.split}
     return None
 
 
@@ -172,11 +128,10 @@ def _split_waves(q: dict, split: dict, row: dict, sms: int | None) -> dict:
 
 
 def kernel_align(kernels: list) -> int | None:
-    for k in kernels or []:
-        name = k.get("name", "") if isinstance(k, dict) else str(k)
-        m = _ALIGN_RE.search(name)
-        if m:
-            return int(m.group(1))
+    for name in _names(kernels):
+        a = parse(name).align
+        if a is not None:
+            return a
     return None
 
 
@@ -187,8 +142,7 @@ def tensor_dtype(row: dict) -> str | None:
     if dt in ("fp16", "bf16", "fp8", "int8", "uint8"):
         return dt
     if dt == "fp32":
-        names = " ".join(k.get("name", "") for k in row.get("kernels") or []).lower()
-        if row.get("peak_dtype") == "tf32_tc" or any(h in names for h in TF32_HINTS):
+        if row.get("peak_dtype") == "tf32_tc" or any(parse(n).tf32 for n in _names(row.get("kernels"))):
             return "tf32"
     return None
 

@@ -29,6 +29,7 @@ import numpy as np
 from traceana import units as u
 from traceana.arrays import distinct
 from traceana.link.kernel_classes import classify
+from traceana.link.kernel_names import HEAD
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
@@ -41,10 +42,10 @@ FIX = ("Run the model and its inputs in channels_last: model.to(memory_format=to
 
 
 def _by_code(names: list[str], codes: np.ndarray, test) -> np.ndarray:
-    """Boolean per name code (only the codes used are tested)."""
+    """Boolean per name code (only the codes used are tested, each on its head: what a name says is there)."""
     out = np.zeros(len(names), dtype=bool)
     for c in distinct(codes).tolist():
-        out[c] = bool(test(names[c]))
+        out[c] = bool(test(names[c][:HEAD]))
     return out
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 
 from traceana.diagnose import breakdown as bd
 from traceana.diagnose import findings as fd
@@ -19,18 +18,23 @@ from traceana.diagnose import memory as mem
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.gaps import host_activity, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.host_time import graph_finding, host_findings
+from traceana.diagnose.kernel_levers import kernel_findings
+from traceana.diagnose.kernel_levers import sentence as kernel_sentence
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.recompute import recompute_finding
 from traceana.diagnose.stalls import stall_findings, stalls
 from traceana.link.attribute import Links
+from traceana.link.kernel_account import KernelView
 from traceana.load.model import Trace
 
 
 def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], device: dict,
-             total_us: float, context: dict | None = None, memory: dict | None = None) -> dict:
+             total_us: float, context: dict | None = None, memory: dict | None = None,
+             kernels: KernelView | None = None) -> dict:
     """groups[i] is the signature Group behind rows[i] (rows sorted, ids assigned); memory: the memory
-    section (diagnose/memory.py), whose findings join the others."""
+    section (diagnose/memory.py), whose findings join the others; kernels: the kernel account's view
+    (link/kernel_account.py), whose levers cover the device time no costed op speaks for."""
     ev_row = bd.event_rows(len(trace.gpu), groups)
     accs = lg.accounts(trace, links, ev_row, rows)
     primary = bd.primary_device(trace, device.get("id"))
@@ -60,7 +64,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         f = wait_finding(trace, links, ledger, acc, ev_row, rows)
         if f:
             extra.append(f)
-        extra.extend(fd.comm_findings(ledger, rows, context))
+        extra.extend(fd.comm_findings(ledger, rows, context, kernels.account if kernels is not None else None))
     if memory is not None:  # the allocator's frees: the ledger's sync idle, named once; fragmentation saves nothing
         churn = mem.churn_finding(trace, memory["allocator"], acc, lg.step_stats(trace)[0], span)
         extra.extend([churn] if churn else [])
@@ -69,6 +73,9 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     extra.extend(layout_findings(trace, links, ev_row, rows, total_us))
     f = recompute_finding(trace, links, rows, ev_row, total_us, device, memory, lg.step_stats(trace)[0])
     extra.extend([f] if f else [])
+    if kernels is not None:
+        extra.extend(kernel_findings(trace, kernels, rows, device, context, total_us))
+        kernels.account["sentence"] = kernel_sentence(kernels, rows)
     findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc), ledger)
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0

@@ -34,27 +34,15 @@ from typing import Any
 import numpy as np
 
 from traceana.link.comm_kernels import comm_event_mask
+from traceana.link.kernel_names.comm import kind as collective_kind  # AllReduce, AllGather, ... from a name
 
 PHASES = ("forward", "backward", "optimizer")
-_KINDS = (("AllReduce", r"all_?reduce|cross_device_reduce|quickreduce"), ("ReduceScatter", r"reduce_?scatter"),
-          ("AllGather", r"all_?gather"), ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"),
-          ("SendRecv", r"send_?recv"), ("Dispatch", r"dispatch"), ("Combine", r"combine"),  # expert all-to-all
-          ("Send", r"send"), ("Recv", r"recv"), ("Reduce", r"reduce"))
-_KIND_RE = [(k, re.compile(p, re.IGNORECASE)) for k, p in _KINDS]
 _STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")  # ASCII, and int64 holds it (a longer run is no step)
 _MARK = re.compile(r"^##\s*(forward|backward|optimizer)\s*##$", re.IGNORECASE)
 _FORWARD = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel)\.forward$")
 _OPT_STEP = re.compile(r"^Optimizer\.step#")
 _ZERO_GRAD = re.compile(r"^(Optimizer\.zero_grad#|##\s*zero_grad\s*##$)")
 _AUTOGRAD = "autograd::engine::evaluate_function: "
-
-
-def collective_kind(name: str) -> str:
-    """AllReduce, AllGather, ... from an NCCL/RCCL kernel name; "other" when it says none."""
-    for kind, rx in _KIND_RE:
-        if rx.search(name):
-            return kind
-    return "other"
 
 
 # ----------------------------------------------------------------------------- intervals

@@ -65,8 +65,15 @@ def terms(a: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def sentence(a: Mapping[str, Any]) -> str:
-    """The ledger's one sentence of where the time went ("" without a ledger)."""
-    return text(ledger(a).get("sentence"), 1200)
+    """The ledger's one sentence of where the time went, then the kernel account's of what the kernels
+    were ("" without either)."""
+    return " ".join(x for x in (text(ledger(a).get("sentence"), 1200), kernel_sentence(a)) if x)
+
+
+def kernel_sentence(a: Mapping[str, Any]) -> str:
+    """What the kernels were, by class with their dtype, tensor-core use and library (analysis["kernels"],
+    from kernel names: shapes or not); a dominating kernel launched outside any op first."""
+    return text(mapping(a.get("kernels")).get("sentence"), 600)
 
 
 def device_line(a: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceana.cost.types import Cost
+from traceana.link.kernel_names import parse
 from traceana.units import PEAK_NAMES
 
 # Below this share of its measured time explained by the model (floor + roofline time), neither
@@ -43,9 +44,6 @@ _MATRIX_KEY = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "fp6": "fp
 # Low-precision matrix ops on a device without that tensor-core type: the next wider type it runs
 _WIDER = {"fp4": ("fp6_tc", "fp8_tc", "bf16_tc", "fp16_tc"), "fp6": ("fp8_tc", "bf16_tc", "fp16_tc"),
           "fp8": ("bf16_tc", "fp16_tc")}
-# Kernel-name fragments that mean an fp32-input GEMM ran on TF32 tensor cores (cuBLAS/CUTLASS
-# "s1688"/"s16816" tensor-op kernels, "tf32" in sm80+ xmma names, "xf32" on ROCm).
-TF32_HINTS = ("tf32", "xf32", "s1688", "s16816", "tensorop_s")
 #: A compute roof's name in sentences ("bf16 tensor cores", "fp32 vector units"), from units.PEAK_NAMES.
 PEAK_LABEL = {k: v.replace(" tensor", " tensor cores").replace(" vector", " vector units")
               for k, v in PEAK_NAMES.items()}
@@ -63,8 +61,9 @@ def choose_peak(peaks: dict[str, float], cost: Cost, kernel_names: tuple[str, ..
     dt = cost.dtype
     if cost.matrix:
         if dt == "fp32":
-            joined = " ".join(kernel_names).lower()
-            if any(h in joined for h in TF32_HINTS):
+            # the kernel-name grammar: fp32 operands on tensor cores (cuBLAS / CUTLASS s1688 / s16816 tensor-op
+            # kernels, f32f32_tf32f32 xmma kernels, AMD XF32)
+            if any(parse(n).tf32 for n in kernel_names):
                 if "tf32_tc" in peaks:
                     return Peak("tf32_tc", peaks["tf32_tc"], "fp32 matrix op whose kernel name shows TF32 tensor cores")
             if "tf32_tc" not in peaks:

@@ -1,0 +1,206 @@
+"""The kernel account (analysis["kernels"]) and the levers read from kernel names when ops or shapes are
+missing (traceana/diagnose/kernel_levers.py), on small traces with every number written out, then on a
+model trace recorded on CPU with its shapes stripped."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests import synth as s
+from traceana.analysis import analyze
+from traceana.diagnose.kernel_levers import F_CUDA_CORES, F_TENSOR_CORES
+
+V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80,
+        "totalGlobalMem": 16945512448, "warpSize": 32}
+A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108,
+        "totalGlobalMem": 85899345920, "warpSize": 32}
+H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132,
+        "totalGlobalMem": 85520809984, "warpSize": 32}
+
+SGEMM = "volta_sgemm_128x64_nn"
+AMPERE_SGEMM = "ampere_sgemm_128x64_nn"
+TF32 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align4>(Params)"
+HGEMM = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"
+BF16_GEMM = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT"
+ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+       "at::detail::Array<char*, 3> >(int)")
+MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+       "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int)")
+SOFTMAX = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, "
+           "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)")
+BF16_BMM = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(Params)"
+
+
+def kernels_trace(tmp_path, kernels, props, name="t.json"):
+    """One op with no shapes per kernel (aten::op_i), each launching its kernel; kernels back to back on
+    stream 7 with 1 µs between: [(kernel name, µs)]."""
+    ev, t = [], 0.0
+    for i, (k, dur) in enumerate(kernels, 1):
+        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i),
+               s.kernel(k, t + 10, dur, corr=i, ext=i)]
+        t += dur + 11
+    return analyze(s.write(tmp_path, s.trace(ev, props=(props,)), name))
+
+
+def of(a, kind, group=None):
+    return [f for f in a["findings"] if f["kind"] == kind and (group is None or f.get("group") == group)]
+
+
+def test_the_account_by_class_dtype_library(tmp_path):
+    a = kernels_trace(tmp_path, [(SGEMM, 600.0), (HGEMM, 300.0), (ADD, 100.0)], V100)
+    acc = a["kernels"]
+    assert acc["total_us"] == 1000.0 and acc["uncovered_us"] == 1000.0  # no shapes: nothing costed
+    # GEMM time 600 + 300 = 900; on tensor cores only the fp16 one: 300
+    assert acc["matrix_us"] == 900.0 and acc["tensor_core_us"] == 300.0
+    assert acc["by_class"] == {"gemm": 900.0, "elementwise": 100.0}
+    rows = [(r["class"], r["dtype"], r["library"], r["tensor_cores"], r["time_us"])
+            for r in acc["rows"]]
+    assert rows == [("gemm", "fp32", "cuBLAS", False, 600.0), ("gemm", "fp16", "cuBLAS", True, 300.0),
+                    ("elementwise", "fp32", "ATen", None, 100.0)]
+    assert acc["rows"][0]["pct"] == pytest.approx(60.0) and acc["rows"][0]["top"][0]["name"] == SGEMM
+    # the first screen's sentence: 90% GEMM, mostly fp32 (600 of 900 < 80%); 300 / 900 = 33% on tensor cores
+    assert acc["sentence"] == ("Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS), "
+                               "10% elementwise (fp32, ATen); 33% of the matrix-kernel time on tensor cores.")
+
+
+def test_fp32_gemms_on_volta_get_fp16_autocast_not_tf32(tmp_path):
+    a = kernels_trace(tmp_path, [(SGEMM, 1000.0), (ADD, 20.0)], V100)
+    (f,) = of(a, "tensor_core_dtype")
+    # V100: fp32 15.7 TFLOP/s, fp16 tensor cores 125; the same work at 90% of the fp32 roof and 70% of the fp16 one:
+    # 1000 x (15.7 x 0.9) / (125 x 0.7) = 161.486 µs -> saving 838.514 µs
+    after = 1000.0 * (15.7 * F_CUDA_CORES) / (125.0 * F_TENSOR_CORES)
+    assert f["saving_us"] == pytest.approx(1000.0 - after) and after == pytest.approx(161.4857, abs=1e-3)
+    assert "float16" in f["text"] and "GradScaler" not in f["text"]  # inference: no loss scaling advice
+    assert "no TF32 tensor cores" in f["text"] and "allow_tf32" not in f["text"]
+    assert f["confidence"] == "low" and f["estimated"] and f["lever"]
+    assert a["plan"][0]["kind"] == "tensor_core_dtype"
+
+
+def test_fp32_gemms_on_ampere_get_tf32_unless_the_trace_already_runs_it(tmp_path):
+    a = kernels_trace(tmp_path, [(AMPERE_SGEMM, 1000.0)], A100)
+    (f,) = of(a, "tensor_core_dtype")
+    # A100: fp32 19.5, TF32 156: 1000 x (19.5 x 0.9) / (156 x 0.7) = 160.714 µs -> saving 839.286
+    assert f["saving_us"] == pytest.approx(1000.0 - 1000.0 * 19.5 * 0.9 / (156.0 * 0.7))
+    assert "set_float32_matmul_precision('high')" in f["fix"]
+    # with a TF32 GEMM in the trace the flag is on: the fp32 ones stayed fp32 (the library's choice): autocast
+    b = kernels_trace(tmp_path, [(AMPERE_SGEMM, 1000.0), (TF32, 100.0)], A100, "b.json")
+    simt = next(f for f in of(b, "tensor_core_dtype") if "fp32 GEMM" in f["title"])
+    # bf16 312: 1000 x (19.5 x 0.9) / (312 x 0.7) = 80.357 -> saving 919.643
+    assert simt["saving_us"] == pytest.approx(1000.0 - 1000.0 * 19.5 * 0.9 / (312.0 * 0.7))
+    assert "already run TF32" in simt["text"] and "bfloat16" in simt["text"]
+    tf32 = next(f for f in of(b, "tensor_core_dtype") if "tf32 GEMM" in f["title"])
+    assert tf32["saving_us"] == pytest.approx(100.0 - 100.0 * 156.0 / 312.0)  # both tensor cores: the peaks' ratio
+
+
+def test_fp16_gemm_is_no_fp32_gemm(tmp_path):
+    # ampere_fp16_s16816gemm_fp16: fp16 inputs, fp32 accumulate (the s): no fp32 -> bf16 advice on an A100
+    a = kernels_trace(tmp_path, [(HGEMM, 1000.0)], A100)
+    assert of(a, "tensor_core_dtype") == []  # A100 has no fp8 tensor cores either
+
+
+def test_bf16_gemms_on_hopper_get_fp8(tmp_path):
+    a = kernels_trace(tmp_path, [(BF16_GEMM, 800.0), (ADD, 200.0)], H100)
+    (f,) = of(a, "tensor_core_dtype", "fp8")
+    # H100 bf16 989.4, fp8 1978.9 TFLOP/s: 800 x 989.4 / 1978.9 = 399.98 µs -> saving 400.02
+    assert f["saving_us"] == pytest.approx(800.0 - 800.0 * 989.4 / 1978.9)
+    assert "quantization" in f["text"]  # inference: the serving engines' fp8
+    # a run that already quantizes its GEMMs gets none
+    ogs = "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1"
+    b = kernels_trace(tmp_path, [(BF16_GEMM, 800.0), (ogs, 400.0)], H100, "b.json")
+    assert of(b, "tensor_core_dtype", "fp8") == []
+
+
+def test_element_wise_chains_get_fusion(tmp_path):
+    # add 100, mul 50 | GEMM 300 | add 30, mul 20: two chains; fused, each keeps its longest kernel:
+    # (150 - 100) + (50 - 30) = 70 µs
+    a = kernels_trace(tmp_path, [(ADD, 100.0), (MUL, 50.0), (BF16_GEMM, 300.0), (ADD, 30.0), (MUL, 20.0)], H100)
+    (f,) = of(a, "fusion", "fusion")
+    assert f["saving_us"] == pytest.approx(70.0)
+    assert "4 ATen element-wise" in f["text"] and "2 chains" in f["text"] and "torch.compile" in f["fix"]
+
+
+def test_unfused_attention_from_kernel_names(tmp_path):
+    # bmm 100 -> softmax 300 -> bmm 100: the softmax's time goes in a fused attention kernel, the GEMMs' stays
+    a = kernels_trace(tmp_path, [(BF16_BMM, 100.0), (SOFTMAX, 300.0), (BF16_BMM, 100.0)], H100)
+    (f,) = of(a, "fusion", "attention")
+    assert f["saving_us"] == pytest.approx(300.0)
+    assert "scaled_dot_product_attention" in f["fix"] and "1 softmax kernel" in f["text"]
+    assert of(a, "fusion", "fusion") == []  # the softmax is not counted twice
+
+
+def test_a_dominating_kernel_outside_any_op_is_named_first(tmp_path):
+    # the user's train.py(12) calls a custom kernel's launcher: no op around the launch, 900 of 1000 µs
+    ev = [{"ph": "X", "cat": "python_function", "name": "train.py(12): step", "pid": 1, "tid": 1, "ts": 0, "dur": 50,
+           "args": {"Python id": 1, "Python parent id": 0}},
+          {"ph": "X", "cat": "python_function", "name": "torch/cuda/launcher.py(88): launch", "pid": 1, "tid": 1,
+           "ts": 5, "dur": 20, "args": {"Python id": 2, "Python parent id": 1}},
+          s.launch(10, corr=1),
+          s.kernel("my_matmul_kernel", 20, 900, corr=1, extra={"grid": [64, 2, 1], "block": [256, 1, 1]}),
+          s.op("aten::add", 60, 10, ext=2), s.launch(62, corr=2, ext=2), s.kernel(ADD, 930, 100, corr=2, ext=2)]
+    a = analyze(s.write(tmp_path, s.trace(ev, props=(A100,))))
+    row = next(r for r in a["ops"] if r["name"] == "my_matmul_kernel")
+    assert row["cause"] == "outside_op" and row["launch_site"] == "train.py:12 (step)"  # the user's frame
+    (f,) = of(a, "outside_op_kernel")
+    # 900 / 1000 = 90% of device time; grid 64 x 2 x 1 = 128 blocks
+    assert "90.0% of device time" in f["text"] and "from train.py:12 (step)" in f["text"]
+    assert "grid of 128 blocks" in f["text"] and "torch.matmul" in f["text"] and f["saving_us"] == 0.0
+    assert a["kernels"]["sentence"].startswith("my_matmul_kernel, launched outside any op, takes 90% of device time "
+                                               "(from train.py:12 (step)).")
+
+
+def _strip(src: str, dst) -> str:
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    doc.pop("record_shapes", None)  # what torch.profiler writes when record_shapes is off: no flag, no shapes
+    for e in doc["traceEvents"]:
+        a = e.get("args")
+        if isinstance(a, dict):
+            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                a.pop(k, None)
+    with gzip.open(dst, "wt") as f:
+        json.dump(doc, f)
+    return str(dst)
+
+
+def test_recorded_training_without_record_shapes(recorded_trace, tmp_path):
+    """BERT training recorded on CPU (shaped as an A100 run: fp32 matmuls as ampere_sgemm kernels), its shapes
+    stripped as a profile without record_shapes=True leaves it: the kernel account still sees every kernel, and
+    the fp32 GEMMs get TF32 (the shaped trace costs them and gets its dtype findings from the ops)."""
+    shaped = analyze(recorded_trace("bert_train"))
+    a = analyze(_strip(recorded_trace("bert_train"), tmp_path / "noshape.json.gz"))
+    assert a["trace"]["record_shapes"] is False
+    acc = a["kernels"]
+    assert acc["total_us"] == pytest.approx(shaped["kernels"]["total_us"]) and acc["uncovered_us"] == pytest.approx(
+        acc["total_us"])  # every kernel is there, none costed
+    gemm = next(r for r in acc["rows"] if r["class"] == "gemm" and r["dtype"] == "fp32")
+    assert gemm["library"] == "cuBLAS" and gemm["tensor_cores"] is False
+    (f,) = [f for f in of(a, "tensor_core_dtype") if "fp32 GEMM" in f["title"]]
+    t = sum(r["time_us"] for r in acc["rows"] if r["class"] in ("gemm", "convolution") and r["dtype"] == "fp32"
+            and r["tensor_cores"] is False)
+    assert f["saving_us"] == pytest.approx(t - t * 19.5 * 0.9 / (156.0 * 0.7), rel=1e-9)  # A100: fp32 -> TF32
+    assert "GradScaler" not in f["text"]  # TF32 needs no loss scaling
+    assert shaped["kernels"]["uncovered_us"] < 0.1 * shaped["kernels"]["total_us"]  # shaped: the ops cover them
+
+
+def test_the_account_in_the_api_and_on_the_first_screen(tmp_path):
+    import traceana
+    from traceana.render import render
+
+    ev, t = [], 0.0
+    for i, (k, dur) in enumerate([(SGEMM, 600.0), (HGEMM, 300.0), (ADD, 100.0)], 1):
+        ev += [s.op(f"aten::op_{i}", t, 5, ext=i), s.launch(t + 1, corr=i, ext=i),
+               s.kernel(k, t + 10, dur, corr=i, ext=i)]
+        t += dur + 11
+    path = s.write(tmp_path, s.trace(ev, props=(V100,)))
+    a = traceana.analyze(path)
+    df = a.kernel_account
+    assert list(df["class"]) == ["gemm", "gemm", "elementwise"]
+    assert list(df["time_us"]) == [600.0, 300.0, 100.0]
+    assert list(df["tensor_cores"]) == [False, True, None] and df["top"][0] == (SGEMM,)
+    assert df.attrs["tensor_core_us"] == 300.0
+    assert df.attrs["sentence"].startswith("Kernel time by kernel name: 90% gemm")
+    md = render(a.raw, "md")
+    assert "Kernel time by kernel name: 90% gemm (mostly fp32, CUDA cores, cuBLAS)" in md
