@@ -41,7 +41,7 @@ from traceana.render.views import (
     verdict,
 )
 from traceana.units import num, text
-from traceana.render.first import terms
+from traceana.render.first import plan, saving_text, terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
@@ -181,10 +181,13 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
     proj = projection_line(analysis)
     if proj:
         lines += [md_text(proj, 600), ""]
+    alone = {p["findings"][0]: p["saving_text"] for p in plan(analysis) if len(p["findings"]) == 1}
+    found = [f for f in seq(analysis.get("findings"))]
     for f in items[:n]:
         saving = num(f.get("saving_us"))
         tags = finding_tags(f)
-        bits = ([f"saves up to {saving / 1000:,.3f} ms"] if saving and f.get("lever") is not False else []) + tags
+        said = alone.get(next((i for i, g in enumerate(found) if g is f), -1)) or saving_text(saving, None, 0)
+        bits = ([said] if saving and f.get("lever") is not False else []) + tags
         tail = f" ({', '.join(bits)})" if bits else ""
         at = where(f, 4)
         lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}"
@@ -343,7 +346,8 @@ def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float)
     if classes:  # what kind of layer the time goes to, before where
         head += ("\n\nBy layer type (all instances together; a layer includes its sublayers): "
                  + " · ".join(f"**{md_text(c, 140)}** {md_text(f, 200)}" for c, f in classes))
-    return fold(f"By module: device time, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
+    what = "CPU self time" if m.get("time") == "cpu_self" else "device time"
+    return fold(f"By module: {what}, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
                 "have the whole tree)", items, budget, head=head + "\n",
                 more=lambda n: f"*… {n:,} more in the HTML and JSON reports.*")
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from traceana.roofline.bounds import BOUNDS
 from traceana.document import bound_of, mapping, seq
-from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types
+from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types, row_bound
 from traceana.render.svg_labels import CHAR_W, Box, Placer, overlaps, reserve_line, spread
 from traceana.units import num, text
 
@@ -46,7 +46,9 @@ LABELLED = 8
 STRIP_LABELLED = 3
 
 COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a", "host_link": "#c9a227", "peer_link": "#8d6e1f",
-           "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670"}
+           "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670",
+           # a CPU-only trace's own verdicts (diagnose/cpu_roofline.py)
+           "dispatch": "#9b5bb5", "composite": "#7f9fd6"}
 
 
 
@@ -304,12 +306,12 @@ def _label_names(pts: list[dict[str, Any]]) -> list[str]:
 def _tip(op: Mapping[str, Any], rate: str) -> str:
     return (f"{text(op.get('name'), 200) or '(unnamed)'} | {fmt_dims(op.get('input_dims'), 120) or '-'} | "
             f"{fmt_types(op.get('input_types'), 60) or '-'} | {fmt_time_us(op.get('device_time_us'))} | {rate} | "
-            f"{fmt_pct(op.get('roof_pct'))} of roof | {bound_of(op)}")
+            f"{fmt_pct(op.get('roof_pct'))} of roof | {row_bound(op)}")
 
 
 def _circle(p: dict[str, Any], cx: float, cy: float, r: float, cls: str, ids: list[str] | None, html: bool,
             tip: str) -> str:
-    bound = bound_of(p["op"])
+    bound = row_bound(p["op"])
     attrs = f'cx="{_f(cx)}" cy="{_f(cy)}" r="{_f(r)}" fill="{COLOURS[bound]}"'
     if html:
         op_id = ids[p["i"]] if ids and p["i"] < len(ids) else ""

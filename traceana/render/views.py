@@ -162,6 +162,17 @@ def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+#: Bounds a CPU-only trace's verdicts add to BOUNDS (diagnose/cpu_roofline.py).
+CPU_ONLY_BOUNDS = ("dispatch", "composite")
+
+
+def row_bound(op: Mapping[str, Any]) -> str:
+    """A row's bound as the report colours and filters it: one of BOUNDS or a CPU verdict's own
+    (dispatch, composite), else "unmodelled"."""
+    b = op.get("bound")
+    return b if isinstance(b, str) and b in CPU_ONLY_BOUNDS else bound_of(op)
+
+
 def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """(op, calls, self time, total time) rows of a CPU-only trace's breakdown."""
     cpu = mapping(analysis.get("cpu"))
