@@ -30,7 +30,7 @@ from traceana.render.views import (
 from traceana.document import mapping, seq
 from traceana.units import num, text
 from traceana.render.markdown import MAX_CHARS, SHORT_CHARS
-from traceana.render.md import fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, fold, md_text, table_row
 
 TOP_CHANGES = 15
 TOP_NAMES = 10
@@ -167,7 +167,7 @@ def _op_cells(r: Mapping[str, Any], name: str | None = None) -> list[str]:
 
 def _rows(rows: list[Mapping[str, Any]], row: Any, *args: Any) -> list[str]:
     """Table rows, the names that shorten alike told apart among these rows."""
-    names = kernel_names([r.get("name") for r in rows])
+    names = kernel_names([r.get("name") for r in rows], MD_NAME_CHARS)
     return [row(r, *args, name=n) for r, n in zip(rows, names)]
 
 
@@ -225,7 +225,7 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
                  table_row(["op", "base", "head", "Δ", "change"]), "|---|--:|--:|--:|--:|"]
         lines += [table_row([md_text(n, None) or "(unnamed)", fmt_time_us(r.get("base_us")),
                              fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
-                  for r, n in zip(names[:k], kernel_names([r.get("name") for r in names[:k]]))]
+                  for r, n in zip(names[:k], kernel_names([r.get("name") for r in names[:k]], MD_NAME_CHARS))]
         sections.append(lines)
     roof = roof_rows(d)
     if roof and top > 0:

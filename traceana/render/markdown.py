@@ -27,7 +27,7 @@ from traceana.render.first import cards, cpu_only, device_line, plan, sentence, 
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.markdown_long import modules_block
 from traceana.render.memory import memory_line
-from traceana.render.md import fit, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, fit, fold, md_text, table_row
 from traceana.output.ownership import MD_MARKER
 from traceana.units import kernel_names
 
@@ -131,7 +131,7 @@ def _ops(a: Mapping[str, Any], n: int) -> str:
     lines = [f"### Top {len(shown)} of {plural(len(ops), 'op signature')} by device time", "",
              table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
              "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|"]
-    for op, name in zip(shown, kernel_names([o.get("name") for o in shown])):
+    for op, name in zip(shown, kernel_names([o.get("name") for o in shown], MD_NAME_CHARS)):
         lines.append(table_row([md_text(name, None) or "(unnamed)",
                                 md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
                                 md_text(fmt_types(op.get("input_types")), 30) or "—",

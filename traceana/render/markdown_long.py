@@ -45,7 +45,7 @@ from traceana.render.first import plan, saving_text, terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
-from traceana.render.md import code_block, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, code_block, fold, md_text, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
 MAX_CHARS = 65_000
@@ -152,7 +152,7 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
                    *(["module · code"] if at else [])]),
         "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|" + ("---|" if at else ""),
     ]
-    for op, name in zip(shown, kernel_names([op.get("name") for op in shown])):
+    for op, name in zip(shown, kernel_names([op.get("name") for op in shown], MD_NAME_CHARS)):
         lines.append(table_row([
             md_text(name, None) or "(unnamed)",
             md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
@@ -264,7 +264,7 @@ def _full_table(ops: list[Mapping[str, Any]], budget: int) -> str:
                    "TFLOP/s", "GB/s", "% of roof", "bound"])
     align = "|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"
     rows = []
-    names = kernel_names([op.get("name") for op in ops])
+    names = kernel_names([op.get("name") for op in ops], MD_NAME_CHARS)
     for i, op in enumerate(ops, 1):
         mean = num(op.get("mean_time_us"))
         if mean is None and num(op.get("count")):
