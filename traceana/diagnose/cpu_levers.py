@@ -21,6 +21,8 @@ group), so each renderer shows CPU and GPU levers the same way:
                   about its longest op, so the saving is the time of the others
   cpu_data        data loading on the training thread (`enumerate(DataLoader)#...` annotations):
                   its time, which DataLoader workers overlap with the step
+  cpu_python      the busiest thread running no op for PYTHON_SHARE of the span or more (outside the
+                  optimizer step and data loading): Python between ops, which torch.compile removes
 
 An op instance belongs to one lever only (optimizer first, then chains, then by bound), so two
 levers never claim the same µs; the plan combines levers the projection's way all the same.
@@ -45,6 +47,8 @@ PLAN_SIZE = 3
 BLAS_BELOW_PCT = 50.0
 #: Measured / model time over this: no shape explains it, the process was short of cores.
 CONTENDED_TIMES = 100.0
+#: The time outside any op is a lever from this share of the span on.
+PYTHON_SHARE = 0.2
 #: Chains shown as findings (the largest savings).
 MAX_CHAINS = 6
 #: Ops linked into a chain are element-wise work of these families (dataflow.FUSABLE_FAMILIES, less
@@ -261,17 +265,26 @@ def _top_names(by_sig: dict, j: Judged, n: int = 3) -> str:
 
 
 def _ratio(j: Judged, by_sig: dict) -> float:
-    """Measured over model time, weighted by the time above the model (0 when no row has a model)."""
-    num = den = 0.0
+    """Measured over model time per call: the median weighted by the time above the model (the ratio the
+    signatures holding half of that time reach or exceed; one preempted call does not set it). 0 when no
+    row has a model."""
+    pairs = []
     for k, w in by_sig.items():
         if not isinstance(k, int):
             continue
         r = j.rows[k]
         model, per = r.get("model_us"), r.get("self_per_call_us")
-        if model and per:
-            num += w * per / model
-            den += w
-    return num / den if den > 0 else 0.0
+        if model and per and w > 0:
+            pairs.append((per / model, w))
+    if not pairs:
+        return 0.0
+    pairs.sort()
+    half, acc = sum(w for _, w in pairs) / 2, 0.0
+    for ratio, w in pairs:
+        acc += w
+        if acc >= half:
+            return ratio
+    return pairs[-1][0]
 
 
 def _finding(kind: str, title: str, text: str, fix: str, by_sig: dict, j: Judged, confidence: str,
@@ -375,8 +388,8 @@ def findings(trace, j: Judged, optimizer: np.ndarray | None = None) -> list[dict
             f"{head} (weighted by time): small matrices leave the BLAS library's threads idle and pay its per-call "
             f"setup, strided operands are copied first. Time above the roof: {u.us(sum(blas.values()))}"
             + ("" if measured else " (against traceana's default roofs)") + ".",
-            "Batch the work into larger GEMMs (more rows per call, one projection for Q, K and V), keep operands "
-            "contiguous, and check torch.get_num_threads() against the physical cores.", blas, j, "medium"))
+            "Larger matrix ops: more rows per call (batch the work), one GEMM where several share an input, "
+            "contiguous operands; and check torch.get_num_threads() against the physical cores.", blas, j, "medium"))
     disp = (bound == "dispatch") & ~taken
     by = _above(j, disp, "roof")
     if by:
@@ -398,6 +411,20 @@ def findings(trace, j: Judged, optimizer: np.ndarray | None = None) -> list[dict
             f"small or strided tensors, or allocation inside the op. Time above the model: {u.us(sum(slow.values()))}.",
             "Keep tensors contiguous and large enough to split over the threads (batch the work); check "
             "torch.get_num_threads() against the physical cores.", slow, j, "medium" if measured else "low"))
+    # Python between ops on the busiest thread (what the optimizer and data levers claim left out)
+    acc = account(trace, j)
+    outside = acc["outside_us"] - sum(f["_by"].get(k, 0.0) for f in out for k in ("python", "data"))
+    if outside >= PYTHON_SHARE * span:
+        stacks = len(getattr(trace, "python", ())) > 0
+        out.append(_finding(
+            "cpu_python", f"{u.pct(outside / span * 100)} of the span runs no op: Python between ops",
+            f"On the busiest thread no op ran for {u.us(outside)} of the {u.us(span)} span (outside the optimizer "
+            "step and data loading): the Python of the model code and the framework between one op and the next. "
+            "Small ops make it a large share: each costs more Python than arithmetic"
+            + ("; with_stack=True recording slows Python itself, so record once without it to size this" if stacks
+               else "") + ".",
+            "Run less Python per op: torch.compile the model (one compiled graph per step), or give each op more "
+            "work (larger batches).", {"outside": outside}, j, "low" if stacks else "medium"))
     out = [f for f in out if f["saving_us"] >= MIN_SHARE * span / 4]
     out.sort(key=lambda f: -f["saving_us"] * {"high": 1.0, "medium": 0.8, "low": 0.5}[f["confidence"]])
     for i, f in enumerate(out, 1):
