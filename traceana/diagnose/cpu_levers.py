@@ -101,7 +101,7 @@ def account(trace, j: Judged) -> dict:
     others = sorted({int(x) for x in ops.thread.tolist()} - {th})
     other_us = float((ops.end - ops.ts)[~on & j.top_level].sum())
     return {"span_us": span, "thread": trace.threads[th] if 0 <= th < len(trace.threads) else None,
-            "busy_us": busy, "outside_us": outside, "terms": terms, "other_threads": len(others),
+            "op_calls": int(len(ops)), "busy_us": busy, "outside_us": outside, "terms": terms, "other_threads": len(others),
             "other_threads_us": other_us, "steps": _steps(trace)}
 
 
@@ -121,7 +121,8 @@ def sentence(acc: dict) -> str:
     steps = acc.get("steps") or 0
     out = (f"Of the {u.us(span)} span" + (f" ({u.plural(steps, 'profiler step')})" if steps else "")
            + f": CPU ops {u.us(acc['busy_us'])} ({u.pct(acc['busy_us'] / span * 100)}"
-           + (f": {parts}" if parts else "") + ")")
+           + (f": {parts}" if parts else "") + ")"
+           + (f" in {u.plural(acc['op_calls'], 'CPU op call')}" if acc.get("op_calls") else ""))
     if acc["outside_us"] > 0:
         out += (f"; outside any op {u.us(acc['outside_us'])} ({u.pct(acc['outside_us'] / span * 100)}: Python "
                 "between ops, data loading, waiting)")

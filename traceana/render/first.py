@@ -264,7 +264,7 @@ def cards(a: Mapping[str, Any]) -> list[dict[str, Any]]:
         saving = sum(_saving(f) for _, f in members)
         out.append(_card(key, members, text(top.get("title"), 300), fix_of(top), saving,
                          saving_text(saving, None, 0), None))
-    out.sort(key=lambda c: (c["lever"] is None, c["lever"] or 0, -c["saving_us"], c["members"][0]["index"]))
+    out.sort(key=lambda c: (-c["saving_us"], c["members"][0]["index"]))
     return out
 
 

@@ -151,12 +151,15 @@ CPU_ONLY_WARNING = "no GPU activity in this trace"
 
 
 def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
-    """The analysis' warnings as a report shows them: a CPU-only trace's verdict already says
-    there was no GPU activity, so its warning is not repeated."""
+    """The analysis' warnings as a report shows them: when a CPU-only trace's first line already says
+    there was no GPU activity, its warning is not repeated."""
+    from traceana.render.first import sentence
+
     cpu_only = bool(mapping(analysis.get("cpu"))) and not by_bound(analysis)[1]
+    said = CPU_ONLY_WARNING.lower() in (sentence(analysis) or verdict(analysis)).lower()
     out = []
     for w in seq(analysis.get("warnings")):
-        if not text(w) or (cpu_only and text(w).startswith(CPU_ONLY_WARNING)):
+        if not text(w) or (cpu_only and said and text(w).startswith(CPU_ONLY_WARNING)):
             continue
         out.append(w)
     return out
