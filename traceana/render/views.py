@@ -97,6 +97,10 @@ FINDING_KINDS: dict[str, str] = {
     "gemm_shape": "GEMM shape", "fusion": "fusion", "launch_bound": "launch overhead", "idle_gap": "GPU idle",
     "host_copy": "host copy", "underutilised": "underutilised", "opaque_time": "not visible",
     "unmodelled": "no cost model", "comm_exposed": "exposed communication",
+    # a CPU-only trace's levers (diagnose/cpu_levers.py)
+    "cpu_threads": "cores short", "cpu_optimizer": "per-parameter optimizer", "cpu_dispatch": "per-op dispatch",
+    "cpu_fusion": "fusion", "cpu_blas": "BLAS below roof", "cpu_underutilised": "underutilised",
+    "cpu_data": "data loading", "cpu_python": "Python between ops",
 }
 
 
