@@ -910,3 +910,82 @@ def test_memory_section_at_desktop_widths(browser, read_reports, width):
     shoot(b, OUTPUT / f"memory-{width}.png")
     found = problems(b, url)
     assert found == {"errors": [], "requests": [], "dialogs": []}, found
+
+
+# ----------------------------------------------------------------------------- one number per thing: the layout
+
+#: Reports whose chart labels and headings are checked (the sample always; the shared traces when present).
+LAYOUT = {"t4": None, "bert": BERT, "qwen": QWEN, "resnet": "kineto/worker0.1623143089861.pt.trace.json.gz"}
+
+
+def covered_points(b: Chromium) -> list:
+    """(label, op) of every chart label that covers a point: its box reaches into a circle (1 px of slack for
+    anti-aliasing). Circles and labels as the browser laid them out."""
+    return b.js("""(() => {
+        const svg = document.getElementById('chart'); if (!svg) return [];
+        const circles = Array.from(svg.querySelectorAll('circle')).map(c => { const r = c.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2, r.width / 2, c.getAttribute('data-op')]; });
+        const out = [];
+        for (const t of svg.querySelectorAll('text.pt-label')) {
+            const r = t.getBoundingClientRect();
+            for (const [cx, cy, rad, id] of circles) {
+                const nx = Math.min(Math.max(cx, r.left), r.right), ny = Math.min(Math.max(cy, r.top), r.bottom);
+                if (rad > 1 && (nx - cx) ** 2 + (ny - cy) ** 2 < (rad - 1) ** 2) out.push([t.textContent, id]);
+            }
+        }
+        return out; })()""")
+
+
+def touching_headings(b: Chromium, gap: float = 8.0) -> list:
+    """(heading, px) of every h2 / h3 closer than `gap` px to the visible element before it."""
+    return b.js(f"""Array.from(document.querySelectorAll('main h2, main h3')).map(h => {{
+        let p = h.previousElementSibling;
+        while (p && !p.getBoundingClientRect().height) p = p.previousElementSibling;
+        if (!p || !h.getBoundingClientRect().height) return null;
+        return [h.textContent.trim().slice(0, 60), h.getBoundingClientRect().top - p.getBoundingClientRect().bottom];
+    }}).filter(x => x && x[1] < {gap})""")
+
+
+@pytest.mark.parametrize("key", list(LAYOUT))
+def test_chart_labels_cover_no_point_and_headings_keep_their_distance(browser, tmp_path, key):
+    trace = SAMPLES / "t4_seed_pow_mul.json" if LAYOUT[key] is None else TRACES / LAYOUT[key]
+    if not trace.exists():
+        pytest.skip(f"{trace} not present")
+    html, analysis = report(tmp_path, trace)
+    url = page_at(browser, html, 1400)
+    assert browser.js("document.querySelectorAll('#chart text.pt-label').length") >= 1
+    assert covered_points(browser) == []
+    assert touching_headings(browser) == []
+    # the "One step" heading: its own distance from the terms table above it, the case that touched
+    step = browser.js("""(() => { const h = document.getElementById('step-timeline'); if (!h) return null;
+        const t = document.querySelector('#anatomy table.terms'); if (!t) return null;
+        return h.getBoundingClientRect().top - t.getBoundingClientRect().bottom; })()""")
+    assert step is None or step >= 8, step
+    found = problems(browser, url)
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found
+
+
+def test_cpu_training_step_report_in_chromium(browser, tmp_path, recorded_trace):
+    """A CPU-only training step (BertForMaskedLM, stacks and memory recorded): the first screen names the CPU
+    and its levers, the chart plots the CPU verdicts against the CPU's roofs, no GPU-only section shows."""
+    html, analysis = report(tmp_path, Path(recorded_trace.train_step()))
+    url = page_at(browser, html, 1400)
+    b = browser
+    assert b.js("document.querySelector('.devline').textContent").startswith("CPU")
+    assert b.js("document.querySelectorAll('#plan li').length") == len(analysis["plan"]) >= 1
+    costed = [v for v in analysis["cpu"]["roofline"]["verdicts"] if (v.get("flops") or 0) > 0
+              and (v.get("bytes") or 0) > 0 and (v.get("achieved_gflops") or 0) > 0]
+    assert b.js("document.querySelectorAll('#chart circle.pt').length") == len(costed) > 0
+    assert b.js("document.querySelectorAll('#chart line.roof').length") >= 1
+    assert b.js("document.querySelectorAll('#ops-table tbody tr').length") == len(analysis["cpu"]["roofline"]["verdicts"])
+    text = b.js("document.body.innerText")
+    for gpu_only in ("unknown device", "Time by bound", "GPU events", "Utilisation and idle time"):
+        assert gpu_only not in text, gpu_only
+    assert b.js("document.querySelectorAll('#modules .mrow').length") > 3  # the module tree from CPU self time
+    assert covered_points(b) == [] and touching_headings(b) == []
+    every = analysis["cpu"]["roofline"]["verdicts"]  # (the strip's circles too: ops with bytes and no FLOPs)
+    hovered = hover_each_point_kind(b, {"ops": [{"id": v["id"], "name": v["name"]} for v in every]})
+    assert hovered >= 1
+    shoot(b, OUTPUT / "cpu-train-top.png")
+    found = problems(b, url)
+    assert found == {"errors": [], "requests": [], "dialogs": []}, found

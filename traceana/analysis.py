@@ -31,13 +31,16 @@ from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.memory import memory_section
 from traceana.diagnose.cpu import cpu_breakdown
-from traceana.diagnose.cpu_roofline import cpu_roofline
+from traceana.diagnose.cpu_levers import cpu_levers
+from traceana.diagnose.cpu_roofline import cpu_roofline, judge_ops
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.link.kernel_account import kernel_view
 from traceana.link.kernel_classes import kernel_classes
 from traceana.modules.launch_site import launch_sites
+from traceana.modules.attribute import OPTIMIZER
 from traceana.modules.attribute import places as op_places
+from traceana.modules.cpu_table import cpu_finding_fields, cpu_module_table
 from traceana.modules.table import finding_fields, module_table
 from traceana.link.attribute import CAUSES, Links, link
 from traceana.roofline.device_profile import Profile, sheet_figures
@@ -180,6 +183,10 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         coverage["opaque_advice"].update(account_advice(acc))
         warnings.append(account_line(acc))
     warnings.extend(_coverage_warnings(trace, coverage, classes))
+    cpu = _cpu(trace, device_dict.get("profile"), places) if cpu_only else None
+    findings, plan = diag["findings"], diag["plan"]
+    if cpu is not None and cpu.get("findings") is not None:  # a CPU-only run: its levers, modules and account
+        findings, plan, modules = cpu.pop("findings"), cpu.pop("plan"), cpu.pop("modules")
     by_bound: dict[str, float] = {k: 0.0 for k in ("compute", "memory", "latency", "underutilised", "host_link",
                                                    "unknown", "unmodelled", "opaque")}
     for r in rows:
@@ -203,7 +210,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "kernel_classes": classes,
         "kernels": kernels.account,
         "ledger": diag["ledger"],
-        **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
+        **({"cpu": cpu} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
@@ -212,19 +219,37 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         **({"hta": hta_views(trace, links)} if options.hta else {}),
         "ops": rows,
         "explanations": explain_rows(rows, device_dict, total, options.explain_top, context),
-        "findings": diag["findings"],
+        "findings": findings,
         "projection": diag["projection"],
-        "plan": diag["plan"],
+        "plan": plan,
         "warnings": warnings,
     }, Parts(trace, links, ordered)
 
 
-def _cpu(trace: Trace, profile: dict | None) -> dict | None:
-    """A CPU-only trace: ops by self time, and each op signature judged against the CPU roofs."""
+def _cpu(trace: Trace, profile: dict | None, places=None) -> dict | None:
+    """A CPU-only trace: ops by self time, each op signature judged against the CPU roofs, the span's account
+    and sentence, and (popped by the caller) its levers, plan and by-module table from CPU self time."""
     out = cpu_breakdown(trace)
-    if out is not None:
-        out["roofline"] = cpu_roofline(trace, profile)
+    if out is None:
+        return None
+    judged = judge_ops(trace, profile)
+    levers = cpu_levers(trace, judged, places.phase == OPTIMIZER if places is not None else None)
+    modules = cpu_module_table(places, judged.rows, judged.sig, judged.self_us) if places is not None else None
+    cpu_finding_fields(levers["findings"], judged.rows)
+    out["roofline"] = cpu_roofline(judged)
+    out["device"] = _cpu_device(profile, out["roofline"]["roofs"])
+    out.update({"account": levers["account"], "sentence": levers["sentence"], "findings": levers["findings"],
+                "plan": levers["plan"], "modules": modules})
     return out
+
+
+def _cpu_device(profile: dict | None, roofs: dict) -> dict:
+    """The CPU the trace ran on, as far as anything says: the trace records no CPU model, a CPU device
+    profile (traceana calibrate --device cpu on that machine) does."""
+    if profile and profile.get("kind") == "cpu" and profile.get("applied") is not False:
+        return {"name": profile.get("name"), "threads": profile.get("threads"), "source": "profile",
+                "profile": profile.get("file")}
+    return {"name": None, "threads": None, "source": None, "profile": None}
 
 
 def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict | None]:

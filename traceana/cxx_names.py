@@ -159,6 +159,30 @@ def _tell_apart(values: list[str], depth: int = 0) -> dict[str, str]:
     return whole
 
 
+def _tokens_apart(values: list[str], limit: int) -> dict[str, str]:
+    """Names joined by '_' that read alike when cut at `limit`, each as its first tokens, '…' and the tokens
+    in which the names differ (position by position), cut at `limit` only when that is still longer."""
+    distinct = list(dict.fromkeys(values))
+    toks = [v.split("_") for v in distinct]
+    width = max(len(t) for t in toks)
+    cols = [[t[k] if k < len(t) else "" for t in toks] for k in range(width)]
+    differ = [k for k in range(width) if len(set(cols[k])) > 1]
+    out = {}
+    for v, t in zip(distinct, toks):
+        keep = sorted(set(range(min(2, len(t)))) | {k for k in differ if k < len(t)})
+        parts, last = [], -1
+        for k in keep:
+            if k > last + 1:
+                parts.append("…")
+            parts.append(t[k])
+            last = k
+        if last < len(t) - 1:
+            parts.append("…")
+        label = "_".join(parts).replace("_…_", "…").replace("_…", "…")
+        out[v] = label if len(label) <= limit else text(label, limit)
+    return out
+
+
 def kernel_names(names: list[Any], limit: int = 80) -> list[str]:
     """kernel_name of each of `names`, with the names that would read the same told apart by
     the template arguments in which they differ ('vectorized_elementwise_kernel<…,
@@ -173,6 +197,14 @@ def kernel_names(names: list[Any], limit: int = 80) -> list[str]:
     for label, idx in groups.items():
         if len({text(names[i]) for i in idx}) < 2:
             continue
+        if not any(cores[i][1] for i in idx) and len({cores[i][0] for i in idx}) > 1:
+            # plain names cut alike (hipBLASLt 'Cijk_Alik_Bljk_…_MT256x128x64_…'): the tokens that differ
+            told = _tokens_apart([cores[i][0] for i in idx], limit)
+            for i in idx:
+                out[i] = told[cores[i][0]]
+            idx = [i for i in idx if list(told.values()).count(out[i]) > 1]  # numbered below when still alike
+            if not idx:
+                continue
         clean = {i: _clean(f"{label}<{cores[i][1]}>") if cores[i][1] else label for i in idx}
         labels = _tell_apart(list(clean.values()))
         for i in idx:

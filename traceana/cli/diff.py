@@ -143,12 +143,15 @@ def diff(base: str, head: str, output: str | None, fmt: str | None, roof_thresho
 
 def summary(d: Mapping[str, Any], out: str) -> str:
     """A few lines for the terminal: the total, the device warning, the counts."""
-    from traceana.render.diff_markdown import headline_numbers, total_change
+    from traceana.render.diff_markdown import headline_numbers, largest_change, total_change
 
     n = headline_numbers(d)
     lines = [f"device time {n['per']}: {n['base']} -> {n['head']}: {total_change(n)}"]
     if d.get("device_note"):
         lines.append(f"  warning: {d['device_note']}")
+    big = largest_change(d)
+    if big:
+        lines.append(f"  {big}")
     lines.append(f"  {n['counts']}")
     lines.append(f"diff written to {out}")
     from traceana.render.terminal import term_lines

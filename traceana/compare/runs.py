@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from traceana.link.kernel_classes import classify
 from traceana.roofline.bounds import BOUNDS
 from traceana.document import mapping, seq
 from traceana.units import num, text
@@ -254,6 +255,131 @@ def _by_name(base_ops: list[dict], head_ops: list[dict], bscale: float, hscale: 
     return rows
 
 
+#: Causes of rows named by a kernel, not an op: no op launched their kernels (link/attribute.py CAUSES).
+UNLINKED = ("no_launch", "graph_replay", "graph_unaligned", "outside_op", "compiled")
+#: What each such cause means, in a diff's words.
+UNLINKED_WORDS = {"no_launch": "kernels with no launch in the trace", "graph_replay": "kernels in CUDA/HIP graph replays",
+                  "graph_unaligned": "kernels in graph replays not matched to a capture",
+                  "outside_op": "kernels launched outside any op", "compiled": "compiled-region kernels"}
+#: A moved kernel's op, per side, lists at most this many kernel names.
+MOVED_KERNELS = 4
+
+
+def _kernels(a: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], list[tuple[str, str, str, float]]]:
+    """(kernel name -> {op name: µs} over the rows whose kernels an op launched; [(row name, kernel name, cause,
+    µs)] of the kernels of rows named by a kernel, which no op launched: graph replays, no launch, ...)."""
+    linked: dict[str, dict[str, float]] = {}
+    lone: list[tuple[str, str, str, float]] = []
+    for op in seq(a.get("ops")):
+        op = mapping(op)
+        cause, name = text(op.get("cause")), text(op.get("name"))
+        for k in seq(op.get("kernels")):
+            k = mapping(k)
+            kn, t = text(k.get("name")), num(k.get("time_us")) or 0.0
+            if not kn or t <= 0:
+                continue
+            if cause in UNLINKED:
+                lone.append((name, kn, cause, t))
+            elif kn != name:
+                linked.setdefault(kn, {})
+                linked[kn][name] = linked[kn].get(name, 0.0) + t
+    return linked, lone
+
+
+def _moved(base: Mapping[str, Any], head: Mapping[str, Any], bscale: float, hscale: float) -> dict[str, Any]:
+    """Kernels no op launched on one side, matched by kernel name to the op that launched kernels of that name
+    (on either side): per op name, the time of its kernels that ran unlinked on each side; per cause, how much
+    of it was matched. A kernel name under several ops is shared in proportion to their time."""
+    bl, blone = _kernels(base)
+    hl, hlone = _kernels(head)
+    homes: dict[str, dict[str, float]] = {}
+    for m in (bl, hl):
+        for k, ops in m.items():
+            for o, t in ops.items():
+                homes.setdefault(k, {})
+                homes[k][o] = homes[k].get(o, 0.0) + t
+    by_op: dict[str, dict[str, Any]] = {}
+    causes: dict[str, dict[str, Any]] = {}
+    rows: dict[str, list[float]] = {}  # kernel-named rows whose time went to an op: (base, head) µs moved
+    unmatched: dict[tuple[str, str], dict[str, Any]] = {}  # (side, kernel class) -> unlinked kernels no op names
+    for side, lone, scale in (("base", blone, bscale), ("head", hlone, hscale)):
+        for row, k, cause, t in lone:
+            t *= scale
+            c = causes.setdefault(cause, {"cause": cause, "words": UNLINKED_WORDS.get(cause, cause),
+                                          "base_us": 0.0, "head_us": 0.0, "base_matched_us": 0.0,
+                                          "head_matched_us": 0.0, "ops": {}})
+            c[f"{side}_us"] += t
+            home = homes.get(k)
+            if not home:  # no op launches a kernel of this name on either side: kept by its class
+                u = c.setdefault("unmatched_by_class", {})
+                cls = classify(k)
+                u[cls] = u.get(cls, 0.0) + t
+                un = unmatched.setdefault((side, cls), {"us": 0.0, "kernels": []})
+                un["us"] += t
+                if len(un["kernels"]) < MOVED_KERNELS:
+                    un["kernels"].append(k)
+                continue
+            c[f"{side}_matched_us"] += t
+            total = sum(home.values())
+            rows.setdefault(row, [0.0, 0.0])[0 if side == "base" else 1] += t
+            for o, w in home.items():
+                share = t * w / total
+                e = by_op.setdefault(o, {"name": o, "base_us": 0.0, "head_us": 0.0, "causes": {}, "kernels": []})
+                e[f"{side}_us"] += share
+                e["causes"][cause] = e["causes"].get(cause, 0.0) + share
+                if k not in e["kernels"] and len(e["kernels"]) < MOVED_KERNELS:
+                    e["kernels"].append(k)
+                c["ops"][o] = c["ops"].get(o, 0.0) + share
+    for c in causes.values():
+        c["ops"] = dict(sorted(c["ops"].items(), key=lambda kv: -kv[1])[:5])
+    ops = sorted(by_op.values(), key=lambda e: (-abs(e["head_us"] - e["base_us"]), e["name"]))
+    classes: dict[str, set[str]] = {}  # op name -> the classes of the kernels it launches (either side)
+    for m in (bl, hl):
+        for k, opnames in m.items():
+            for o in opnames:
+                classes.setdefault(o, set()).add(classify(k))
+    return {"ops": ops, "causes": sorted(causes.values(), key=lambda c: -abs(c["head_us"] - c["base_us"])),
+            "rows": rows, "unmatched": unmatched, "classes": classes}
+
+
+def _by_name_moved(rows: list[dict], moved: dict[str, Any]) -> list[dict]:
+    """by_name with each op's kernels that ran unlinked added to its side (base_unlinked_us, head_unlinked_us),
+    so an op whose kernels went into graph replays is not called faster; the kernel-named rows whose time
+    went to an op are left out (it is counted there)."""
+    extra = {e["name"]: e for e in moved["ops"]}
+    gone = moved["rows"]
+    out = []
+    for r in rows:
+        if r["name"] in gone:
+            b, h = gone[r["name"]]
+            r = {**r, **_delta(max(r["base_us"] - b, 0.0), max(r["head_us"] - h, 0.0))}
+            if r["base_us"] <= 1e-6 and r["head_us"] <= 1e-6:
+                continue
+        e = extra.pop(r["name"], None)
+        if e is not None:
+            r = {**r, "base_linked_us": r["base_us"], "head_linked_us": r["head_us"],
+                 "base_unlinked_us": e["base_us"], "head_unlinked_us": e["head_us"],
+                 "unlinked_causes": sorted(e["causes"], key=lambda c: -e["causes"][c]), "kernels": e["kernels"],
+                 **_delta(r["base_us"] + e["base_us"], r["head_us"] + e["head_us"])}
+        out.append(r)
+    for r in out:  # faster, while kernels of its class ran unlinked and unnamed in head: maybe moved, not faster
+        if r["delta_us"] >= 0:
+            continue
+        side = "head"
+        for cls in sorted(moved["classes"].get(r["name"], ())):
+            un = moved["unmatched"].get((side, cls))
+            if un and un["us"] >= 0.25 * abs(r["delta_us"]) > 0 and cls not in ("memcpy/memset", "other"):
+                r["maybe_moved"] = {"side": side, "class": cls, "us": un["us"], "kernels": un["kernels"]}
+                break
+    for e in extra.values():  # ops whose kernels ran only unlinked
+        out.append({"name": e["name"], "base_linked_us": 0.0, "head_linked_us": 0.0,
+                    "base_unlinked_us": e["base_us"], "head_unlinked_us": e["head_us"],
+                    "unlinked_causes": sorted(e["causes"], key=lambda c: -e["causes"][c]), "kernels": e["kernels"],
+                    **_delta(e["base_us"], e["head_us"])})
+    out.sort(key=lambda r: (-abs(r["delta_us"]), r["name"]))
+    return out
+
+
 def diff_analyses(base: Mapping[str, Any], head: Mapping[str, Any], *, base_label: str = "",
                   head_label: str = "", roof_threshold: float = ROOF_THRESHOLD_PP) -> dict[str, Any]:
     """The differences between two analyses (see the module docstring for the matching)."""
@@ -296,6 +422,7 @@ def diff_analyses(base: Mapping[str, Any], head: Mapping[str, Any], *, base_labe
         return sum(1 for r in rows if r["delta_pct"] is not None and sign * r["delta_pct"] >= NOISE_PCT)
 
     warnings = [text(w, 500) for a in (base, head) for w in seq(mapping(a.get("trace")).get("merge_warnings"))]
+    relinked = _moved(base, head, bscale, hscale)
     return {
         "schema": DIFF_SCHEMA,
         "tool": mapping(head.get("tool")) or mapping(base.get("tool")),
@@ -314,6 +441,7 @@ def diff_analyses(base: Mapping[str, Any], head: Mapping[str, Any], *, base_labe
         "ops": ops,
         "new": [lone(g, hscale, htot, "head") for g in new],
         "vanished": [lone(g, bscale, btot, "base") for g in vanished],
-        "by_name": _by_name(base_ops, head_ops, bscale, hscale),
+        "by_name": _by_name_moved(_by_name(base_ops, head_ops, bscale, hscale), relinked),
+        "moved": {"ops": relinked["ops"][:50], "causes": relinked["causes"]},
         "warnings": warnings,
     }

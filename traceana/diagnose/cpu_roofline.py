@@ -22,6 +22,7 @@ TINY_TIMES x the dispatch overhead is `dispatch`: it does little but pay the per
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,7 +38,8 @@ from traceana.link.signatures import make_call
 #: avx512_bf16 runs it no faster). Defaults only: a profile of the machine replaces them.
 DEFAULT = {"peak_tflops": {"fp64": 0.18, "fp32": 0.36, "bf16": 0.36}, "dram_gbps": 15.0, "dispatch_us": 1.0}
 TINY_TIMES = 3.0  # self time per call below this many dispatch overheads: a dispatch-bound op
-TOP = 30
+#: verdicts kept in the analysis (most self time first): the report's ops table and chart read them
+TOP = 2000
 DISPATCH_FIX = ("fewer, larger ops: batch the work, use fused ops (torch.nn.functional.scaled_dot_product_attention, "
                 "fused optimizers: foreach=True / fused=True), or torch.compile to merge element-wise chains")
 
@@ -81,8 +83,8 @@ def _roof_us(cost: Cost | None, r: dict) -> float | None:
     return max(cost.flops / (cpu_peak(cost, r["peak_tflops"])[1] * 1e6), cost.bytes / (r["dram_gbps"] * 1e3))
 
 
-def _group(trace: Trace, self_us: np.ndarray, parent: np.ndarray, r: dict) -> list[dict]:
-    """Op instances -> signatures: calls, self time, costed descendants."""
+def _group(trace: Trace, self_us: np.ndarray, parent: np.ndarray, r: dict) -> tuple[list[dict], np.ndarray]:
+    """Op instances -> signatures: calls, self time, costed descendants; and each instance's signature."""
     ops, names = trace.ops, trace.names
     keys: dict[tuple, int] = {}
     sig_of = np.empty(len(ops), dtype=np.int64)
@@ -119,7 +121,7 @@ def _group(trace: Trace, self_us: np.ndarray, parent: np.ndarray, r: dict) -> li
     counts = np.bincount(sig_of[marked], minlength=len(groups))
     for g, c, k in zip(groups, costs, counts.tolist()):
         g["cost"], g["with_child_cost"] = c, k
-    return groups
+    return groups, sig_of
 
 
 def verdict(g: dict, r: dict) -> dict:
@@ -127,7 +129,8 @@ def verdict(g: dict, r: dict) -> dict:
     call, cost, n = g["call"], g["cost"], g["calls"]
     per = g["self_us"] / n if n else 0.0
     disp = r["dispatch_us"]
-    row = {"name": call.name, "input_dims": _listify(call.dims), "input_types": list(call.types), "calls": n,
+    row = {"name": call.name, "input_dims": _listify(call.dims), "input_types": list(call.types),
+           "concrete_inputs": list(call.concrete) if call.concrete else [], "calls": n,
            "self_us": g["self_us"], "self_per_call_us": per, "flops": None, "bytes": None, "achieved_gflops": None,
            "achieved_gbps": None, "peak": None, "peak_tflops": None, "compute_us": None, "memory_us": None,
            "model_us": None, "roof_pct": None, "dispatch_us": disp}
@@ -149,6 +152,7 @@ def verdict(g: dict, r: dict) -> dict:
     roof = max(compute, memory)
     model = disp + roof
     row.update({"flops": cost.flops, "bytes": cost.bytes, "peak": key, "peak_tflops": peak, "peak_why": why,
+                "family": cost.family, "matrix": bool(cost.matrix), "dtype": cost.dtype,
                 "compute_us": compute, "memory_us": memory, "model_us": model, "flops_expr": cost.flops_expr,
                 "bytes_expr": cost.bytes_expr, "estimated": cost.estimated,
                 "achieved_gflops": cost.flops / (per * 1e3) if per > 0 else None,
@@ -191,13 +195,38 @@ def verdict(g: dict, r: dict) -> dict:
     return row
 
 
-def cpu_roofline(trace: Trace, profile: dict | None) -> dict:
-    """Verdicts for the CPU ops of a CPU-only trace (top TOP signatures by self time), the roofs
-    used and the dispatch-bound total."""
+@dataclass(frozen=True)
+class Judged:
+    """Every op signature of a CPU-only trace judged, and what the levers need per op instance."""
+
+    roofs: dict
+    rows: list[dict]  # one verdict per signature, most self time first; row["id"] = "cpu1", "cpu2", ...
+    sig: np.ndarray  # per op instance: its row's index
+    self_us: np.ndarray  # per op instance: self time (µs, may dip below 0 on overlapping children)
+    parent: np.ndarray  # per op instance: the op it is nested in (-1: top-level)
+    top_level: np.ndarray  # per op instance: not nested in another op
+
+
+def judge_ops(trace: Trace, profile: dict | None) -> Judged:
+    """Each op signature's verdict against the CPU roofs (a profile's, or DEFAULT)."""
     r = roofs(profile)
-    self_us, _, parent = self_times(trace)
-    rows = [verdict(g, r) for g in _group(trace, self_us, parent, r)]
-    rows.sort(key=lambda x: (-x["self_us"], x["name"], str(x["input_dims"])))
+    self_us, top_level, parent = self_times(trace)
+    groups, sig_of = _group(trace, self_us, parent, r)
+    rows = [verdict(g, r) for g in groups]
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i]["self_us"], rows[i]["name"], str(rows[i]["input_dims"])))
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[np.array(order, dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
+    rows = [rows[i] for i in order]
+    for k, row in enumerate(rows, 1):
+        row["id"] = f"cpu{k}"
+    return Judged(r, rows, rank[sig_of] if len(sig_of) else sig_of, self_us, parent, top_level)
+
+
+def cpu_roofline(trace: Trace | Judged, profile: dict | None = None) -> dict:
+    """Verdicts for the CPU ops of a CPU-only trace (top TOP signatures by self time), the roofs
+    used and the dispatch-bound total. `trace`: the trace, or its ops already judged (judge_ops)."""
+    j = trace if isinstance(trace, Judged) else judge_ops(trace, profile)
+    r, rows = j.roofs, j.rows
     total = sum(x["self_us"] for x in rows)
     by: dict[str, float] = defaultdict(float)
     for x in rows:

@@ -72,9 +72,33 @@ def owner_ops(trace: Trace, links: Links | None = None) -> np.ndarray:
     """Per memory event (trace.memory order): the op index it is charged to, -1 outside any op (the link
     stage's links.memory_op when given, found with the launches' op in one pass)."""
     m = trace.memory
-    if links is not None and links.memory_op is not None and len(links.memory_op) == len(m):
+    same = same_threads(trace, m.thread)
+    if links is not None and links.memory_op is not None and len(links.memory_op) == len(m) and same is m.thread:
         return links.memory_op
-    return innermost_ops(trace, m.thread, m.ts, helper_ops(trace))
+    return innermost_ops(trace, same, m.ts, helper_ops(trace))
+
+
+def same_threads(trace: Trace, thread: np.ndarray) -> np.ndarray:
+    """Thread codes as the ops have them: a thread is its "pid/tid" name, however the trace wrote the ids (the
+    2021 Kineto format writes a tid as a number on [memory] events and as a string on ops, two codes for one
+    thread). `thread` itself when no code needs mapping."""
+    first: dict[str, int] = {}
+    remap = np.arange(len(trace.threads), dtype=thread.dtype if len(thread) else np.int32)
+    for k, name in enumerate(trace.threads):
+        remap[k] = first.setdefault(name, k)
+    if not len(thread) or (remap == np.arange(len(remap))).all():
+        return thread
+    return remap[thread]
+
+
+def _unattributed(trace: Trace, owner: np.ndarray) -> np.ndarray:
+    """Per memory event charged to no op: 1 when its thread recorded no op at all, 2 when it fell between ops
+    of its thread, 0 when it is charged to an op."""
+    thread = same_threads(trace, trace.memory.thread)
+    with_ops = np.zeros(max(len(trace.threads), 1), dtype=bool)
+    if len(trace.ops):
+        with_ops[np.unique(trace.ops.thread)] = True
+    return np.where(owner >= 0, 0, np.where(with_ops[thread], 2, 1))
 
 
 def memory_section(trace: Trace, links: Links | None = None, places=None, max_points: int = MAX_POINTS,
@@ -93,15 +117,17 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
     owner_mod = None
     if places is not None and places.source is not None and len(places.module) == len(trace.ops) and len(trace.ops):
         owner_mod = np.where(owner >= 0, places.module[np.maximum(owner, 0)], -1)
-        mod_paths = [".".join(p) for p in places.paths]
+        mod_paths = ["/".join(p) for p in places.paths]  # the module tables' notation (modules/table.py SEP)
     nums, st, se = profiler_steps(trace)
     t0 = float(min(m.ts.min(), st.min())) if len(nums) else float(m.ts.min())  # times in the section: µs from t0
     key = m.device_type.astype(np.int64) * (1 << 40) + (m.device.astype(np.int64) + 1)
     devices = []
+    why = _unattributed(trace, owner)
     for k in np.unique(key).tolist():
         idx = np.flatnonzero(key == k)
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
         d = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
+        d["unattributed"] = _unattributed_note(m.nbytes[idx].astype(np.float64), why[idx], d)
         if owner_mod is not None and d["live_at_peak"] is not None:
             live = _live_at(m.addr[idx], m.nbytes[idx].astype(np.float64), _peak_pos(d, m, idx))[0]
             b = m.nbytes[idx].astype(np.float64)
@@ -149,6 +175,29 @@ def _device(m, idx: np.ndarray, owner_name: np.ndarray, names: list[str], nums: 
                                "before_recording_bytes": float(tot[p]) - held if recorded else None}
         out["top_at_peak"] = _by_op(owners[live], b[live], names, top)
     out["top_allocating"] = _by_op(owners[b > 0], b[b > 0], names, top)
+    return out
+
+
+def _unattributed_note(b: np.ndarray, why: np.ndarray, d: dict) -> dict | None:
+    """What of a device's allocations no op could be charged with, and why (None when every byte was charged,
+    or nothing was allocated); also why nothing is listed as held at the peak, when that is so."""
+    alloc = b > 0
+    total = float(b[alloc].sum())
+    lost = float(b[alloc & (why > 0)].sum())
+    no_addr = d["live_at_peak"] is None
+    if total <= 0 or (lost <= 0 and not no_addr):
+        return None
+    parts = []
+    for code, reason in ((1, "on threads that recorded no op (a DataLoader worker, a library's own thread, or "
+                              "thread ids the trace writes differently on its ops)"),
+                         (2, "between ops on their thread (Python code outside any op, the profiler's own buffers)")):
+        x = float(b[alloc & (why == code)].sum())
+        if x > 0:
+            parts.append(f"{x / total * 100:.1f}% {reason}")
+    out = {"bytes": lost, "share_pct": lost / total * 100, "why": "; ".join(parts)}
+    if no_addr:
+        out["at_peak"] = ("the events carry no addresses (\"Addr\": recorded by torch >= 1.10), so no allocation "
+                          "can be paired with its free: what is held at the peak cannot be told")
     return out
 
 

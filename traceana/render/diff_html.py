@@ -16,6 +16,9 @@ from traceana.document import mapping, seq
 from traceana.units import num, text
 from traceana.render.diff_markdown import (
     bound_rows,
+    moved_line,
+    name_change,
+    unlinked_cell,
     change_sign,
     total_change,
     fmt_delta_pct,
@@ -98,10 +101,11 @@ def build_diff_view(diff: Mapping[str, Any]) -> dict[str, Any]:
                     "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r),
                     "sign": _sign(r)} for k, r in bound_rows(d)],
         "changes": _table(seq(d.get("ops")), _change),
+        "moved": moved_line(d),
         "by_name": {"rows": [{"name": short_name(r.get("name")) or "(unnamed)", "full": text(r.get("name"), 2000),
                               "base": fmt_time_us(r.get("base_us")), "head": fmt_time_us(r.get("head_us")),
-                              "delta": fmt_delta_us(r.get("delta_us")), "pct": fmt_delta_pct(r),
-                              "sign": _sign(r)}
+                              "delta": fmt_delta_us(r.get("delta_us")), "pct": name_change(r),
+                              "unlinked": unlinked_cell(r), "sign": _sign(r)}
                              for r in seq(d.get("by_name"))[:MAX_ROWS] if isinstance(r, Mapping)],
                     "total": len(seq(d.get("by_name")))},
         "roof": _table(roof_rows(d), _change),

@@ -30,7 +30,7 @@ from traceana.render.views import (
 from traceana.document import mapping, seq
 from traceana.units import num, text
 from traceana.render.markdown import MAX_CHARS, SHORT_CHARS
-from traceana.render.md import fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, fold, md_text, table_row
 
 TOP_CHANGES = 15
 TOP_NAMES = 10
@@ -136,6 +136,73 @@ def gate_rows(d: Mapping[str, Any]) -> list[tuple[bool, str]]:
     return out
 
 
+def moved_line(d: Mapping[str, Any]) -> str:
+    """Kernels no op launched, per cause, and the ops they were matched to by kernel name, plain text ("" when
+    no side has such kernels): 'Kernels no op launched: in CUDA/HIP graph replays 0.00 µs → 44.52 ms, ...;
+    matched by kernel name to the ops that launch kernels of that name: 49.29 ms of head's (aten::mm 19.20 ms,
+    ...); each op below counts them.'"""
+    mv = mapping(d.get("moved"))
+    causes = [mapping(c) for c in seq(mv.get("causes"))]
+    causes = [c for c in causes if (num(c.get("base_us")) or 0.0) + (num(c.get("head_us")) or 0.0) > 0]
+    if not causes:
+        return ""
+    parts = [f"{text(c.get('words'), 80)} {fmt_time_us(c.get('base_us'))} → {fmt_time_us(c.get('head_us'))}"
+             for c in causes[:4]]
+    out = "Kernels no op launched: " + ", ".join(parts)
+    sides = []
+    for side in ("head", "base"):
+        got = sum(num(c.get(f"{side}_matched_us")) or 0.0 for c in causes)
+        if got <= 0:
+            continue
+        ops: dict[str, float] = {}
+        for c in causes:
+            if num(c.get(f"{side}_matched_us")):
+                for o, t in mapping(c.get("ops")).items():
+                    ops[text(o, 200)] = ops.get(text(o, 200), 0.0) + (num(t) or 0.0)
+        top = sorted(ops.items(), key=lambda kv: -kv[1])[:3]
+        sides.append(f"{fmt_time_us(got)} of {side}'s"
+                     + (" (" + ", ".join(f"{short_name(o)} {fmt_time_us(t)}" for o, t in top) + ")" if top else ""))
+    if sides:
+        out += ("; matched by kernel name to the ops that launch kernels of that name: " + "; ".join(sides)
+                + ". The by-name changes count them with their op (moved, not new work)")
+    return out + "."
+
+
+def name_change(r: Mapping[str, Any]) -> str:
+    """A by-name row's change: fmt_delta_pct, but never a speed for an op whose kernels may have gone where no op
+    launched them ('−97.6%; or moved: 9.83 ms of gemm kernels no op launched in head')."""
+    mm = mapping(r.get("maybe_moved"))
+    if not mm:
+        return fmt_delta_pct(r)
+    p = num(r.get("delta_pct"))
+    head = fmt_signed_pct(p) if p is not None else fmt_delta_pct(r)
+    return (f"{head}; or moved: {fmt_time_us(mm.get('us'))} of {text(mm.get('class'), 30)} kernels no op launched "
+            f"in {text(mm.get('side'), 8)}")
+
+
+def unlinked_cell(r: Mapping[str, Any]) -> str:
+    """'— → 19.20 ms (graph replay, no launch)': an op's kernels that ran with no op launching them, per side."""
+    b, h = num(r.get("base_unlinked_us")), num(r.get("head_unlinked_us"))
+    if not b and not h:
+        return ""
+    causes = ", ".join(text(c, 30).replace("_", " ") for c in seq(r.get("unlinked_causes"))[:2])
+    return (f"{fmt_time_us(b) if b else '—'} → {fmt_time_us(h) if h else '—'}" + (f" ({causes})" if causes else ""))
+
+
+def largest_change(d: Mapping[str, Any]) -> str:
+    """The bound with the largest change and what explains it, plain text ("" without bounds)."""
+    rows = bound_rows(d)
+    if not rows:
+        return ""
+    k, r = max(rows, key=lambda kr: abs(num(kr[1].get("delta_us")) or 0.0))
+    out = f"largest change: {k} {fmt_delta_us(r.get('delta_us'))} ({fmt_delta_pct(r)})"
+    if k == "opaque":
+        mv = moved_line(d)
+        if mv:
+            out += f": {mv[0].lower()}{mv[1:]}"
+    return out
+
+
 def fmt_int0(v: Any) -> str:
     """A count that is 0 when missing."""
     return fmt_int(v) if num(v) is not None else "0"
@@ -167,7 +234,7 @@ def _op_cells(r: Mapping[str, Any], name: str | None = None) -> list[str]:
 
 def _rows(rows: list[Mapping[str, Any]], row: Any, *args: Any) -> list[str]:
     """Table rows, the names that shorten alike told apart among these rows."""
-    names = kernel_names([r.get("name") for r in rows])
+    names = kernel_names([r.get("name") for r in rows], MD_NAME_CHARS)
     return [row(r, *args, name=n) for r, n in zip(rows, names)]
 
 
@@ -213,6 +280,9 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
                  "|---|--:|--:|--:|--:|"]
         lines += [table_row([md_text(k, 40), fmt_time_us(r.get("base_us")), fmt_time_us(r.get("head_us")),
                         fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)]) for k, r in bounds]
+        mv = moved_line(d)
+        if mv:
+            lines += ["", md_text(mv, 1200)]
         sections.append(lines)
     ops = [r for r in seq(d.get("ops")) if isinstance(r, Mapping)]
     if ops and top > 0:
@@ -221,11 +291,15 @@ def _headline(d: Mapping[str, Any], top: int) -> list[list[str]]:
     names = [r for r in seq(d.get("by_name")) if isinstance(r, Mapping)]
     if names and top > 0:
         k = min(TOP_NAMES, top, len(names))
+        unlinked = any(num(r.get("base_unlinked_us")) or num(r.get("head_unlinked_us")) for r in names[:k])
         lines = [f"## Biggest changes by op name (all signatures summed, {k} of {len(names):,})", "",
-                 table_row(["op", "base", "head", "Δ", "change"]), "|---|--:|--:|--:|--:|"]
+                 table_row(["op", "base", "head", "Δ", "change", *(["of it, kernels no op launched"] if unlinked
+                                                                   else [])]),
+                 "|---|--:|--:|--:|--:|" + ("---|" if unlinked else "")]
         lines += [table_row([md_text(n, None) or "(unnamed)", fmt_time_us(r.get("base_us")),
-                             fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), fmt_delta_pct(r)])
-                  for r, n in zip(names[:k], kernel_names([r.get("name") for r in names[:k]]))]
+                             fmt_time_us(r.get("head_us")), fmt_delta_us(r.get("delta_us")), name_change(r),
+                             *([md_text(unlinked_cell(r), 120)] if unlinked else [])])
+                  for r, n in zip(names[:k], kernel_names([r.get("name") for r in names[:k]], MD_NAME_CHARS))]
         sections.append(lines)
     roof = roof_rows(d)
     if roof and top > 0:

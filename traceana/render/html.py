@@ -18,9 +18,8 @@ from traceana.render.ops_table import ops_table
 from traceana.roofline.bounds import BOUNDS
 from traceana.document import bound_of, by_bound, gpu_busy, mapping, seq, share
 from traceana.render.views import (
-    cpu_roof_lines,
     cpu_rows,
-    cpu_verdict_rows,
+    row_bound,
     profile_sentence,
     over_roof_mark,
     plural,
@@ -39,7 +38,8 @@ from traceana.render.views import (
 )
 from traceana.units import num, text
 from traceana import units
-from traceana.render.first import CARDS_BEFORE_FOLD, cards, device_line, plan, sentence, terms
+from traceana.render.first import CARDS_BEFORE_FOLD, cards, cpu_only, device_line, plan, sentence, terms
+from traceana.render.cpu_view import CPU_BOUNDS, cpu_coverage, cpu_device, cpu_device_card, cpu_ops
 from traceana.render.json_out import to_json_safe
 from traceana.render.modules import modules_view, where, where_title
 from traceana.render.memory import memory_view
@@ -132,10 +132,11 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
     flops, nbytes = num(op.get("flops")), num(op.get("bytes"))
     peak = num(op.get("peak_tflops"))
     peak_text = fmt_sig(peak) if peak is not None else "—"
-    peak_label = units.peak_name(op.get("peak_dtype")) if text(op.get("peak_dtype")) else ""
+    peak_label = text(op.get("peak_label"), 40) or (units.peak_name(op.get("peak_dtype")) if text(op.get("peak_dtype"))
+                                                     else "")
     est = op.get("estimated") is True
     mark = "≈ " if est else ""  # an estimated FLOP / byte count
-    bound = bound_of(op)
+    bound = row_bound(op)
     full = text(op.get("name"), 2000) or "(unnamed)"
     name = short_name(full) or "(unnamed)"
     dims = units.dims(op.get("input_dims"), None, collapse=True)
@@ -218,7 +219,7 @@ def _point(op: Mapping[str, Any], anchor: str, has_row: bool) -> dict[str, Any] 
         "x": x,
         "y": y,
         "pct": fmt_pct(op.get("roof_pct")),
-        "bound": bound_of(op),
+        "bound": row_bound(op),
         "tflops": fmt_sig(y),
         "intensity": fmt_sig(x),
     }
@@ -289,16 +290,20 @@ def _coverage(cov: Mapping[str, Any], classes: Any = None) -> dict[str, Any]:
             "meta": text(mapping(cov.get("meta")).get("note"), 500)}
 
 
-def _trace_facts(trace: Mapping[str, Any], has_ledger: bool = False) -> list[tuple[str, str]]:
+def _trace_facts(trace: Mapping[str, Any], has_ledger: bool = False, ops: list[Mapping[str, Any]] | None = None,
+                 cpu: bool = False) -> list[tuple[str, str]]:
     facts = [("format", text(trace.get("format"), 40))]
     if num(trace.get("events")) is not None:
         facts.append(("events", fmt_int(trace.get("events"))))
-    if num(trace.get("gpu_events")) is not None:
+    if cpu and num(trace.get("cpu_ops")) is not None:
+        facts.append(("CPU ops", fmt_int(trace.get("cpu_ops"))))
+    elif num(trace.get("gpu_events")) is not None:
         facts.append(("GPU events", fmt_int(trace.get("gpu_events"))))
     if num(trace.get("span_us")) is not None and not has_ledger:  # else the device line gives the GPU's span
         facts.append(("span", fmt_time_us(trace.get("span_us"))))
-    if isinstance(trace.get("record_shapes"), bool):
-        facts.append(("shapes recorded", "yes" if trace["record_shapes"] else "no"))
+    shapes = shapes_fact(trace, ops or [], "CPU self time" if cpu else "device time")
+    if shapes:
+        facts.append(("shapes", shapes))
     capture = mapping(trace.get("capture"))
     if capture:
         facts.append(("graph capture", text(capture.get("note"), 400)))
@@ -307,6 +312,21 @@ def _trace_facts(trace: Mapping[str, Any], has_ledger: bool = False) -> list[tup
         facts.append(("distributed", f"rank {text(dist.get('rank'), 12)} of "
                       f"{text(dist.get('world_size'), 12)} ({text(dist.get('backend'), 40)})"))
     return [(k, v) for k, v in facts if v]
+
+
+def shapes_fact(trace: Mapping[str, Any], ops: list[Mapping[str, Any]], what: str) -> str:
+    """What was recorded of the ops' input shapes, per op: "recorded for ops holding 62.0% of device time"
+    ("not recorded" when the trace says record_shapes was off; "" when it does not say)."""
+    flag = trace.get("record_shapes")
+    if flag is False:
+        return "not recorded (record_shapes=False)"
+    total = sum(num(o.get("device_time_us")) or 0.0 for o in ops)
+    if not ops or total <= 0:
+        return "recorded" if flag is True else ""
+    shaped = sum(num(o.get("device_time_us")) or 0.0 for o in ops if any(seq(o.get("input_dims"))))
+    if shaped >= total * 0.9995:
+        return f"recorded for every op with {what}"
+    return f"recorded for ops holding {fmt_pct(share(shaped, total))} of {what}"
 
 
 def _cards(a: Mapping[str, Any], link: Any) -> list[dict[str, Any]]:
@@ -338,6 +358,9 @@ def _plan(a: Mapping[str, Any], card_list: list[dict[str, Any]]) -> list[dict[st
 def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template shows, as display strings and plain numbers."""
     a = mapping(analysis)
+    cpu = cpu_only(a)
+    if cpu:  # a CPU-only trace: its judged signatures are the ops, its CPU the device (render/cpu_view.py)
+        a = {**a, "ops": cpu_ops(a), "device": cpu_device(a)}
     trace, dev, tool = mapping(a.get("trace")), mapping(a.get("device")), mapping(a.get("tool"))
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     anchors, by_id = _anchors(ops)
@@ -367,21 +390,22 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     version = text(tool.get("version"), 40)
     view = {
         "file": text(trace.get("file"), 300) or "trace",
-        "trace_facts": _trace_facts(trace, bool(terms(a))),
+        "trace_facts": _trace_facts(trace, bool(terms(a)), ops, cpu),
+        "cpu_only": cpu,
         "tool": " ".join(x for x in (text(tool.get("name"), 40) or "traceana", version) if x),
         "schema": text(a.get("schema"), 80),
         "verdict": sentence(a) or verdict(a),
-        "devline": device_line(a) if not (a.get("cpu") and not num(mapping(a.get("coverage")).get("device_time_us")))
-        else "",
+        "devline": device_line(a),
         "plan": _plan(a, card_list),
         "terms": terms(a),
+        "terms_what": "the busiest CPU thread's span" if cpu else "the primary device's span",
         "cpu": cpu_rows(a),
-        "cpu_verdicts": cpu_verdict_rows(a),
-        "cpu_roofs": cpu_roof_lines(a),
+        "bounds": CPU_BOUNDS if cpu else BOUNDS,
+        "time_word": "CPU self time" if cpu else "device time",
         "warnings": [text(w, 2000) for w in shown_warnings(a)],
-        "device": _device(dev),
-        "breakdown": _breakdown(a) if not terms(a) else None,  # the ledger's terms say it when there are some
-        "timeline": utilisation_view(a),
+        "device": cpu_device_card(a) if cpu else _device(dev),
+        "breakdown": _breakdown(a) if not terms(a) and not cpu else None,  # the ledger's terms say it
+        "timeline": utilisation_view(a) if not cpu else {},  # a GPU's utilisation and idle time
         "memory": memory_view(a),
         "cards": card_list[:CARDS_BEFORE_FOLD],
         "more_cards": card_list[CARDS_BEFORE_FOLD:],
@@ -391,7 +415,8 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "chart": {"plotted": len(points), "left_out": len(ops) - len(plottable),
                   "capped": len(plottable) - len(points)},
         "table": ops_table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
-        "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")),
+        "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")) if not cpu else None,
+        "cpu_coverage": cpu_coverage(a) if cpu else None,
         "modules": modules_view(a, link),
         "data": to_json_safe({
             "points": points,

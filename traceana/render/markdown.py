@@ -20,14 +20,15 @@ from typing import Any
 from traceana.document import bound_of, mapping, seq
 from traceana.render.views import fmt_dims, fmt_pct, fmt_time_us, fmt_types, plural
 from traceana.units import num
-from traceana.render.views import cpu_roof_lines, cpu_rows, cpu_verdict_rows, profile_sentence, shown_warnings
+from traceana.render.views import cpu_verdict_rows, profile_sentence, shown_warnings
 from traceana.units import text
 from traceana.render.views import verdict
-from traceana.render.first import cards, device_line, plan, sentence, terms
+from traceana.render.first import cards, cpu_only, device_line, plan, sentence, terms
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.markdown_long import modules_block
 from traceana.render.memory import memory_line
-from traceana.render.md import fit, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, fit, fold, md_text, table_row
+from traceana.output.ownership import MD_MARKER
 from traceana.units import kernel_names
 
 __all__ = ["MAX_CHARS", "SHORT_CHARS", "md_text", "render_markdown"]
@@ -45,21 +46,22 @@ def render_markdown(analysis: Mapping[str, Any], image: str | None = None, long:
     a = mapping(analysis)
     if long:
         return render_long(a, image)
+    limit = SHORT_CHARS - len(MD_MARKER) - 2  # the file ends with the marker line (render.render stamps it)
     for top, fix_chars in ((TOP_OPS, 300), (5, 200), (3, 120), (0, 80)):
         core = "\n\n".join(b for b in _headline(a, image, top, fix_chars) if b)
-        if len(core) <= SHORT_CHARS - _CLOSING - 400:
+        if len(core) <= limit - _CLOSING - 400:
             break
     closing = ("<sub>The long form (`--long`), the HTML and the JSON reports have every finding, "
                "op signature and explanation.</sub>")
-    budget = SHORT_CHARS - len(core) - len(closing) - 8
+    budget = limit - len(core) - len(closing) - 8
     out = core
     if budget > 0:
         folded = fit(_folded(a, budget), budget)
         if folded:
             out += "\n\n" + folded
     out += "\n\n" + closing + "\n"
-    if len(out) > SHORT_CHARS:  # only a pathological headline gets here: cut at a block boundary
-        cut = out.rfind("\n\n", 0, SHORT_CHARS - 40)
+    if len(out) > limit:  # only a pathological headline gets here: cut at a block boundary
+        cut = out.rfind("\n\n", 0, limit - 40)
         out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
     return out
 
@@ -69,37 +71,35 @@ def render_markdown(analysis: Mapping[str, Any], image: str | None = None, long:
 
 def _headline(a: Mapping[str, Any], image: str | None, top: int, fix_chars: int) -> list[str]:
     file = md_text(mapping(a.get("trace")).get("file"), 120) or "trace"
-    cpu_only = bool(a.get("cpu")) and not num(mapping(a.get("coverage")).get("device_time_us"))
+    cpu = cpu_only(a)
     head = [f"# traceana: {file}", ""]
-    if not cpu_only:
-        prof = mapping(mapping(a.get("device")).get("profile"))
-        head.append(f"**Device:** {md_text(device_line(a), 400)}" + (" \\" if image or prof else ""))
-        if prof:
-            head.append(f"**Profile:** {md_text(profile_sentence(prof), 600)}" + (" \\" if image else ""))
-        if image:
-            head.append(_image(image))
-        head.append("")
+    prof = mapping(mapping(a.get("device")).get("profile"))
+    head.append(f"**Device:** {md_text(device_line(a), 400)}"
+                + (" \\" if (image and not cpu) or prof else ""))
+    if prof:
+        head.append(f"**Profile:** {md_text(profile_sentence(prof), 600)}" + (" \\" if image and not cpu else ""))
+    if image and not cpu:
+        head.append(_image(image))
+    head.append("")
     head.append(f"**Where the time went:** {md_text(sentence(a) or verdict(a), 1200)}")
     mem = memory_line(a)
     if mem:
         head += ["", f"**Memory:** {md_text(mem, 700)}"]
-    return ["\n".join(head), _plan(a, fix_chars), _cpu(a, top) if cpu_only else _ops(a, top)]
+    return ["\n".join(head), _plan(a, fix_chars), _cpu(a, top) if cpu else _ops(a, top)]
 
 
 def _cpu(a: Mapping[str, Any], n: int) -> str:
-    """A CPU-only trace: its ops by self time and their verdicts against the CPU's roofs."""
-    lines = []
-    rows = cpu_rows(a)[:n]
-    if rows:
-        lines += ["### CPU ops by self time", "", table_row(["op", "calls", "self", "total"]), "|---|--:|--:|--:|",
-                  *(table_row([md_text(name, 80), c, st, tt]) for name, c, st, tt in rows)]
+    """A CPU-only trace: its op signatures with the most self time, judged against the CPU's roofs."""
     verdicts = cpu_verdict_rows(a)[:n]
-    if verdicts:
-        lines += ["", "## CPU roofline verdicts", "", *(md_text(x, 400) + "  " for x in cpu_roof_lines(a)[:2]), "",
-                  table_row(["op", "shape", "calls", "self / call", "% of roof", "bound"]), "|---|---|--:|--:|--:|---|",
-                  *(table_row([md_text(r["name"], 80), md_text(r["dims"], 60) or "—", r["calls"], r["per_call"],
-                               r["pct"], md_text(r["bound"], 20)]) for r in verdicts)]
-    return "\n".join(lines).strip()
+    if not verdicts:
+        return ""
+    total = num(mapping(mapping(a.get("cpu")).get("roofline")).get("signatures"))
+    lines = [f"### Top {len(verdicts)} of {plural(total or len(verdicts), 'op signature')} by CPU self time", "",
+             table_row(["op", "shape", "calls", "self", "self / call", "% of roof", "bound"]),
+             "|---|---|--:|--:|--:|--:|---|",
+             *(table_row([md_text(r["name"], 60), md_text(r["dims"], 60) or "—", r["calls"], r["self"], r["per_call"],
+                          r["pct"], md_text(r["bound"], 20)]) for r in verdicts)]
+    return "\n".join(lines)
 
 
 def _plan(a: Mapping[str, Any], fix_chars: int) -> str:
@@ -108,7 +108,7 @@ def _plan(a: Mapping[str, Any], fix_chars: int) -> str:
         return ""
     lines = ["### Do this first", ""]
     for i, p in enumerate(levers, 1):
-        bits = [f"saves up to {p['saving']}"] if p["saving"] else []
+        bits = [p["saving_text"]] if p["saving_text"] else []
         if p["after"]:
             bits.append(f"span after it{'' if i == 1 else ' and the ones above'}: {p['after']}"
                         + (f" ({p['after_pct']} shorter)" if p["after_pct"] else "")
@@ -131,7 +131,7 @@ def _ops(a: Mapping[str, Any], n: int) -> str:
     lines = [f"### Top {len(shown)} of {plural(len(ops), 'op signature')} by device time", "",
              table_row(["op", "shape", "dtype", "time", "% of roof", *(["% of achievable"] if ach else []), "bound"]),
              "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|"]
-    for op, name in zip(shown, kernel_names([o.get("name") for o in shown])):
+    for op, name in zip(shown, kernel_names([o.get("name") for o in shown], MD_NAME_CHARS)):
         lines.append(table_row([md_text(name, None) or "(unnamed)",
                                 md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
                                 md_text(fmt_types(op.get("input_types")), 30) or "—",
@@ -157,7 +157,8 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
     mods = modules_block(a, min(left, 1800), 10, 3.0)  # its room is kept: the line on how to record stacks
     left -= len(mods) + 2 if mods else 0
     rows = terms(a)
-    add(fold("Where the time went: every µs of the primary device's span, once",
+    add(fold(f"Where the time went: every µs of {'the busiest CPU thread' if cpu_only(a) else 'the primary device'}'s "
+             "span, once",
              [table_row([md_text(t["label"], 80), t["time"], t["pct"]]) for t in rows], left,
              head=table_row(["part", "time", "% of span"]) + "\n|---|--:|--:|"))
     cs = cards(a)
@@ -177,7 +178,7 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
 
 
 def _card(c: Mapping[str, Any]) -> str:
-    bits = [f"saves up to {c['saving']}"] if c["saving"] else ["note"]
+    bits = [c["saving_text"]] if c["saving_text"] else ["note"]
     if c["confidence"]:
         bits.append(f"{md_text(c['confidence'], 12)} confidence")
     if c["estimated"]:

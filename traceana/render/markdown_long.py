@@ -41,11 +41,11 @@ from traceana.render.views import (
     verdict,
 )
 from traceana.units import num, text
-from traceana.render.first import terms
+from traceana.render.first import plan, saving_text, terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
-from traceana.render.md import code_block, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, code_block, fold, md_text, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
 MAX_CHARS = 65_000
@@ -152,7 +152,7 @@ def _ops_table(ops: list[Mapping[str, Any]], n: int) -> list[str]:
                    *(["module · code"] if at else [])]),
         "|---|---|---|--:|--:|" + ("--:|" if ach else "") + "---|" + ("---|" if at else ""),
     ]
-    for op, name in zip(shown, kernel_names([op.get("name") for op in shown])):
+    for op, name in zip(shown, kernel_names([op.get("name") for op in shown], MD_NAME_CHARS)):
         lines.append(table_row([
             md_text(name, None) or "(unnamed)",
             md_text(fmt_dims(op.get("input_dims"), None, True), 60) or "—",
@@ -181,10 +181,13 @@ def _findings(analysis: Mapping[str, Any], n: int) -> list[str]:
     proj = projection_line(analysis)
     if proj:
         lines += [md_text(proj, 600), ""]
+    alone = {p["findings"][0]: p["saving_text"] for p in plan(analysis) if len(p["findings"]) == 1}
+    found = [f for f in seq(analysis.get("findings"))]
     for f in items[:n]:
         saving = num(f.get("saving_us"))
         tags = finding_tags(f)
-        bits = ([f"saves up to {saving / 1000:,.3f} ms"] if saving and f.get("lever") is not False else []) + tags
+        said = alone.get(next((i for i, g in enumerate(found) if g is f), -1)) or saving_text(saving, None, 0)
+        bits = ([said] if saving and f.get("lever") is not False else []) + tags
         tail = f" ({', '.join(bits)})" if bits else ""
         at = where(f, 4)
         lines.append(f"- **{md_text(f.get('title'), 160)}**{tail}: {md_text(f.get('text'), FINDING_CHARS)}"
@@ -261,7 +264,7 @@ def _full_table(ops: list[Mapping[str, Any]], budget: int) -> str:
                    "TFLOP/s", "GB/s", "% of roof", "bound"])
     align = "|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"
     rows = []
-    names = kernel_names([op.get("name") for op in ops])
+    names = kernel_names([op.get("name") for op in ops], MD_NAME_CHARS)
     for i, op in enumerate(ops, 1):
         mean = num(op.get("mean_time_us"))
         if mean is None and num(op.get("count")):
@@ -343,7 +346,8 @@ def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float)
     if classes:  # what kind of layer the time goes to, before where
         head += ("\n\nBy layer type (all instances together; a layer includes its sublayers): "
                  + " · ".join(f"**{md_text(c, 140)}** {md_text(f, 200)}" for c, f in classes))
-    return fold(f"By module: device time, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
+    what = "CPU self time" if m.get("time") == "cpu_self" else "device time"
+    return fold(f"By module: {what}, forward / backward (modules over {min_pct:g}% of it; the HTML and JSON "
                 "have the whole tree)", items, budget, head=head + "\n",
                 more=lambda n: f"*… {n:,} more in the HTML and JSON reports.*")
 

@@ -27,6 +27,9 @@ from typing import Any
 from traceana.units import text
 
 ZWSP = "\u200b"
+#: Op and kernel names in a markdown table are at most this long (kernel_names tells names that read
+#: alike apart by what differs): one long kernel name must not widen the whole table.
+MD_NAME_CHARS = 48
 # control characters, bidirectional overrides/isolates, the BOM: never shown as they are
 _ODD = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")

@@ -14,7 +14,7 @@ from typing import Any
 from markupsafe import Markup
 
 from traceana import units as u
-from traceana.render.views import fmt_time_us
+from traceana.render.views import fmt_pct, fmt_time_us
 from traceana.document import mapping, seq
 from traceana.units import num, text
 from traceana.render.svg import _esc
@@ -30,10 +30,20 @@ ML, MR, MT, MB = 72, 24, 22, 36
 ALLOC_COLOUR, RESERVED_COLOUR, PEAK_COLOUR = "#3d6fd6", "#8d6e1f", "#c2527a"
 
 
+#: A device whose peak is under this and under TRIVIAL_SHARE of another device's is left out of the report
+#: (the host's few bytes beside a GPU's gigabytes say nothing).
+TRIVIAL_BYTES = 1 << 20
+TRIVIAL_SHARE = 0.01
+
+
 def devices(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The section's devices with a numeric peak (at most MAX_DEVICES)."""
+    """The section's devices with a numeric peak (at most MAX_DEVICES), trivial ones left out."""
     out = [mapping(d) for d in seq(mapping(a.get("memory")).get("devices"))]
-    return [d for d in out if num(d.get("peak_allocated_bytes")) is not None][:MAX_DEVICES]
+    out = [d for d in out if num(d.get("peak_allocated_bytes")) is not None]
+    top = max((num(d.get("peak_allocated_bytes")) or 0.0 for d in out), default=0.0)
+    keep = [d for d in out if not (num(d.get("peak_allocated_bytes")) < TRIVIAL_BYTES
+                                   and num(d.get("peak_allocated_bytes")) < TRIVIAL_SHARE * top)]
+    return keep[:MAX_DEVICES]
 
 
 def _peak_step(d: Mapping[str, Any]) -> str:
@@ -117,9 +127,15 @@ def memory_view(a: Mapping[str, Any]) -> dict[str, Any] | None:
         if live:
             facts.append(("held at the peak by recorded allocations",
                           f"{u.nbytes(live.get('bytes'))} in {u.plural(live.get('allocations'), 'allocation')}"))
-            if num(live.get("before_recording_bytes")) is not None:
+            if num(live.get("before_recording_bytes")):  # (0 B says nothing)
                 facts.append(("allocated before the recording and still held",
                               u.nbytes(live.get("before_recording_bytes"))))
+        lost = mapping(d.get("unattributed"))
+        if (num(lost.get("share_pct")) or 0.0) >= 0.5:
+            facts.append(("not charged to an op", f"{u.bytes_iec(lost.get('bytes'))} of the bytes allocated "
+                          f"({fmt_pct(lost.get('share_pct'))}): {text(lost.get('why'), 600)}"))
+        if text(lost.get("at_peak")):
+            facts.append(("held at the peak", text(lost.get("at_peak"), 400)))
         if text(d.get("totals")) == "reconstructed":
             facts.append(("totals", "not in the events: summed from the recording's start (memory allocated "
                                     "before it is not counted)"))
@@ -145,6 +161,8 @@ def _op_rows(v: Any, key: str = "op") -> list[tuple[str, str, str]]:
     rows = []
     for x in seq(v)[:TOP_ROWS]:
         x = mapping(x)
+        if not (num(x.get("bytes")) or 0.0) > 0:  # no zero-byte rows
+            continue
         rows.append((text(x.get(key), 200) or "?", u.bytes_iec(x.get("bytes")), u.count(x.get("allocations"))))
     return rows
 

@@ -80,7 +80,7 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
         return None
     recorded = bool(text(m.get("source")))
     if recorded and not num(mapping(m.get("total")).get("time_us")):
-        return None  # stacks, but no device time to share out (a CPU-only trace)
+        return None  # stacks, but no time to share out
     nodes = [n for n in seq(m.get("tree")) if isinstance(n, Mapping)]
     keep = sorted((i for i, n in enumerate(nodes) if (num(n.get("pct")) or 0.0) >= HTML_MIN_PCT),
                   key=lambda i: -(num(nodes[i].get("time_us")) or 0.0))[:HTML_NODES]
@@ -107,6 +107,7 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
                   "module_title": text(s.get("module"), 3000), "cells": _node_line(s)}
                  for s in seq(m.get("by_source"))[:15] if isinstance(s, Mapping)]
     return {"note": text(m.get("note"), 600), "backward": text(m.get("backward"), 600),
+            "what": "CPU self time" if m.get("time") == "cpu_self" else "Device time",
             "source": text(m.get("source"), 40), "roots": roots, "other": other, "by_source": by_source,
             "by_class": by_class,
             "shown": len(kept), "total": len(nodes)}

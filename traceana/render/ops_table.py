@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from traceana.roofline.bounds import BOUNDS
+from traceana.render.views import CPU_ONLY_BOUNDS
 
 #: A table with more rows than this is drawn lazily by report.js from a JSON block (only the rows
 #: in view are in the DOM); smaller ones are plain HTML, readable without JavaScript.
@@ -22,7 +23,7 @@ def ops_table(rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
     Up to LAZY_ROWS rows are plain HTML. Beyond that only the first STATIC_ROWS are HTML and
     every row goes to `lazy` (lazy_rows: compact lists) for report.js to draw as the reader scrolls.
     """
-    bounds = [b for b in BOUNDS if any(r["bound"] == b for r in rows)]
+    bounds = [b for b in (*BOUNDS, *CPU_ONLY_BOUNDS) if any(r["bound"] == b for r in rows)]
     families = sorted({r["family"] for r in rows})
     lazy = len(rows) > LAZY_ROWS
     return {"rows": rows[:STATIC_ROWS] if lazy else rows, "total": total, "shown": len(rows),

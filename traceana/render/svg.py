@@ -33,9 +33,9 @@ from typing import Any
 
 from traceana.roofline.bounds import BOUNDS
 from traceana.document import bound_of, mapping, seq
-from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types
+from traceana.render.views import fmt_dims, fmt_pct, fmt_sig, fmt_time_us, fmt_types, row_bound
 from traceana.render.svg_labels import CHAR_W, Box, Placer, overlaps, reserve_line, spread
-from traceana.units import num, text
+from traceana.units import kernel_names, num, text
 
 W, H_MAIN, STRIP_H = 960, 540, 150
 ML, MR, MT, MB = 72, 186, 34, 54
@@ -46,7 +46,9 @@ LABELLED = 8
 STRIP_LABELLED = 3
 
 COLOURS = {"compute": "#3d6fd6", "memory": "#e8871e", "latency": "#9b5bb5", "underutilised": "#c2527a", "host_link": "#c9a227", "peer_link": "#8d6e1f",
-           "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670"}
+           "communication": "#2a9d8f", "unmodelled": "#aab0b8", "opaque": "#5f6670",
+           # a CPU-only trace's own verdicts (diagnose/cpu_roofline.py)
+           "dispatch": "#9b5bb5", "composite": "#7f9fd6"}
 
 
 
@@ -288,28 +290,44 @@ def _radius(t: float, tmax: float, big: float = 14.0) -> float:
     return 3 + big * (math.sqrt(t / tmax) if tmax > 0 else 0.0)
 
 
+#: A point's label is at most this many characters.
+LABEL_CHARS = 34
+
+
 def _label_names(pts: list[dict[str, Any]]) -> list[str]:
-    """Short names for labelled points; ops whose names repeat get their first input's shape."""
-    names = [text(p["op"].get("name"), 200) or "(unnamed)" for p in pts]
+    """Short names for labelled points (the hover has the full one): kernel names read by their core
+    (told apart by template arguments), a long name kept by its head and
+    its tail (where names of one family differ: cudnn_convolution_backward_input / _weight); ops whose
+    names repeat get their first input's shape."""
+    raw = [text(p["op"].get("name"), 400) or "(unnamed)" for p in pts]
+    names = kernel_names(raw, 400)
     out = []
     for p, n in zip(pts, names):
         label = n
         if names.count(n) > 1:
             first = seq(p["op"].get("input_dims"))[:1]
             label += f" {fmt_dims(first, 24)}" if first else ""
-        out.append(text(label, 34))
+        out.append(_head_tail(label, LABEL_CHARS))
     return out
+
+
+def _head_tail(s: str, limit: int) -> str:
+    """s, or its first and last characters around an ellipsis when longer than `limit`."""
+    if len(s) <= limit:
+        return s
+    head = (limit - 1) * 2 // 5
+    return s[:head] + "…" + s[len(s) - (limit - 1 - head):]
 
 
 def _tip(op: Mapping[str, Any], rate: str) -> str:
     return (f"{text(op.get('name'), 200) or '(unnamed)'} | {fmt_dims(op.get('input_dims'), 120) or '-'} | "
             f"{fmt_types(op.get('input_types'), 60) or '-'} | {fmt_time_us(op.get('device_time_us'))} | {rate} | "
-            f"{fmt_pct(op.get('roof_pct'))} of roof | {bound_of(op)}")
+            f"{fmt_pct(op.get('roof_pct'))} of roof | {row_bound(op)}")
 
 
 def _circle(p: dict[str, Any], cx: float, cy: float, r: float, cls: str, ids: list[str] | None, html: bool,
             tip: str) -> str:
-    bound = bound_of(p["op"])
+    bound = row_bound(p["op"])
     attrs = f'cx="{_f(cx)}" cy="{_f(cy)}" r="{_f(r)}" fill="{COLOURS[bound]}"'
     if html:
         op_id = ids[p["i"]] if ids and p["i"] < len(ids) else ""
@@ -343,6 +361,8 @@ def _circles(pts: list[dict[str, Any]], sx: Callable, sy: Callable, ids: list[st
         tip = _tip(p["op"], f"{fmt_sig(p['x'])} FLOP/B | {fmt_sig(p['y'])} TFLOP/s")
         out.append(_circle(p, sx(p["x"]), sy(p["y"]), _radius(p["t"], tmax), "pt", ids, html, tip))
     out.append("</g>")
+    for p in pts[LABELLED:]:  # no label covers any other point either
+        placer.add_circle(sx(p["x"]), sy(p["y"]), _radius(p["t"], tmax))
     labels = []
     for p, name in zip(top, _label_names(top)):
         cx, cy, r = sx(p["x"]), sy(p["y"]), _radius(p["t"], tmax)
@@ -440,6 +460,8 @@ def _strip(pts: list[dict[str, Any]], dev: Mapping[str, Any], bw: float | None, 
         spots.append((cx, cy, r))
     for cx, cy, r in spots[:STRIP_LABELLED]:
         placer.taken.append((cx - r, cy - r, cx + r, cy + r))
+    for cx, cy, r in spots[STRIP_LABELLED:]:
+        placer.add_circle(cx, cy, r)
     labels = []
     top_pts = pts[:STRIP_LABELLED]
     for p, name, (cx, cy, r) in zip(top_pts, _label_names(top_pts), spots):

@@ -15,18 +15,46 @@ def overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+#: Circles are kept in square cells this wide, so a label looks only at the circles near it.
+CELL = 48.0
+
+
+def hits_circle(box: Box, cx: float, cy: float, r: float) -> bool:
+    """The box and the circle share area (the point of the box nearest the centre is inside the circle)."""
+    nx, ny = min(max(cx, box[0]), box[2]), min(max(cy, box[1]), box[3])
+    return (nx - cx) ** 2 + (ny - cy) ** 2 < r * r
+
+
 class Placer:
-    """Labels placed one by one where they overlap nothing placed before, inside `area`."""
+    """Labels placed one by one where they overlap nothing placed before (boxes in `taken`) and no circle
+    (add_circle: every point of the chart, so no label covers a point), inside `area`."""
 
     def __init__(self, area: Box) -> None:
         self.area = area
         self.taken: list[Box] = []
+        self._cells: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
+
+    def add_circle(self, cx: float, cy: float, r: float) -> None:
+        for gx in range(int((cx - r) // CELL), int((cx + r) // CELL) + 1):
+            for gy in range(int((cy - r) // CELL), int((cy + r) // CELL) + 1):
+                self._cells.setdefault((gx, gy), []).append((cx, cy, r))
+
+    def _circles(self, box: Box):
+        seen = set()
+        for gx in range(int(box[0] // CELL), int(box[2] // CELL) + 1):
+            for gy in range(int(box[1] // CELL), int(box[3] // CELL) + 1):
+                for c in self._cells.get((gx, gy), ()):
+                    if c not in seen:
+                        seen.add(c)
+                        yield c
 
     def free(self, box: Box) -> bool:
         x0, y0, x1, y1 = self.area
         if box[0] < x0 or box[2] > x1 or box[1] < y0 or box[3] > y1:
             return False
-        return not any(overlaps(box, t) for t in self.taken)
+        if any(overlaps(box, t) for t in self.taken):
+            return False
+        return not any(hits_circle(box, cx, cy, r) for cx, cy, r in self._circles(box))
 
     def place(self, cx: float, cy: float, r: float, width: float) -> tuple[float, float, str, Box, bool] | None:
         """(text x, baseline y, anchor, box, leader?) of a label for the circle at (cx, cy)."""

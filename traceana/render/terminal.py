@@ -34,16 +34,17 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
     sentence), "do this first" (the plan's levers with their savings and the span after
     them), coverage, the top ops, the memory peaks (when recorded), the first warnings."""
     from traceana import units as u
-    from traceana.render.views import cpu_roof_lines, cpu_verdict_rows, shown_warnings, verdict
+    from traceana.render.views import cpu_verdict_rows, shown_warnings, verdict
     from traceana.document import mapping, seq
     from traceana.units import num
-    from traceana.render.first import device_line, plan, sentence
+    from traceana.render.first import cpu_only, device_line, plan, sentence
 
     cov = mapping(a.get("coverage"))
     total = num(cov.get("device_time_us")) or 0.0
     file = text(mapping(a.get("trace")).get("file"), 200)
-    if a.get("cpu") and not total:  # a CPU-only trace: the verdict says so, once
-        lines = [f"{file}: {verdict(a)}"]
+    cpu = cpu_only(a)
+    if cpu:  # a CPU-only trace: the CPU and its roofs, then its account's sentence
+        lines = [f"{file}: {device_line(a)}"]
     else:
         lines = [f"{file}: {device_line(a)}, {u.us(total)} of GPU time"]
     prof = mapping(mapping(a.get("device")).get("profile"))
@@ -54,14 +55,12 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
     if sentence(a):
         lines.append(f"  {sentence(a)}")
     elif a.get("cpu"):
-        lines += [f"  {x}" for x in cpu_roof_lines(a)]
-        for r in cpu_verdict_rows(a)[:5]:
-            lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {r['name'][:50]} [{r['dims'][:40]}]")
+        lines.append(f"  {verdict(a)}")
     levers = plan(a)
     if levers:
         lines.append("  do this first:")
     for i, p in enumerate(levers, 1):
-        bits = [f"saves up to {p['saving']}"] if p["saving"] else []
+        bits = [p["saving_text"]] if p["saving_text"] else []
         if p["after"]:
             bits.append(f"span after {p['after']}" + (f", median step ≈ {p['step_after']}" if p["step_after"] else ""))
         if p["confidence"] and p["confidence"] != "high":
@@ -69,6 +68,9 @@ def report_summary(a: Mapping[str, Any], out: str) -> str:
         lines.append(f"  {i}. {text(p['title'], 110)}" + (f" ({', '.join(bits)})" if bits else ""))
         if p["fix"]:
             lines.append(f"     {text(p['fix'], 160)}")
+    if cpu:
+        for r in cpu_verdict_rows(a)[:5]:
+            lines.append(f"  {r['self']:>11}  {r['bound']:<13} {r['pct']:>7}  {text(r['name'], 50)} [{text(r['dims'], 40)}]")
     if total > 0:
         lines.append("  " + ", ".join(f"{label} {u.pct((num(cov.get(k)) or 0.0) / total * 100)}" for label, k in (
             ("modelled", "modeled_time_us"), ("unmodelled", "unmodeled_time_us"), ("opaque", "opaque_time_us"))))

@@ -18,6 +18,11 @@ from traceana.units import num, text
 from traceana.render.first import ledger, terms
 
 
+#: Gaps shorter than this are not listed among the largest: under the trace clock's microsecond they are
+#: rounding, not idle time (they stay in the idle terms, each µs counted once).
+MIN_GAP_US = 1.0
+
+
 def utilisation_view(a: Mapping[str, Any]) -> dict[str, Any]:
     """{devices, note, utilisation, util_note, idle, causes, stalls, gaps, notes, hta}."""
     bd = mapping(a.get("breakdown"))
@@ -31,7 +36,7 @@ def utilisation_view(a: Mapping[str, Any]) -> dict[str, Any]:
              "cause": text(g.get("cause"), 30).replace("_", "-"),
              "next": short_name(g.get("next")), "next_full": text(g.get("next"), 2000),
              "cpu": text(g.get("cpu_call"), 80)}
-            for g in map(mapping, largest[:10])]
+            for g in map(mapping, largest) if (num(g.get("length_us")) or 0.0) >= MIN_GAP_US][:10]
     stalls = [{"call": text(s.get("call"), 80), "op": text(s.get("op"), 80) or "—", "count": fmt_int(s.get("count")),
                "idle": fmt_time_us(s.get("idle_us")),
                "per_step": fmt_time_us(s.get("per_step_us")) if num(s.get("per_step_us")) is not None else "—",

@@ -97,6 +97,10 @@ FINDING_KINDS: dict[str, str] = {
     "gemm_shape": "GEMM shape", "fusion": "fusion", "launch_bound": "launch overhead", "idle_gap": "GPU idle",
     "host_copy": "host copy", "underutilised": "underutilised", "opaque_time": "not visible",
     "unmodelled": "no cost model", "comm_exposed": "exposed communication",
+    # a CPU-only trace's levers (diagnose/cpu_levers.py)
+    "cpu_threads": "cores short", "cpu_optimizer": "per-parameter optimizer", "cpu_dispatch": "per-op dispatch",
+    "cpu_fusion": "fusion", "cpu_blas": "BLAS below roof", "cpu_underutilised": "underutilised",
+    "cpu_data": "data loading", "cpu_python": "Python between ops",
 }
 
 
@@ -151,15 +155,29 @@ CPU_ONLY_WARNING = "no GPU activity in this trace"
 
 
 def shown_warnings(analysis: Mapping[str, Any]) -> list[Any]:
-    """The analysis' warnings as a report shows them: a CPU-only trace's verdict already says
-    there was no GPU activity, so its warning is not repeated."""
+    """The analysis' warnings as a report shows them: when a CPU-only trace's first line already says
+    there was no GPU activity, its warning is not repeated."""
+    from traceana.render.first import sentence
+
     cpu_only = bool(mapping(analysis.get("cpu"))) and not by_bound(analysis)[1]
+    said = CPU_ONLY_WARNING.lower() in (sentence(analysis) or verdict(analysis)).lower()
     out = []
     for w in seq(analysis.get("warnings")):
-        if not text(w) or (cpu_only and text(w).startswith(CPU_ONLY_WARNING)):
+        if not text(w) or (cpu_only and said and text(w).startswith(CPU_ONLY_WARNING)):
             continue
         out.append(w)
     return out
+
+
+#: Bounds a CPU-only trace's verdicts add to BOUNDS (diagnose/cpu_roofline.py).
+CPU_ONLY_BOUNDS = ("dispatch", "composite")
+
+
+def row_bound(op: Mapping[str, Any]) -> str:
+    """A row's bound as the report colours and filters it: one of BOUNDS or a CPU verdict's own
+    (dispatch, composite), else "unmodelled"."""
+    b = op.get("bound")
+    return b if isinstance(b, str) and b in CPU_ONLY_BOUNDS else bound_of(op)
 
 
 def cpu_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
