@@ -83,8 +83,9 @@ class _Seq:
 
 
 class Encoder:
-    def __init__(self, style: Style, write: Callable[[bytes], None]) -> None:
+    def __init__(self, style: Style, write: Callable[[bytes], None], first_seq: int = 1) -> None:
         self.style = style
+        self.first_seq = first_seq
         self._write = write
         self._chunk: list[bytes] = []
         self.seqs: dict[Any, _Seq] = {}
@@ -119,7 +120,7 @@ class Encoder:
         k = k if self.style.sequences == "thread" else 0
         s = self.seqs.get(k)
         if s is None:
-            s = self.seqs[k] = _Seq(len(self.seqs) + 1)
+            s = self.seqs[k] = _Seq(len(self.seqs) + self.first_seq)
         return s
 
     def event_packet(self, k: Any, ts: int, body: bytes, end_first: int = 1) -> None:
@@ -252,14 +253,15 @@ class _Tracks:
     """Track uuids and descriptors: a process track per pid, a thread track per (pid, tid) (a named
     child track when the tid is not an integer), a counter track per (pid, counter name, series)."""
 
-    def __init__(self, enc: Encoder, names: dict, labels: dict) -> None:
+    def __init__(self, enc: Encoder, names: dict, labels: dict, first_uuid: int = 1) -> None:
         self.enc = enc
+        self.first_uuid = first_uuid
         self.names = names  # ("process" | "thread", pid[, tid]) -> name from the M events
         self.labels = labels  # pid -> process labels
         self.uuids: dict[tuple, int] = {}
 
     def _new(self, k: tuple, body: bytes) -> int:
-        uuid = len(self.uuids) + 1
+        uuid = len(self.uuids) + self.first_uuid
         self.uuids[k] = uuid
         self.enc.emit(ld(w.Packet.TRACK_DESCRIPTOR, vint(w.Track.UUID, uuid) + body))
         return uuid
@@ -287,7 +289,8 @@ class _Tracks:
         if u is not None:
             return u
         parent = self.process(pid)
-        ip, it = _int(pid), _int(tid)
+        ip = _int(pid)
+        it = tid if isinstance(tid, int) and not isinstance(tid, bool) else None  # a tid written as text: a named track
         if ip is None or it is None or not -(1 << 31) <= ip < (1 << 31) or not -(1 << 63) <= it < (1 << 63):
             return self._new(k, vint(w.Track.PARENT_UUID, parent) + text(w.Track.NAME, str(tid)))
         desc = vint(w.Thread.PID, ip) + vint(w.Thread.TID, it)
@@ -418,20 +421,42 @@ def convert(doc: dict, write: Callable[[bytes], None], style: Style = Style()) -
             track = tracks.thread(*k)
             enc.event_packet(k, t, _event_body(enc, e, track, w.TYPE_INSTANT), 1)
         elif ph == "C":
-            a = e.get("args") if isinstance(e.get("args"), dict) else {}
-            nums = {s: v for s, v in a.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            for series, v in nums.items():
-                track = tracks.counter(e.get("pid"), str(e.get("name")), str(series), len(nums) == 1)
-                body: list = [vint(E.TYPE, w.TYPE_COUNTER), vint(E.TRACK_UUID, track)]
-                if style.categories and isinstance(e.get("cat"), str):
-                    body.append(("cat", E.CATEGORIES, e["cat"]))
-                if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
-                    body.append(vint(E.COUNTER_VALUE, v))
-                else:
-                    body.append(w.double(E.DOUBLE_COUNTER_VALUE, float(v)))
-                enc.event_packet(("counter", e.get("pid")), t, body, 1)
+            counter_event(enc, tracks, e, t)
     enc.close()
     return sum(s.packets for s in enc.seqs.values())
+
+
+def counter_series(e: dict) -> dict:
+    """The numeric series of a "C" event (each a counter track of its own)."""
+    a = e.get("args") if isinstance(e.get("args"), dict) else {}
+    return {s: v for s, v in a.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def counter_event(enc: Encoder, tracks: _Tracks, e: dict, t: int) -> None:
+    """A "C" event at `t` ns: one TYPE_COUNTER event per series, on its counter track."""
+    nums = counter_series(e)
+    for series, v in nums.items():
+        track = tracks.counter(e.get("pid"), str(e.get("name")), str(series), len(nums) == 1)
+        body: list = [vint(E.TYPE, w.TYPE_COUNTER), vint(E.TRACK_UUID, track)]
+        if enc.style.categories and isinstance(e.get("cat"), str):
+            body.append(("cat", E.CATEGORIES, e["cat"]))
+        if isinstance(v, int) and -(1 << 63) <= v < (1 << 63):
+            body.append(vint(E.COUNTER_VALUE, v))
+        else:
+            body.append(w.double(E.DOUBLE_COUNTER_VALUE, float(v)))
+        enc.event_packet(("counter", e.get("pid")), t, body, 1)
+
+
+def counters_only(events, write: Callable[[bytes], None], first_seq: int, first_uuid: int) -> None:
+    """Counter events ("C", JSON form) as counter tracks of their own sequence, with uuids from
+    `first_uuid` (added to a trace whose own tracks and sequences they must not meet)."""
+    enc = Encoder(Style(interned=False), write, first_seq)
+    tracks = _Tracks(enc, {}, {}, first_uuid)
+    for e in events:
+        t = ns(e.get("ts"))
+        if t is not None and 0 <= t < _LIMIT64:
+            counter_event(enc, tracks, e, t)
+    enc.close()
 
 
 def write_file(doc: dict, path: str, style: Style = Style()) -> None:

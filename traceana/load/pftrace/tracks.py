@@ -88,6 +88,20 @@ class Tracks:
             (kind != PROCESS and _STREAM.match(name)) or _GPU.search(plabels) or _GPU.search(pname))
         return key, gpu, ppid is not None and ppid >= 0 and kind != COUNTER_TRACK
 
+    def track_name(self, uuid: int) -> str:
+        i = self.info.get(uuid)
+        return i[4] if i is not None else ""
+
+    def names(self) -> dict[tuple, str]:
+        """{(pid, None): process name, (pid, tid): thread name} of the described processes and threads."""
+        out: dict[tuple, str] = {}
+        for kind, parent, pid, tid, name, labels in self.info.values():
+            if name and kind == PROCESS:
+                out[(pid, None)] = name
+            elif name and kind == THREAD:
+                out[(pid, tid)] = name
+        return out
+
     def index(self, track_uuids: np.ndarray) -> np.ndarray:
         """Per event, the index of its track in thread_key / gpu / has_pid / pid_int / tid_int (tracks
         no descriptor names get one entry each)."""

@@ -158,8 +158,7 @@ class Bundle:  # ChromeEventBundle.metadata = 2: ChromeMetadata {name 1, string 
 # ------------------------------------------------------------------ encoding
 
 
-def varint(n: int) -> bytes:
-    """`n` as a protobuf varint (a negative int64 as its two's complement: ten bytes)."""
+def _varint(n: int) -> bytes:
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -170,12 +169,26 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+_SMALL = [_varint(i) for i in range(1 << 14)]  # one and two byte varints, made once
+
+
+def varint(n: int) -> bytes:
+    """`n` as a protobuf varint (a negative int64 as its two's complement: ten bytes)."""
+    return _SMALL[n] if 0 <= n < 16384 else _varint(n)
+
+
+_KEYS: dict[tuple[int, int], bytes] = {}
+
+
 def key(field: int, wire: int) -> bytes:
-    return varint(field << 3 | wire)
+    k = _KEYS.get((field, wire))
+    if k is None:
+        k = _KEYS[(field, wire)] = varint(field << 3 | wire)
+    return k
 
 
 def vint(field: int, n: int) -> bytes:
-    return key(field, VARINT) + varint(int(n))
+    return key(field, VARINT) + (_SMALL[n] if 0 <= n < 16384 else _varint(int(n)))
 
 
 def ld(field: int, payload: bytes) -> bytes:
@@ -261,3 +274,28 @@ def signed(v: int) -> int:
 
 def as_double(v: int) -> float:
     return struct.unpack("<d", v.to_bytes(8, "little"))[0]
+
+
+def spans(buf, pos: int = 0, end: int | None = None):
+    """(field number, wire type, key start, value start, value end) of each field of the message in
+    buf[pos:end] (a varint's or fixed field's value is buf[value start:value end] too)."""
+    end = len(buf) if end is None else end
+    while pos < end:
+        at = pos
+        k, pos = read_varint(buf, pos, end)
+        field, wire = k >> 3, k & 7
+        if wire == VARINT:
+            _, p = read_varint(buf, pos, end)
+        elif wire == LEN:
+            n, pos = read_varint(buf, pos, end)
+            p = pos + n
+        elif wire == FIXED64:
+            p = pos + 8
+        elif wire == FIXED32:
+            p = pos + 4
+        else:
+            raise WireError(f"wire type {wire} (field {field}): not one this format uses")
+        if p > end:
+            raise WireError(f"field {field} runs past the end of its message")
+        yield field, wire, at, pos, p
+        pos = p
