@@ -129,10 +129,13 @@ def test_flows_alone_link_launches_to_kernels():
     same ops, so the report is the JSON's."""
     rel = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
     js, pf = _pair(rel, Style(correlation=False))
+    # every GPU event a flow reaches has its launch's correlation id (the flow's id), as the JSON says
+    # (the trace keeps some kernels' flows but not their launches: those are unlinked both ways)
+    assert np.array_equal(pf.gpu.corr, js.gpu.corr)
     linked = pf.launches.corr >= 0
-    # every kernel joined to its launch by a flow has the launch's correlation id, as the JSON says
-    assert np.array_equal(np.sort(pf.gpu.corr), np.sort(js.gpu.corr))
-    assert set(pf.launches.corr[linked].tolist()) <= set(js.launches.corr.tolist())
+    assert np.array_equal(pf.launches.corr[linked], js.launches.corr[linked])
+    # the launches without a kernel (cudaFuncGetAttributes, ...) have no flow, so no id: nothing to link
+    assert not np.isin(js.launches.corr[~linked], js.gpu.corr).any()
     assert _report(js)["ops"] == _report(pf)["ops"]
 
 
@@ -148,13 +151,14 @@ def test_without_categories_the_gpu_side_is_told_from_tracks_and_args():
 
 
 def test_without_categories_a_recorded_training_step_reads_the_same(recorded_trace, tmp_path):
-    """A real training step (transformers, recorded on CPU, shaped as a GPU run by tests/recorded.py):
-    its ops all name operator schemas, so the whole Trace comes out the same without categories."""
-    path = recorded_trace("bert")
+    """A real training step (transformers on CPU: forward, loss, backward, AdamW; with_stack and
+    profile_memory, tests/recorded.py): its ops all name operator schemas, so the whole Trace comes out
+    the same without categories."""
+    path = recorded_trace.train_step()
     js = load_trace(path)
-    pf = load_trace(write(read_doc(path), tmp_path / "bert.pftrace", Style(categories=False)))
+    pf = load_trace(write(read_doc(path), tmp_path / "step.pftrace", Style(categories=False)))
     same_trace(js, pf)
-    assert len(pf.ops) > 100 and len(pf.gpu) > 10
+    assert len(pf.ops) > 100 and len(pf.python) > 100 and len(pf.memory) > 100
 
 
 def test_counter_tracks_are_events_but_not_ops(tmp_path):
@@ -351,7 +355,7 @@ def test_bad_files_say_one_line(tmp_path):
     cases = {
         "cut.pftrace": good[:len(good) // 2],  # the file ends mid-packet
         "garbage.pftrace": b"\x13\x37 not a trace at all",
-        "wiretype.pftrace": b"\x0a\x03\x5a\x01\x00",  # track_event (11) as a varint
+        "wiretype.pftrace": b"\x0a\x02\x58\x01",  # track_event (field 11) as a varint: key 11 << 3 | 0 = 0x58
         "varint.pftrace": b"\x0a\x02\x40\xff",  # a timestamp whose varint never ends
         "empty.pftrace": b"",
         "system.pftrace": b"\x0a\x02\x50\x01",  # a packet with only a sequence id: no track events
@@ -416,17 +420,21 @@ def _decode_both(data: bytes):
 
 
 def test_the_c_and_python_decoders_agree():
+    """The same table or the same error message, on the small traces in several encodings and on
+    damaged copies of them (cut short, bytes changed, a run of bytes dropped; a fixed seed)."""
     pytest.importorskip("traceana.load.pftrace._decode")
-    rel = SMALL[1]
-    datas = []
-    for style in [Style(), *STYLES.values(), Style(slices="complete"), Style(categories=False)]:
-        buf = io.BytesIO()
-        convert(read_doc(shared_trace(rel)), buf.write, style)
-        datas.append(buf.getvalue())
+    bases = []
+    for rel in SMALL:
+        for style in (Style(), Style(interned=False, nested="json"), Style(clock="custom", sequences="thread",
+                                                                           reset_every=7, compress=20),
+                      Style(slices="complete", categories=False)):
+            buf = io.BytesIO()
+            convert(read_doc(shared_trace(rel)), buf.write, style)
+            bases.append(buf.getvalue())
+    datas = list(bases)
     rng = random.Random(32)
-    base = datas[0]
-    for _ in range(300):  # damaged copies: cut short, bytes flipped, a run dropped
-        d = bytearray(base)
+    for _ in range(600):
+        d = bytearray(bases[rng.randrange(len(bases))])
         how = rng.randrange(3)
         i = rng.randrange(len(d))
         if how == 0:
@@ -437,6 +445,9 @@ def test_the_c_and_python_decoders_agree():
         else:
             del d[i:i + rng.randrange(1, 30)]
         datas.append(bytes(d))
+    errors = 0
     for n, data in enumerate(datas):
         c, p = _decode_both(data)
         assert c == p, n
+        errors += isinstance(c, str)
+    assert 100 < errors < len(datas) - len(bases)  # damage mostly, not always, makes the bytes unreadable

@@ -5,9 +5,9 @@
    shared trace's conversions and on damaged files. Only the wire format is read here (varints,
    length-delimited and fixed fields); what the rows mean is decided in table.py, column-wise.
 
-   Decoder(inflate, error): inflate(bytes) -> bytes inflates a compressed_packets chunk (and raises
-   what it likes when it cannot); error is the exception class raised for bytes that are not a
-   Perfetto trace. feed(buffer, final) decodes the whole packets at the start of buffer and returns
+   Decoder(inflate, error, wanted=None): inflate(bytes) -> bytes inflates a compressed_packets chunk
+   (and raises what it likes when it cannot); error is the exception class raised for bytes that are
+   not a Perfetto trace; wanted, a set of arg names (bytes), keeps only those args (None: all). feed(buffer, final) decodes the whole packets at the start of buffer and returns
    how many bytes it used; result() returns the table as a dict of bytes columns and counts. */
 
 #define PY_SSIZE_T_CLEAN
@@ -196,7 +196,9 @@ static const char *COL_NAMES[N_COLS] = {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *inflate, *errcls;
+    PyObject *inflate, *errcls, *wanted; /* wanted: a set of arg names (bytes) to keep, or None: all */
+    int8_t *wflag;                        /* per string code: 0 not asked yet, 1 wanted, 2 not */
+    size_t wcap;
     Buf col[N_COLS];
     /* strings: bytes in `sdata`, code i spans soff[i] .. soff[i+1]; `shash` finds a code by content */
     Buf sdata, soff;
@@ -353,12 +355,16 @@ static inline __attribute__((always_inline)) int rd_varint(const uint8_t **pp, c
 static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, const uint8_t *end, Fld *f, Dec *d)
 {
     f->v = 0;
+    f->f = 0;
+    f->wt = 0;
     f->s = f->e = *pp;
     if (*pp >= end)
         return 0;
     uint64_t k = 0;
     if (rd_varint(pp, end, &k, d))
         return ERR;
+    if ((k >> 3) > 0x1FFFFFFF)
+        return fail(d, "field number %llu out of range", (unsigned long long)(k >> 3));
     f->f = (uint32_t)(k >> 3);
     f->wt = (int)(k & 7);
     if (f->f == 0)
@@ -669,12 +675,16 @@ static int json_double(Buf *out, double x)
 
 static int json_int(Buf *out, int64_t v, int is_unsigned)
 {
-    char s[32];
-    if (is_unsigned)
-        snprintf(s, sizeof s, "%llu", (unsigned long long)(uint64_t)v);
-    else
-        snprintf(s, sizeof s, "%lld", (long long)v);
-    return buf_str(out, s) ? NOMEM : OK;
+    char s[24];
+    int i = 24, neg = !is_unsigned && v < 0;
+    uint64_t u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        s[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (neg)
+        s[--i] = '-';
+    return buf_put(out, s + i, 24 - i) ? NOMEM : OK;
 }
 
 static int nested_json(Dec *d, Buf *out, const uint8_t *s, const uint8_t *e);
@@ -961,6 +971,39 @@ static int nested_json(Dec *d, Buf *out, const uint8_t *s, const uint8_t *e)
     return OK;
 }
 
+/* is the arg named by string `code` one to keep? 1, 0, or PYERR */
+static int key_wanted(Dec *d, int32_t code)
+{
+    if (!d->wanted || d->wanted == Py_None)
+        return 1;
+    if ((size_t)code >= d->wcap) {
+        size_t cap = d->wcap ? d->wcap : 256;
+        while (cap <= (size_t)code)
+            cap *= 2;
+        int8_t *n = realloc(d->wflag, cap);
+        if (!n) {
+            PyErr_NoMemory();
+            return PYERR;
+        }
+        memset(n + d->wcap, 0, cap - d->wcap);
+        d->wflag = n;
+        d->wcap = cap;
+    }
+    if (!d->wflag[code]) {
+        size_t n;
+        const char *p = str_at(d, code, &n);
+        PyObject *b = PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
+        if (!b)
+            return PYERR;
+        int in = PySet_Contains(d->wanted, b);
+        Py_DECREF(b);
+        if (in < 0)
+            return PYERR;
+        d->wflag[code] = in ? 1 : 2;
+    }
+    return d->wflag[code] == 1;
+}
+
 /* a top-level debug annotation of event `row` */
 static int annotation(Dec *d, Seq *q, int32_t row, const uint8_t *s, const uint8_t *e)
 {
@@ -971,6 +1014,9 @@ static int annotation(Dec *d, Seq *q, int32_t row, const uint8_t *s, const uint8
     int32_t name = v.name;
     if (name < 0)
         return OK;
+    int keep = key_wanted(d, name);
+    if (keep != 1)
+        return keep;
     if (v.entries || v.items || v.kind == JSON) {
         d->scratch.n = 0;
         d->depth = 0;
@@ -1672,13 +1718,19 @@ static Py_ssize_t feed_bytes(Dec *d, const uint8_t *buf, Py_ssize_t len, int fin
 
 static int Dec_init(Dec *d, PyObject *args, PyObject *kw)
 {
-    PyObject *inflate, *errcls;
-    if (!PyArg_ParseTuple(args, "OO", &inflate, &errcls))
+    PyObject *inflate, *errcls, *wanted = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O", &inflate, &errcls, &wanted))
         return -1;
+    if (wanted != Py_None && !PyAnySet_Check(wanted)) {
+        PyErr_SetString(PyExc_TypeError, "wanted must be a set of bytes or None");
+        return -1;
+    }
     Py_INCREF(inflate);
     Py_INCREF(errcls);
+    Py_INCREF(wanted);
     Py_XSETREF(d->inflate, inflate);
     Py_XSETREF(d->errcls, errcls);
+    Py_XSETREF(d->wanted, wanted);
     return 0;
 }
 
@@ -1712,6 +1764,9 @@ static void Dec_free_all(Dec *d)
     d->nstack = d->capstack = 0;
     free(d->scratch.p);
     d->scratch = (Buf){0};
+    free(d->wflag);
+    d->wflag = NULL;
+    d->wcap = 0;
 }
 
 static void Dec_dealloc(Dec *d)
@@ -1719,6 +1774,7 @@ static void Dec_dealloc(Dec *d)
     Dec_free_all(d);
     Py_XDECREF(d->inflate);
     Py_XDECREF(d->errcls);
+    Py_XDECREF(d->wanted);
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 

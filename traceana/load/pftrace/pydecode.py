@@ -79,10 +79,12 @@ class _Seq:
 
 class Decoder:
     """Feed the Trace's bytes in pieces (`feed` takes whole packets and returns how many bytes it
-    used); `result()` is the table. WireError on bytes that are not a Perfetto trace."""
+    used); `result()` is the table. WireError on bytes that are not a Perfetto trace. `wanted`: the
+    arg names (bytes) to keep (None: all)."""
 
-    def __init__(self, inflate: Callable[[bytes], bytes]) -> None:
+    def __init__(self, inflate: Callable[[bytes], bytes], wanted: set[bytes] | None = None) -> None:
         self.inflate = inflate
+        self.wanted = wanted  # the arg names (bytes) to keep; None: all
         self.strings: list[str] = []
         self._codes: dict[bytes, int] = {}
         c = {k: array(t) for k, t in (("ev_kind", "b"), ("ev_track", "Q"), ("ev_name", "i"), ("ev_cat", "i"),
@@ -522,6 +524,8 @@ class Decoder:
             elif f == w.Annotation.NAME and wt == w.LEN:
                 name = self.code(buf[s:e])
         if name < 0:
+            return
+        if self.wanted is not None and self.strings[name].encode("utf-8", "surrogatepass") not in self.wanted:
             return
         kind, value = self.value(buf, pos, end, sq, 0)
         if kind == INT or kind == BOOL:

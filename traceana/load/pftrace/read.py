@@ -53,18 +53,18 @@ def sniff(path: str) -> bool:
     return named_perfetto(path) and not looks_json
 
 
-def _decoder_class():
+def _decoder(wanted: frozenset[bytes] | None):
     """The C decoder when it is built and not switched off (TRACEANA_PURE_PYTHON=1), else Python's."""
     if os.environ.get("TRACEANA_PURE_PYTHON", "") in ("", "0"):
         try:
             from traceana.load.pftrace._decode import Decoder
 
-            return lambda inflate: Decoder(inflate, WireError)
+            return Decoder(inflate, WireError, None if wanted is None else set(wanted))
         except ImportError:
             pass
     from traceana.load.pftrace.pydecode import Decoder
 
-    return Decoder
+    return Decoder(inflate, None if wanted is None else set(wanted))
 
 
 def inflate(data: bytes) -> bytes:
@@ -106,9 +106,10 @@ def pieces(path: str) -> Iterator[bytes]:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
 
 
-def decode(path: str, progress: Callable[[float], None] | None = None) -> dict:
-    """The file's table (see table.py). BadInput, one line, when it is not a Perfetto trace."""
-    dec = _decoder_class()(inflate)
+def decode(path: str, progress: Callable[[float], None] | None = None, wanted: frozenset[bytes] | None = None) -> dict:
+    """The file's table (see table.py), with the args named in `wanted` (None: every arg). BadInput, one
+    line, when it is not a Perfetto trace."""
+    dec = _decoder(wanted)
     size = max(os.path.getsize(path), 1)
     tail = b""
     seen = 0
@@ -145,6 +146,6 @@ def decode(path: str, progress: Callable[[float], None] | None = None) -> dict:
 
 def load(path: str, progress: Callable[[float], None] | None = None):
     """The Trace of a Perfetto trace file."""
-    from traceana.load.pftrace.table import build
+    from traceana.load.pftrace.table import WANTED, build
 
-    return build(path, decode(path, progress))
+    return build(path, decode(path, progress, WANTED))

@@ -12,7 +12,7 @@ loader reads it, a value of a type the JSON schema refuses is missing).
 What JSON says and Perfetto says differently:
 - a slice is a SLICE_BEGIN closed by its track's next SLICE_END (or a legacy complete event);
 - the launch -> kernel link, when the `correlation` arg is absent, is TrackEvent.correlation_id or
-  the flow that joins a CPU thread's slice to a GPU stream's;
+  the id of the flow that reaches the GPU stream's slice (and starts at the launch);
 - an event without a category is told from its track and args (infer.py);
 - the document's other keys (deviceProperties, ...) are a ChromeEventBundle's metadata.
 """
@@ -43,6 +43,15 @@ DTYPES = {"ev_kind": np.int8, "ev_track": np.uint64, "ev_name": np.int32, "ev_ca
           "tr_labels": np.int32, "sn_id": np.int32, "sn_clock": np.uint32, "sn_ns": np.int64}
 _I63 = (1 << 63) - 1
 _EMPTY = b""
+_COMM_KEYS = {"in_msg_nelems": "In msg nelems", "out_msg_nelems": "Out msg nelems", "group_size": "Group size",
+              "comm_dtype": "dtype", "collective_name": "Collective name", "pg_ranks": "Process Group Ranks"}
+#: the args the Trace is built from (the decoder keeps only these; the rest are not read)
+WANTED = frozenset(k.encode() for k in (
+    "External id", "external id", "correlation", "Input Dims", "Input type", "Input Strides", "Concrete Inputs",
+    "device", "stream", "bytes", "grid", "block", "kernel_flop", "kernel_num_gb", "kernel", "graph node id",
+    "Call stack", "Module Hierarchy", "Sequence number", "Python id", "Python parent id", "Python module id",
+    "Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id", *_COMM_KEYS.values(),
+    *infer.WANTED))
 
 
 def columns(result: dict) -> dict:
@@ -119,10 +128,15 @@ class Args:
         self.strings = strings
         ev, key = t["ar_event"], t["ar_key"]
         self.meta = np.flatnonzero(ev < 0)
-        by_name: dict[str, list[int]] = {}
-        for code in np.unique(key).tolist():
+        # the args sorted by name, each name's in table order (an event's rows ascending): one sort
+        self._order = np.argsort(key, kind="stable")
+        sorted_keys = key[self._order]
+        codes, starts = np.unique(sorted_keys, return_index=True)
+        ends = np.r_[starts[1:], len(sorted_keys)]
+        by_name: dict[str, list[tuple[int, int]]] = {}
+        for code, a, b in zip(codes.tolist(), starts.tolist(), ends.tolist()):
             if code >= 0:
-                by_name.setdefault(strings[code], []).append(code)
+                by_name.setdefault(strings[code], []).append((a, b))
         self.codes = by_name
         self.t = t
         self._cache: dict[str, tuple] = {}
@@ -135,9 +149,10 @@ class Args:
             if not codes:
                 hit = (np.zeros(0, np.int64), np.zeros(0, np.int64))
             else:
-                ev, key = self.t["ar_event"], self.t["ar_key"]
-                m = key == codes[0] if len(codes) == 1 else np.isin(key, codes)
-                idx = np.flatnonzero(m & (ev >= 0))
+                ev = self.t["ar_event"]
+                idx = np.concatenate([self._order[a:b] for a, b in codes]) if len(codes) > 1 else \
+                    self._order[codes[0][0]:codes[0][1]]
+                idx = idx[ev[idx] >= 0]
                 rows = ev[idx].astype(np.int64)
                 if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():
                     # args an END added, or a key an event repeats: sort, and keep the last of each event
@@ -368,15 +383,14 @@ def build(path: str, result: dict) -> Trace:
     track = tracks.index(t["ev_track"])  # each row's track, as an index into tracks' tables
     gpu_track = tracks.gpu[track]
 
-    # the launch -> kernel links the flows draw: a flow id joining a CPU thread's row and a GPU stream's
+    # the launch -> kernel links the flows draw: a flow that reaches a GPU stream's row (its launch may
+    # be outside the trace), and the CPU rows on such a flow
     flow_corr = np.full(n, -1, np.int64)
     fe, fid = t["fl_event"].astype(np.int64), t["fl_id"]
     if len(fe):
         u, inv = np.unique(fid, return_inverse=True)
         on_gpu = gpu_track[fe]
-        g = np.bincount(inv, weights=on_gpu, minlength=len(u)) > 0
-        c = np.bincount(inv, weights=~on_gpu, minlength=len(u)) > 0
-        link = (g & c)[inv]
+        link = (np.bincount(inv, weights=on_gpu, minlength=len(u)) > 0)[inv]
         flow_corr[fe[link]] = (fid[link] & np.uint64(_I63)).astype(np.int64)
     corr_field = np.where(t["ev_corr"] >= 0, t["ev_corr"], flow_corr)
 
@@ -565,8 +579,6 @@ def _role_columns(t, args: Args, role, gkind, rows, pyr, mer, row_name, row_thre
     return cols
 
 
-_COMM_KEYS = {"in_msg_nelems": "In msg nelems", "out_msg_nelems": "Out msg nelems", "group_size": "Group size",
-              "comm_dtype": "dtype", "collective_name": "Collective name", "pg_ranks": "Process Group Ranks"}
 
 
 def _grid_columns(args: Args, gp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

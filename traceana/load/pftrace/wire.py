@@ -12,6 +12,7 @@ import struct
 
 # wire types
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5
+MAX_FIELD = (1 << 29) - 1  # protobuf field numbers are 29 bits
 
 TRACE_PACKET = 1  # Trace.packet
 
@@ -242,6 +243,8 @@ def fields(buf, pos: int, end: int):
     while pos < end:
         k, pos = read_varint(buf, pos, end)
         field, wire = k >> 3, k & 7
+        if field > MAX_FIELD:
+            raise WireError(f"field number {field} out of range")
         if field == 0:
             raise WireError("field number 0")
         if wire == VARINT:
