@@ -451,3 +451,27 @@ def test_the_c_and_python_decoders_agree():
         assert c == p, n
         errors += isinstance(c, str)
     assert 100 < errors < len(datas) - len(bases)  # damage mostly, not always, makes the bytes unreadable
+
+
+def test_the_python_decoder_builds_the_same_trace(monkeypatch):
+    """Without the C decoder (TRACEANA_PURE_PYTHON=1, as when no compiler built it) the same Trace."""
+    rel = SMALL[0]
+    js, pf = _pair(rel, Style(clock="custom", compress=40))
+    monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
+    slow = load_trace(converted(shared_trace(rel), Style(clock="custom", compress=40)))
+    same_trace(pf, slow)
+    same_trace(js, slow)
+
+
+def test_diff_and_the_api_take_pftrace(tmp_path, capsys):
+    import traceana
+    from traceana.cli import main
+
+    js = shared_trace(SMALL[0])
+    pf = converted(js)
+    a, b = traceana.analyze(pf), traceana.analyze(js)
+    assert a.raw["ops"] == b.raw["ops"] and a.raw["trace"]["file"].endswith(".pftrace")
+    out = tmp_path / "d.md"
+    assert main(["diff", pf, js, "-o", str(out), "-q"]) == 0
+    text = out.read_text()
+    assert "0 new, 0 vanished" in text and "0 slower and 0 faster" in text
