@@ -15,12 +15,11 @@ from __future__ import annotations
 import io
 import json
 import random
-import zlib
 
 import numpy as np
 import pytest
 
-from tests.conftest import TRACES, all_shared_traces, shared_trace
+from tests.conftest import all_shared_traces, shared_trace
 from tests.pftrace_files import converted, read_doc, same_trace, write
 from traceana.analysis import analyze_trace
 from traceana.annotate.to_pftrace import Style, convert
