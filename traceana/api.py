@@ -338,7 +338,7 @@ def _options(device: str | None, profile: Any, options: dict[str, Any]):
 
 def analyze(path: str | os.PathLike[str], device: str | None = None, profile: Any = None,
             **options: Any) -> Analysis:
-    """Analyse a profiler trace (.json / .json.gz), or load a saved analysis (`report -o x.json`).
+    """Analyse a profiler trace (.json / .json.gz, or Perfetto .pftrace), or load a saved analysis (`report -o x.json`).
 
     device: a device-table row (`traceana devices`) instead of the trace's own device.
     profile: a `traceana calibrate` profile (path or loaded Profile): ops are also judged against its

@@ -12,27 +12,32 @@ from traceana.output import names
 
 
 def default_output(trace: str) -> str:
-    return names.default_output(trace, ".annotated.json.gz")
+    """TRACE-NAME.annotated.json.gz, or .annotated.pftrace for a Perfetto trace (the format it came in)."""
+    from traceana.load.pftrace import sniff
+
+    perfetto = os.path.isfile(trace) and sniff(trace)
+    return names.default_output(trace, ".annotated.pftrace" if perfetto else ".annotated.json.gz")
 
 
 def check_annotate_output(out: str, trace: str, force: bool) -> None:
-    """The annotated trace's path: a .json or .json.gz file, never the input, never a file traceana did
-    not write unless --force."""
+    """The annotated trace's path: a .json, .json.gz, .pftrace or .pftrace.gz file, never the input, never a
+    file traceana did not write unless --force."""
     from traceana.errors import BadInput
 
     if out == "-":
         raise BadInput("annotate writes a file (the annotated trace can be larger than the trace); give -o OUT.json.gz")
-    if not out.endswith((".json", ".json.gz")):
-        raise BadInput(f"{out}: the annotated trace is a .json or .json.gz file (gzip when the name ends in .gz)")
+    if not out.endswith((".json", ".json.gz", ".pftrace", ".pftrace.gz")):
+        raise BadInput(f"{out}: the annotated trace is a .json or .json.gz file, or a Perfetto .pftrace "
+                       "(gzip when the name ends in .gz)")
     check_output(out, [trace], force)
 
 
 def annotate_file(trace: str, out: str, prep, st: os.stat_result):
     """Write the annotated trace (prep: traceana.annotate.write.prepare's; the caller has released the
     trace's columns by then, so they are not in memory while the text is read again)."""
-    from traceana.annotate.write import write
+    from traceana.annotate.perfetto import write_any
 
-    return write(trace, st, out, prep)
+    return write_any(trace, st, out, prep)
 
 
 def annotate_line(w, out: str) -> str:
@@ -43,8 +48,9 @@ def annotate_line(w, out: str) -> str:
 @click.command()
 @click.argument("trace", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", "output", default=None, metavar="OUT.json.gz",
-              help="The annotated trace (gzip when the name ends in .gz; default TRACE-NAME.annotated.json.gz "
-                   "in the current directory).")
+              help="The annotated trace: Chrome JSON (.json, .json.gz) or Perfetto (.pftrace, .pftrace.gz); gzip "
+                   "when the name ends in .gz; default TRACE-NAME.annotated.json.gz in the current directory "
+                   "(.annotated.pftrace for a Perfetto trace).")
 @click.option("--device", "device_key", default=None, metavar="KEY",
               help="Use this row of the device table (see `traceana devices`) instead of the trace's device.")
 @click.option("--peak-tflops", default=None, metavar="SPEC",
@@ -59,12 +65,13 @@ def annotate_line(w, out: str) -> str:
 def annotate(trace: str, output: str | None, device_key: str | None, peak_tflops: str | None,
              bandwidth_gbps: float | None, profile_path: str | None, capture: str | None, force: bool,
              quiet: bool) -> None:
-    """Write TRACE again with traceana's verdicts on the timeline.
+    """Write TRACE (Chrome JSON or Perfetto) again with traceana's verdicts on the timeline.
 
     Every kernel, memcpy and memset, and every op that launched them, gets args.traceana: its op
     signature's bound, % of roof, FLOPs and bytes per call, the roof used, achieved rates, and the
-    ids and titles of the findings about it (the ids of `traceana report`'s JSON). Each GPU gets
-    counter tracks: achieved TFLOP/s, DRAM GB/s and the cause of each idle gap. In a CPU-only trace
+    ids and titles of the findings about it (the ids of `traceana report`'s JSON; in a .pftrace, a
+    `traceana` debug annotation). Each GPU gets counter tracks: achieved TFLOP/s, DRAM GB/s and the
+    cause of each idle gap. In a CPU-only trace
     each op of a signature the report judged carries its CPU verdict. Every original event is kept
     as it was; the file is read twice, streaming, so memory stays bounded whatever its size."""
     from traceana.load import prefetch

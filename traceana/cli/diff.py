@@ -17,7 +17,7 @@ from traceana.cli.ci import LONG_HELP, enforce_gates, fail_on_option
 from traceana.cli.common import check_output
 from traceana.output.safe_write import write_text
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".pftrace.gz")
 
 
 def render_diff(doc: Mapping[str, Any], fmt: str, long: bool = False) -> str:
@@ -37,7 +37,7 @@ def render_diff(doc: Mapping[str, Any], fmt: str, long: bool = False) -> str:
 
 def _stem(path: str) -> str:
     base = os.path.basename(os.path.normpath(path))
-    for ext in (".gz", ".json"):
+    for ext in (".gz", ".json", ".pftrace"):
         if base.endswith(ext):
             base = base[: -len(ext)]
     return base or "run"

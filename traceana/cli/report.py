@@ -69,7 +69,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
            network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None,
            annotate_path: str | None = None,
            **ci: object) -> None:
-    """Analyse TRACE (Kineto JSON or .json.gz) and write an explained roofline report.
+    """Analyse TRACE (Kineto JSON or .json.gz, or a Perfetto .pftrace) and write an explained roofline report.
 
     Several traces, or a directory of per-rank traces, give a cross-rank report: every rank
     analysed in parallel, step times compared, the straggler explained."""

@@ -1,4 +1,5 @@
-"""Read a trace file (JSON or gzip JSON) into a Trace: one parse, typed, then columns."""
+"""Read a trace file (JSON or gzip JSON; a Perfetto trace: load/pftrace) into a Trace: one parse, typed,
+then columns."""
 
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Union
 import msgspec
 
 from traceana.errors import BadInput
+from traceana.load import pftrace
 from traceana.load import prefetch
 from traceana.load import stream
 from traceana.load.model import Trace
@@ -105,7 +107,10 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None,
         st = _regular_file(path)
         if stage:
             stage("decode")
-        trace = stream.load(path, st, progress)  # the C scanner, streaming; None: the Python way
+        if pftrace.sniff(path):  # a Perfetto trace (torch.profiler's .pftrace export)
+            trace = _load_perfetto(path, st, stage, progress)
+        else:
+            trace = stream.load(path, st, progress)  # the C scanner, streaming; None: the Python way
         if trace is not None and stage:
             stage("columns")
         if trace is None:
@@ -116,6 +121,17 @@ def load_trace(path: str, stage: Callable[[str], None] | None = None,
     finally:
         if enabled:
             gc.enable()
+
+
+def _load_perfetto(path: str, st: os.stat_result, stage: Callable[[str], None] | None,
+                   progress: Callable[[float], None] | None) -> Trace:
+    job = prefetch.take_scan(path, st)  # a JSON scan `traceana report` may have started: not needed
+    if job is not None:
+        job.close()
+    trace = pftrace.load(path, progress)
+    if stage:
+        stage("columns")
+    return trace
 
 
 def _load_python(path: str, stage: Callable[[str], None] | None) -> Trace:

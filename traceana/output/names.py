@@ -9,7 +9,7 @@ import os
 
 def default_output(trace: str, suffix: str = ".report.html") -> str:
     base = os.path.basename(trace.rstrip("/"))
-    for ext in (".gz", ".json"):
+    for ext in (".gz", ".json", ".pftrace"):
         if base.endswith(ext):
             base = base[: -len(ext)]
     return base + suffix

@@ -14,7 +14,8 @@ tool, a pyproject.toml that depends on it). Per format:
 - PNG: the tEXt chunk "Software: traceana" right after IHDR (cli/ci.tag_png writes it);
 - an annotated trace (`traceana annotate`, .json or .json.gz): the text starts with the document's
   first member `{"traceana":{"schema":"traceana.annotated/…"` (a .gz is inflated for its first bytes);
-  a profiler never writes a top-level "traceana" member, let alone first.
+  a profiler never writes a top-level "traceana" member, let alone first; an annotated .pftrace: its
+  first packet's metadata entry "traceana" holds that header.
 
 An empty (or blank) file is nobody's: it may be a placeholder the user made on purpose.
 """
@@ -58,8 +59,9 @@ def written_by_traceana(path: str) -> bool:
         if head.startswith(_PNG):
             return _png_tagged(head)
         if head.startswith(_GZIP):
-            return _inflated_head(head).startswith(_ANNOTATED)
-        if head.startswith(_ANNOTATED):
+            inflated = _inflated_head(head)
+            return inflated.startswith(_ANNOTATED) or _perfetto_annotated(inflated)
+        if head.startswith(_ANNOTATED) or _perfetto_annotated(head):
             return True
         if head.startswith(b"{"):
             return _json_schema(fh, head)
@@ -75,9 +77,35 @@ def _tail(fh, n: int) -> bytes:
 def _inflated_head(head: bytes) -> bytes:
     """The first bytes of a gzip file's text (b"" when they cannot be inflated)."""
     try:
-        return zlib.decompressobj(31).decompress(head, len(_ANNOTATED))
+        return zlib.decompressobj(31).decompress(head, 128)
     except zlib.error:
         return b""
+
+
+def _varint_end(b: bytes, i: int) -> int:
+    """The position after the varint at b[i] (len(b) + 1 when it does not end within b)."""
+    while i < len(b) and b[i] & 0x80:
+        i += 1
+    return i + 1
+
+
+def _perfetto_annotated(head: bytes) -> bool:
+    """An annotated Perfetto trace: its first packet is a ChromeEventBundle whose first metadata entry
+    is named "traceana" and holds the header JSON (packet 0a, bundle 2a, metadata 12, name 0a 08,
+    json_value 2a, each with its length)."""
+    if head[:1] != b"\x0a":
+        return False
+    i = _varint_end(head, 1)
+    if head[i:i + 1] != b"\x2a":
+        return False
+    i = _varint_end(head, i + 1)
+    if head[i:i + 1] != b"\x12":
+        return False
+    i = _varint_end(head, i + 1)
+    if head[i:i + 10] != b"\x0a\x08traceana" or head[i + 10:i + 11] != b"\x2a":
+        return False
+    i = _varint_end(head, i + 11)
+    return head[i:].startswith(b'{"schema":"traceana.annotated/')
 
 
 def _png_tagged(head: bytes) -> bool:

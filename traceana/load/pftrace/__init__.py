@@ -1,0 +1,12 @@
+"""Perfetto traces (.pftrace, plain or gzip): torch.profiler's Perfetto-native export read into the
+same Trace the Chrome JSON loader builds for the same events.
+
+wire.py: the protobuf field numbers and primitives; _decode.c (built with the package) and
+pydecode.py (its twin, used when the C one is not built): packets -> a table; tracks.py and
+infer.py: what a track and an event without a category are; table.py: the table -> Trace.
+docs/perfetto.md says which profilers write the format and how each field is read.
+"""
+
+from __future__ import annotations
+
+from traceana.load.pftrace.read import SUFFIXES, decode, load, named_perfetto, sniff  # noqa: F401
