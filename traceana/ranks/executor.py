@@ -105,17 +105,19 @@ def analyze_rank(path: str, options: Any = None, drop: Sequence[str] = ()) -> di
     a 512-rank report. `drop`: top-level Analysis keys left out of the result (what the
     caller will not read: the timeline, half of a rank's result, for an html or md cross-rank
     report), so less is pickled back and held by the parent."""
-    from traceana.analysis import Options, analyze_trace
+    from traceana.analysis import Options, analyze_trace_parts
     from traceana.load import load_trace
     from traceana.link.steps import rank_facts
+    from traceana.ranks.summary import rank_summary
 
     t0 = time.perf_counter()
     out: dict[str, Any] = {"path": path, "file": os.path.basename(path)}
     try:
         trace = load_trace(path)
         facts = rank_facts(trace)
-        analysis = analyze_trace(trace, options if options is not None else Options())
-        del trace
+        analysis, parts = analyze_trace_parts(trace, options if options is not None else Options())
+        facts["calls"] = rank_summary(parts.trace, parts.links, parts.groups, analysis["ops"])
+        del trace, parts
         analysis["rank_facts"] = facts
         for key in drop:
             analysis.pop(key, None)
