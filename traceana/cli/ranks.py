@@ -110,10 +110,15 @@ def summary(doc: Mapping[str, Any], out: str) -> str:
     wait = s.get("collective_wait_us_total")
     lines = [f"{s['ranks']} ranks analysed {doc.get('ran', '')}; median step {fmt_time_us(s['median_step_us'])} "
              f"({s['unit']})" + (f", collective wait {fmt_time_us(wait)} over all ranks" if wait is not None else "")]
+    first = doc.get("first") or []
+    if first:
+        lines.append("Do this first:")
+        lines += [f"  {i}. {lv['title']}. Fix: {lv['fix']}" for i, lv in enumerate(first, 1)]
     strag = doc.get("straggler")
     if strag:
-        lines += [f"  {t}" for t in strag["text"][:3]]
-        lines += [f"  {p['text']}" for p in strag.get("phases", [])]
+        lines += [f"  {t}" for t in strag["text"][:1 if first else 3]]
+        if not first:
+            lines += [f"  {p['text']}" for p in strag.get("phases", [])]
     if s.get("failed"):
         lines.append(f"  {s['failed']} rank file(s) could not be analysed")
     lines.append(f"report written to {out}")
