@@ -18,7 +18,8 @@ own ProfilerStep#N, after a warm-up step outside the profile so gloo's connectio
 Injected, so the tests know who made everyone wait, where and by how much:
   step #1 (the second profiled step): rank LATE_FWD sleeps SLEEP_S in the forward, before the first
           all_to_all; every other rank waits for it there
-  step #2: rank LATE_BWD runs EXTRA_MM extra 256x256 matmuls in the backward, before the all_reduce
+  step #2: rank LATE_BWD runs extra 256x256 matmuls for EXTRA_S in the backward, before the all_reduce
+          (for a time, not a count: the same delay on a fast or a loaded machine)
 
 torch.profiler names the phases itself: the autograd engine's ops (backward), Optimizer.step#SGD.step
 (optimizer), the rest of the step is forward. gloo runs each collective on its own worker thread
@@ -42,7 +43,7 @@ HIDDEN = 64
 SLEEP_S = 0.2
 LATE_FWD = 2  # sleeps in the forward of step #1
 LATE_BWD = 1  # extra matmuls in the backward of step #2
-EXTRA_MM = 400
+EXTRA_S = 0.15
 
 
 def _worker(rank: int, world: int, port: int, out: str) -> None:
@@ -82,9 +83,9 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
         loss = head(sent + back).pow(2).mean() + expert(got).pow(2).mean()
         loss.backward()
         if n == 2 and rank == LATE_BWD:
-            acc = extra
-            for _ in range(EXTRA_MM):
-                acc = torch.mm(extra, extra)  # the late rank: more compute in the backward
+            until = time.perf_counter() + EXTRA_S
+            while time.perf_counter() < until:
+                torch.mm(extra, extra)  # the late rank: more compute in the backward
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat)
         flat /= world
@@ -117,7 +118,7 @@ def record(out: str) -> None:
     s.close()
     mp.spawn(_worker, args=(WORLD, port, out), nprocs=WORLD, join=True)
     plan = {"world": WORLD, "steps": STEPS, "split": list(SPLIT), "hidden": HIDDEN, "sleep_s": SLEEP_S,
-            "late_fwd": LATE_FWD, "late_bwd": LATE_BWD, "extra_mm": EXTRA_MM}
+            "late_fwd": LATE_FWD, "late_bwd": LATE_BWD, "extra_s": EXTRA_S}
     with open(os.path.join(out, "plan.txt"), "w") as fh:
         json.dump(plan, fh)
 

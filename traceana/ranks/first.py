@@ -1,6 +1,7 @@
 """The run's first screen: "Do this first" for many ranks — who made the others wait, and why.
 
-At most three levers, each {kind, rank, title, text, fix, us}, `us` per step (per trace without steps):
+At most three levers by the wait they explain, and the imbalance after them when there is one; each
+{kind, rank, title, text, fix, us}, `us` per step (per trace without steps):
 
   late_rank    the rank that caused the most waiting (and the next, when it caused at least half as much) (ranks/waits.py: the waits of the others at the
                collectives it arrived at last), the phase most of it was in, and what it did instead
@@ -150,7 +151,8 @@ def first_screen(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = [x for x in (_late_rank(col, unit, floor), _late_rank(col, unit, floor, 1), _step_start(col, unit, floor))
            if x]
     out.sort(key=lambda x: -x["us"])
+    out = out[:3]
     imb = _imbalance(col, unit)
-    if imb:
+    if imb:  # what makes a rank late, when the sizes say so: always shown, after the levers
         out.append(imb)
-    return out[:3]
+    return out

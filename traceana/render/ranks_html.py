@@ -49,8 +49,17 @@ def ranks_document(cross: Mapping[str, Any], analyses: Sequence[Mapping[str, Any
     doc = dict(cross)
     doc["ranks"] = [{**r, "verdict": verdict(a)} for r, a in zip(cross.get("ranks") or [], analyses)]
     doc["ran"] = where
-    doc["analyses"] = list(analyses)
+    doc["analyses"] = [_without_calls(a) for a in analyses]
     return doc
+
+
+def _without_calls(a: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Analysis without its rank's call summary (the cross-rank figures above are made from it; a
+    256-rank document would carry ~100 MB of them)."""
+    facts = a.get("rank_facts")
+    if not isinstance(facts, Mapping) or "calls" not in facts:
+        return a
+    return {**a, "rank_facts": {k: v for k, v in facts.items() if k != "calls"}}
 
 
 def render_ranks(doc: Mapping[str, Any], fmt: str) -> str:
