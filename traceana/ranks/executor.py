@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from traceana.errors import BadInput, Incomplete, TraceanaError
+from traceana.output.ownership import written_by_traceana
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # covers *.pt.trace.json[.gz]
 MEM_FACTOR = 2.0  # peak RSS per worker <= MEM_FACTOR x uncompressed JSON ...
@@ -50,13 +51,32 @@ def _file_key(path: str) -> Any:
         return os.path.realpath(path)
 
 
-def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None = None
-                    ) -> tuple[list[str], list[str]]:
+_HEAD = 1 << 16  # a profiler's trace names its "traceEvents" within this many bytes (after a little metadata)
+
+
+def traceana_report(path: str) -> bool:
+    """A plain .json file traceana wrote as a report (its ownership marker, traceana/output/ownership.py),
+    not a trace: no "traceEvents" member in its head. A cross-rank report written into the folder of its
+    rank files (-o DIR/ranks.json) is not taken for a rank the next time."""
+    if not path.endswith(".json"):
+        return False  # .json.gz: traceana writes only annotated traces so, and those are traces
+    try:
+        with open(path, "rb") as fh:
+            if b'"traceEvents"' in fh.read(_HEAD):
+                return False
+        return written_by_traceana(path)
+    except OSError:
+        return False
+
+
+def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None = None,
+                    reports: list[str] | None = None) -> tuple[list[str], list[str]]:
     """The trace files named by `inputs` (files, or directories whose regular *.json /
     *.json.gz files are taken, not recursively), in natural order; and what was skipped in
     those directories. A file reached by two paths is taken once: (kept, dropped) path pairs
-    are appended to `repeats` when given. BadInput when a directory has no trace file or an
-    input is missing."""
+    are appended to `repeats` when given. In a directory, reports traceana wrote are skipped
+    (appended to `reports` too). BadInput when a directory has no trace file or an input is
+    missing."""
     files: list[str] = []
     skipped: list[str] = []
     for inp in inputs:
@@ -71,10 +91,16 @@ def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None
                     regular = e.is_file()  # follows symlinks; FIFOs, sockets and devices are not files
                 except OSError:
                     regular = False
+                path = os.path.join(inp, e.name)
                 if regular and e.name.endswith(TRACE_SUFFIXES) and not e.name.startswith("."):
-                    found.append(os.path.join(inp, e.name))
+                    if traceana_report(path):
+                        skipped.append(path)
+                        if reports is not None:
+                            reports.append(path)
+                    else:
+                        found.append(path)
                 else:
-                    skipped.append(os.path.join(inp, e.name))
+                    skipped.append(path)
             if not found:
                 n = len(entries)
                 raise BadInput(f"{inp}: is a directory with no trace files (*.json, *.json.gz) among its "
@@ -374,6 +400,23 @@ def check_lost(results: Sequence[dict[str, Any]]) -> None:
     n = len(lost)
     raise Incomplete(f"{n} rank file{'s' if n != 1 else ''} not analysed ({lost[0]['lost']}): {names}; "
                      f"the report compares the other {len(results) - n}")
+
+
+def check_missing(results: Sequence[dict[str, Any]], allow_missing: bool = False) -> None:
+    """After the report is written: Incomplete (exit 3) naming the rank files that were not analysed (a
+    worker lost, or a file that is no readable trace), so a comparison of some of the ranks is never
+    taken for the whole run — unless `allow_missing` (--allow-missing)."""
+    if allow_missing:
+        return
+    check_lost(results)
+    bad = [r for r in results if "error" in r]
+    if not bad:
+        return
+    n = len(bad)
+    names = ", ".join(r["file"] for r in bad[:10]) + (f" and {n - 10} more" if n > 10 else "")
+    why = str(bad[0]["error"]).replace(str(bad[0].get("path", "")) + ": ", "", 1)[:160]
+    raise Incomplete(f"{n} of {len(results)} rank files could not be analysed: {names} (first: {why}); the report "
+                     f"compares the other {len(results) - n} (--allow-missing accepts that: exit 0)")
 
 
 def split(results: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
