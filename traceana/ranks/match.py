@@ -250,7 +250,9 @@ def match(summaries: Sequence[dict], ranks: Sequence[int]) -> Matched:
         sets = np.unique(set_id[in_g][set_id[in_g] >= 0])
         if len(sets) < 2 or bad[sets].sum() < 2 or bad[sets].mean() <= BAD_SHARE:
             continue
-        by_rank = {r: sorted(in_g[rank[in_g] == r].tolist(), key=lambda c: t[c]) for r in np.unique(rank[in_g]).tolist()}
+        srt = in_g[np.lexsort((t[in_g], rank[in_g]))]
+        cut = np.flatnonzero(np.diff(rank[srt])) + 1
+        by_rank = {int(rank[part[0]]): part.tolist() for part in np.split(srt, cut) if len(part)}
         ref = max(by_rank, key=lambda r: (len(by_rank[r]), -r))
         nxt = int(set_id.max()) + 1
         set_id[in_g] = -1

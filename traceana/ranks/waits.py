@@ -72,54 +72,75 @@ def waits(summaries: Sequence[dict], m: Matched, labels: Sequence[str]) -> dict[
     s_start = _step_start(summaries, m, step)
     caused = np.zeros((n, len(BUCKETS)))
     suffered = np.zeros((n, len(BUCKETS)))
-    last_count = np.zeros(n, dtype=np.int64)
-    by_cause = np.zeros((n, len(CAUSES)))
     by_op: list[dict[str, float]] = [{} for _ in range(n)]
-    sets: list[dict[str, Any]] = []
     idx = np.flatnonzero(m.set >= 0)
     idx = idx[np.lexsort((t[idx], m.set[idx]))]  # by set, then arrival: the last is each run's end
-    cuts = np.flatnonzero(np.diff(m.set[idx])) + 1
-    starts = np.concatenate(([0], cuts)) if len(idx) else np.zeros(0, np.int64)
-    stops = np.concatenate((cuts, [len(idx)])) if len(idx) else np.zeros(0, np.int64)
+    sid = m.set[idx]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = sid[1:] != sid[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(idx) - 1) if len(idx) else first
+    run = np.cumsum(new) - 1  # per member: its set's run
+    L = idx[last]  # per run: the last arrival
+    Lm = L[run]  # per member: its set's last arrival
+    other = idx[np.ones(len(idx), dtype=bool) & (np.arange(len(idx)) != last[run])]
+    o_run = run[np.arange(len(idx)) != last[run]]
     dur = np.where(np.isfinite(end), end - t, np.inf)
-    for a, b in zip(starts.tolist(), stops.tolist()):
-        mem = idx[a:b]
-        L = mem[-1]
-        others = mem[:-1]
-        w = np.clip(t[L] - t[others], 0.0, dur[others])
-        total = float(w.sum())
-        ph = PHASES[phase[L]] if phase[L] >= 0 else "unknown"
-        r_last = int(m.rank[L])
-        last_count[r_last] += 1
-        # a late step start: the late rank's interval holds its step's start
-        step_part = 0.0
-        if np.isfinite(s_start[L]) and w0[L] < s_start[L] <= t[L]:
-            lag = np.clip(s_start[L] - s_start[others], 0.0, None)
-            lag = np.where(np.isfinite(lag), lag, 0.0)
-            step_part = float(np.minimum(lag, w).sum())
-        caused[r_last, BUCKETS.index("step start")] += step_part
-        caused[r_last, BUCKETS.index(ph)] += total - step_part
-        for c, wq in zip(others.tolist(), w.tolist()):
-            pq = PHASES[phase[c]] if phase[c] >= 0 else "unknown"
-            suffered[int(m.rank[c]), BUCKETS.index(pq)] += wq
-        med_parts = np.median(parts[others], axis=0)
-        med_len = float(np.median(length[others]))
-        ex = np.concatenate((parts[L] - med_parts, [length[L] - med_len]))
-        weights = _weights(ex, float(w0[L] - np.median(w0[others])))
-        charged = total - step_part
-        if charged > 0 and weights.sum() > 0:
-            by_cause[r_last] += charged * weights
-            _charge_ops(by_op[r_last], summaries[r_last], int(m.call[L]), charged * weights[CAUSES.index("work")])
-        if total > 0:
-            sets.append({"set": int(m.set[L]), "total": total, "L": int(L), "others": others, "w": w,
-                         "step_part": step_part, "ex": ex, "med_len": med_len, "ph": ph,
-                         "lead": float(t[L] - t[mem[-2]]) if len(mem) >= 2 else 0.0})
-    sets.sort(key=lambda x: -x["total"])
-    top = [_set_row(x, summaries, m, labels, kind, step, length) for x in sets[:TOP_SETS]]
+    w = np.clip(t[Lm] - t[idx], 0.0, dur[idx])[np.arange(len(idx)) != last[run]]
+    n_runs = len(first)
+    total = np.bincount(o_run, weights=w, minlength=n_runs)
+    # a late step start: the late rank's interval holds its step's start; each other's wait up to how much
+    # later the late rank entered that step is the step start's
+    holds = np.isfinite(s_start[L]) & (w0[L] < s_start[L]) & (s_start[L] <= t[L])
+    lag = np.nan_to_num(np.clip(s_start[L][o_run] - s_start[other], 0.0, None), nan=0.0, posinf=0.0)
+    step_part = np.bincount(o_run, weights=np.where(holds[o_run], np.minimum(lag, w), 0.0), minlength=n_runs)
+    r_last = m.rank[L]
+    ph_last = np.where(phase[L] >= 0, phase[L], BUCKETS.index("unknown"))
+    last_count = np.bincount(r_last, minlength=n)
+    np.add.at(caused, (r_last, ph_last), total - step_part)
+    np.add.at(caused, (r_last, np.full(n_runs, BUCKETS.index("step start"))), step_part)
+    ph_o = np.where(phase[other] >= 0, phase[other], BUCKETS.index("unknown"))
+    np.add.at(suffered, (m.rank[other], ph_o), w)
+    # the late rank's interval against the median of the others' intervals in the same set
+    med = np.column_stack([_run_median(o_run, col[other], n_runs) for col in (*parts.T, length, w0)])
+    ex = np.column_stack([parts[L] - med[:, :len(PARTS)], length[L] - med[:, len(PARTS)]])
+    start_delay = w0[L] - med[:, len(PARTS) + 1]
+    by_cause = np.zeros((n, len(CAUSES)))
+    charged = total - step_part
+    for k in np.flatnonzero(charged > 0).tolist():  # runs with a wait: few beside the members
+        weights = _weights(ex[k], float(start_delay[k]))
+        if weights.sum() > 0:
+            by_cause[r_last[k]] += charged[k] * weights
+            _charge_ops(by_op[r_last[k]], summaries[r_last[k]], int(m.call[L[k]]), charged[k] * weights[CAUSES.index("work")])
+    order = np.argsort(-total, kind="stable")
+    order = order[total[order] > 0]
+    top = []
+    for k in order[:TOP_SETS].tolist():
+        mem = idx[first[k]:last[k] + 1]
+        x = {"set": int(m.set[L[k]]), "total": float(total[k]), "L": int(L[k]), "others": mem[:-1],
+             "w": w[o_run == k], "step_part": float(step_part[k]), "ex": ex[k], "med_len": float(med[k, len(PARTS)]),
+             "ph": BUCKETS[ph_last[k]], "lead": float(t[L[k]] - t[mem[-2]]) if len(mem) >= 2 else 0.0}
+        top.append(_set_row(x, summaries, m, labels, kind, step, length))
     return {
         "caused": caused, "suffered": suffered, "last_count": last_count, "by_cause": by_cause, "by_op": by_op,
-        "top_sets": top, "sets_with_wait": len(sets), "skew": step_skew(summaries, m, labels),
+        "top_sets": top, "sets_with_wait": int((total > 0).sum()), "skew": step_skew(summaries, m, labels),
     }
+
+
+def _run_median(run: np.ndarray, v: np.ndarray, n_runs: int) -> np.ndarray:
+    """Per run (0..n_runs-1; runs is non-decreasing): the median of its values (nan for an empty run)."""
+    out = np.full(n_runs, np.nan)
+    if not len(run):
+        return out
+    o = np.lexsort((v, run))
+    r, x = run[o], v[o]
+    lo = np.searchsorted(r, np.arange(n_runs), side="left")
+    hi = np.searchsorted(r, np.arange(n_runs), side="right")
+    has = hi > lo
+    a = lo + (hi - lo - 1) // 2
+    b = lo + (hi - lo) // 2
+    out[has] = (x[a[has]] + x[b[has]]) / 2
+    return out
 
 
 def _weights(ex: np.ndarray, start_delay: float) -> np.ndarray:
