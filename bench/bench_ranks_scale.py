@@ -4,10 +4,9 @@ largest through a local Dask cluster with --dask), timed, with the parent proces
 
 The rank files are made from one real distributed trace (default: HTA's df_index_resolver, a DDP rank
 with 5 ProfilerSteps and 2,020 NCCL all-reduces, 53.7 MB of JSON): rank r is the trace with every
-timestamp 1 s x (r // 8) + 2 µs x (r mod 8) later (tests/rank_traces.shifted_ranks: 8 ranks a host, each
-host's clock 1 s apart, which the pass estimates and takes out; each rank a little late to every collective,
-so every collective is matched and waited for) and distributedInfo {rank: r, world_size: N}; written
-gzipped to --dir once and reused. A run of n ranks reads the first n
+timestamp 1 s x (r // 8) later (tests/rank_traces.shifted_ranks: 8 ranks a host, the hosts' clocks 1 s
+apart, which the pass estimates from the collectives' ends and takes out, so every collective is matched on
+every rank) and distributedInfo {rank: r, world_size: N}; written gzipped to --dir once and reused. A run of n ranks reads the first n
 (symlinked into their own folder).
 
 Per n, as a whole process (`traceana report DIR_n -o ranks.html -q`):
@@ -71,11 +70,11 @@ def make(src: Path, dst: Path, n: int) -> None:
     from tests.rank_traces import shifted_ranks
 
     stamp = dst.with_name(dst.name + ".made-from")
-    want = f"{src.resolve()} {n} shifted by host"
+    want = f"{src.resolve()} {n} shifted by host, 0 µs a rank"
     if stamp.exists() and stamp.read_text() == want and all((dst / f"rank{r}.json.gz").exists() for r in range(n)):
         return
     t = time.perf_counter()
-    sizes = shifted_ranks(src, dst, n)
+    sizes = shifted_ranks(src, dst, n, step_us=0.0)
     stamp.write_text(want)
     print(f"  wrote {n} rank files of {sizes[0] / 1e6:.1f} MB of JSON in {time.perf_counter() - t:.0f} s", flush=True)
 
