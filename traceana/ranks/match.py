@@ -108,8 +108,7 @@ def _keys(summaries: Sequence[dict], ranks: Sequence[int], gnames: list[list[str
                 src, dst = (me, p) if KINDS[k] == "send" else (p, me)
                 c = ("p2p", src, dst, st)
             elif seq_groups.get(name):
-                keys.append((name, "seq", q))
-                continue
+                c = (name, "seq", q)  # (a call split in two keeps its seq: the repeat is its own key)
             else:
                 c = (name, st)
             n = count.get(c, 0)
