@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from traceana.document import mapping, seq
+from traceana.ranks.first import WORDS
 from traceana.render.views import fmt_bytes, fmt_int, fmt_time_us
 from traceana.units import num, text
 
@@ -77,7 +78,7 @@ def waits_view(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         causes = sorted(mapping(b.get("by_cause_us")).items(), key=lambda kv: -(num(kv[1]) or 0))[:3]
         by.append({"label": text(b.get("label"), 60), "caused": fmt_time_us(b.get("caused_us")),
                    "last": fmt_int(b.get("last_arrivals")), "phases": phases,
-                   "causes": ", ".join(f"{text(k, 30)} {fmt_time_us(v)}" for k, v in causes),
+                   "causes": ", ".join(f"{WORDS.get(text(k, 30), text(k, 30))} {fmt_time_us(v)}" for k, v in causes),
                    "ops": "; ".join(f"{text(o.get('name'), 80)} {fmt_time_us(o.get('us'))}"
                                     for o in seq(b.get("ops"))[:3] if isinstance(o, Mapping))})
     notes = []

@@ -189,7 +189,7 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     headline = warning or (first[0]["title"] + "." if first else straggler["text"][0] if straggler and straggler["text"]
                            else f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed.")
     return {"tool": f"{text(tool.get('name')) or 'traceana'} {text(tool.get('version'))}".strip(),
-            "first": first, "waits": waits_view(doc),
+            "first": first, "waits": waits_view(doc), "any_classes": any(r["classes"] for r in rows),
             "facts": facts, "headline": headline, "unit": unit, "rows": rows, "sections": sections,
             "straggler": straggler, "failed": failed, "classes": CLASSES, "warning": warning,
             "unmatched": fmt_int(unmatched) if (unmatched := num(summary.get("collectives_unmatched"))) else ""}
