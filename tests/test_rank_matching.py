@@ -123,3 +123,35 @@ def test_deep_ep_kernels_are_matched_in_order(tmp_path):
     assert c["methods"]["stream:22"] == "order" and c["matched"] == 4 + 3
     assert [r["collective_wait_us"] for r in doc["ranks"]] == pytest.approx([750.0, 0.0])
     assert {t["kind"] for t in c["top"]} == {"dispatch"}
+
+
+def _stepped(r: int, late_steps: tuple[int, ...], lag: float) -> dict:
+    """3 ProfilerSteps of 5,000 µs; in each, two all-reduces 1,000 and 2,000 µs after the step's start. Rank 1
+    enters the steps in `late_steps` `lag` µs late (its first all-reduce there with it); everyone leaves each
+    all-reduce 100 µs after the last arrival, so the second of the step finds everyone in time."""
+    ev, corr = [], 1
+    for n in range(3):
+        start = 5_000.0 * n + (lag if r == 1 and n in late_steps else 0.0)
+        ev.append(s.annotation(f"ProfilerStep#{n + 1}", start, 5_000.0 * (n + 1) - 100 - start))
+        last = 5_000.0 * n + 1_000 + (lag if n in late_steps else 0.0)
+        for k, arrive in enumerate((start + 1_000, last + 100 + 900)):
+            leave = (last + 100) if k == 0 else arrive + 100
+            ev += [s.launch(arrive - 5, corr), s.kernel(NCCL_AR, arrive, leave - arrive, corr, stream=20)]
+            corr += 1
+    return s.trace(ev, distributedInfo={"backend": "nccl", "rank": r, "world_size": 2})
+
+
+def test_a_late_step_start_is_its_own_lever(tmp_path):
+    doc = _report(tmp_path, [_stepped(0, (1, 2), 700.0), _stepped(1, (1, 2), 700.0)])
+    c = doc["collectives"]
+    # steps 2 and 3: rank 1 entered 700 µs late and arrived 700 µs late at the step's first all-reduce;
+    # the lag is all its interval held: rank 0's 2 x 700 = 1,400 µs of waiting is charged to the step start
+    r1 = next(r for r in doc["ranks"] if r["rank"] == 1)
+    assert r1["caused_by_phase_us"] == {"step start": pytest.approx(1_400.0 / 3)}  # per step, 3 steps
+    skew = c["step_skew"]
+    # lags: step 1 0, steps 2 and 3 700: median 700 µs; its wait 1,400 / 3 = 466.7 µs per step
+    assert (skew["label"], skew["lag_median_us"], skew["lag_max_us"]) == ("rank 1", 700.0, 700.0)
+    assert skew["caused_us"] == pytest.approx(1_400.0 / 3)
+    lever = next(x for x in doc["first"] if x["kind"] == "step_start")
+    assert lever["title"] == "rank 1 enters the step late: 0.700 ms after the earliest rank (median over 3 steps)"
+    assert r1["step_start_lag_us"] == 700.0
