@@ -103,3 +103,16 @@ def test_the_worker_says_how_much_memory_its_file_took(tmp_path):
     assert "analysis" in r and "rss_growth" in r
     # in this (test) process an earlier, larger peak may stand: then nothing is claimed
     assert r["rss_growth"] is None or 0 < r["rss_growth"] < 2e9
+
+
+def test_a_folder_of_many_bad_files_still_fits_a_pr_comment(tmp_path):
+    d = tmp_path / "run"
+    make_rank_dir(d, n=2, straggler=1)
+    for k in range(30):  # 30 broken rank files with long names: each named, the comment within 8,000 characters
+        (d / (f"rank{k + 2}_" + "x" * 140 + ".json")).write_text('{"traceEvents": [' * 3)
+    out = tmp_path / "r.md"
+    p = cli("report", str(d), "-o", str(out), "-q", "--jobs", "1")
+    assert p.returncode == 3 and "30 of 32 rank files could not be analysed" in p.stderr
+    text = out.read_text()
+    assert len(text) <= 8_000 and "## Rank files that could not be analysed" in text
+    assert "more (the JSON form lists them all)" in text and "## Do this first" in text

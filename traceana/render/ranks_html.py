@@ -229,28 +229,12 @@ def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> 
     <details>, cut to whole rows so the whole comment stays within `budget` characters (a
     64-rank run would otherwise post ~50 KB). The JSON form keeps everything."""
     v = build_view(doc)
-    head = ["# traceana cross-rank report", ""]
-    head.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
-    head.append("")
-    if v["warning"]:
-        head += [f"> **Warning:** {_md(v['warning'])}", ""]
-    if v["first"]:
-        head += ["## Do this first", ""]
-        for i, lv in enumerate(v["first"], 1):
-            head += [f"{i}. **{_md(lv['title'])}.** {_md(_cut(lv['text'], 700))} *Fix:* {_md(_cut(lv['fix'], 360))}"]
-        head.append("")
-    s = v["straggler"]
-    if s:
-        head += [f"## {_md(s['title'])}", ""]
-        for t in s["text"][:2 if v["first"] else None]:
-            head.append(f"> {md_text(t, None, line_start=True)}")
-    failed = ""
-    if v["failed"]:
-        items = [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
-        failed = "## Rank files that could not be analysed\n\n" + "\n".join(items[:20])
-        if len(items) > 20:
-            failed += f"\n- … and {len(items) - 20} more (the JSON form lists them all)"
     tool = f"<sub>{_md(v['tool'])}</sub>"
+    for tight in range(3):  # the head and the failures take at most 60% of the budget: shorter texts if not
+        head, failed = _md_head(v, tight)
+        if len("\n".join(head)) + len(failed) + len(tool) <= 0.6 * budget:
+            break
+    s = v["straggler"]
     rank_head = (f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
                  "| waited | caused | comm bytes | peak memory | projected step |\n"
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -318,8 +302,40 @@ def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> 
     return stamp_markdown(out)
 
 
+def _md_head(v: Mapping[str, Any], tight: int) -> tuple[list[str], str]:
+    """The markdown's first lines (facts, warning, Do this first, the straggler's lines) and the failures'
+    section; `tight` 1 and 2 cut the texts shorter (a long warning, many long op names, many failures)."""
+    head = ["# traceana cross-rank report", ""]
+    head.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
+    head.append("")
+    if v["warning"]:
+        head += [f"> **Warning:** {_md(_cut(v['warning'], (1200, 600, 300)[tight]))}", ""]
+    if v["first"]:
+        head += ["## Do this first", ""]
+        for i, lv in enumerate(v["first"], 1):
+            body = _md(_cut(lv["text"], (700, 400, 0)[tight]))
+            head += [f"{i}. **{_md(lv['title'])}.** {body + ' ' if body else ''}*Fix:* "
+                     f"{_md(_cut(lv['fix'], (360, 240, 160)[tight]))}"]
+        head.append("")
+    s = v["straggler"]
+    if s:
+        head += [f"## {_md(s['title'])}", ""]
+        for t in s["text"][:(2 if v["first"] else None, 1, 0)[tight]]:
+            head.append(f"> {md_text(_cut(t, (800, 400, 0)[tight]), None, line_start=True)}")
+    failed = ""
+    if v["failed"]:
+        most = (20, 10, 5)[tight]
+        items = [f"- {md_text(f['file'], None, line_start=True)}: {_md(_cut(f['error'], 300))}" for f in v["failed"]]
+        failed = "## Rank files that could not be analysed\n\n" + "\n".join(items[:most])
+        if len(items) > most:
+            failed += f"\n- … and {len(items) - most} more (the JSON form lists them all)"
+    return head, failed
+
+
 def _cut(s: str, n: int) -> str:
-    """At most n characters, cut after a whole sentence when one ends in the last third."""
+    """At most n characters, cut after a whole sentence when one ends in the last third ("" for n 0)."""
+    if n <= 0:
+        return ""
     if len(s) <= n:
         return s
     k = s.rfind(". ", 0, n)
