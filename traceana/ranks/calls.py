@@ -286,8 +286,7 @@ def cpu_calls(trace: Trace) -> list[dict[str, Any]]:
     issue_code, backend_code = _comm_op_codes(names)
     is_comm = issue_code | np.array([n == "record_param_comms" for n in names], dtype=bool)
     comm_ops = np.flatnonzero(is_comm[ops.name]) if len(ops) else np.zeros(0, np.int64)
-    outer = _outermost(ops.ts, ops.end, ops.thread, comm_ops)
-    outer = outer[issue_code[ops.name[outer]]] if len(outer) else outer
+    outer = _outermost(ops.ts, ops.end, ops.thread, comm_ops)  # c10d ops, or a record_param_comms alone
     rpc = np.flatnonzero(ops.name == names.index("record_param_comms")) if "record_param_comms" in names \
         else np.zeros(0, np.int64)
     rpc_owner = _enclosing(outer, ops.ts, ops.end, ops.thread, ops.thread[rpc], ops.ts[rpc]) if len(rpc) else rpc
