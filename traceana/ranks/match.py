@@ -152,11 +152,12 @@ def _offsets(set_id: np.ndarray, rank: np.ndarray, end: np.ndarray, hosts: Seque
     r_end = np.full(int(set_id.max()) + 1, np.nan)
     sel = ok & (rank == ref)
     r_end[set_id[sel]] = end[sel]
+    diff = np.where(ok, end - r_end[np.maximum(set_id, 0)], np.nan)
+    bounds = np.searchsorted(rank, np.arange(n + 1))  # the calls are rank by rank (match() lays them out so)
     for i in range(n):
         if i == ref:
             continue
-        sel = ok & (rank == i)
-        d = end[sel] - r_end[set_id[sel]]
+        d = diff[bounds[i]:bounds[i + 1]]
         d = d[np.isfinite(d)]
         if len(d) < 1:
             continue

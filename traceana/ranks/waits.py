@@ -46,13 +46,16 @@ def _col(summaries: Sequence[dict], key: str, dtype: Any) -> np.ndarray:
 def _step_start(summaries: Sequence[dict], m: Matched, step: np.ndarray) -> np.ndarray:
     """Per call: the (corrected) start of its rank's ProfilerStep of that number, nan when none."""
     out = np.full(len(step), np.nan)
+    bounds = np.searchsorted(m.rank, np.arange(len(summaries) + 1))  # the calls are laid out rank by rank
     for i, s in enumerate(summaries):
-        nums = list(s.get("step_numbers") or [])
-        if not nums:
+        nums = np.asarray(s.get("step_numbers") or [], dtype=np.int64)
+        if not len(nums):
             continue
-        sel = np.flatnonzero(m.rank == i)
-        starts = dict(zip(nums, s["step_starts"]))
-        out[sel] = [starts.get(int(k), np.nan) - m.offsets[i] for k in step[sel].tolist()]
+        st = np.asarray(s["step_starts"], dtype=np.float64)
+        o = np.argsort(nums)
+        k = step[bounds[i]:bounds[i + 1]]
+        j = np.clip(np.searchsorted(nums[o], k), 0, len(nums) - 1)
+        out[bounds[i]:bounds[i + 1]] = np.where(nums[o][j] == k, st[o][j] - m.offsets[i], np.nan)
     return out
 
 
