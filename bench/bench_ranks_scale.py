@@ -18,6 +18,7 @@ Per n, as a whole process (`traceana report DIR_n -o ranks.html -q`):
 and the ratio of each n's wall and CPU time to n/2's: linear growth is 2.0.
 
     /work/venv/bin/python bench/bench_ranks_scale.py [--ranks 32,64,128,256] [--dir /tmp/ranks-scale] [--dask]
+                                                     [--pass-only]
 """
 
 from __future__ import annotations
@@ -105,12 +106,40 @@ def measure(d: Path, out: Path, extra: list[str]) -> dict:
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "parent_mb": s["hwm"] / 1e6, "pass": s["pass"]}
 
 
+def pass_only(all_dir: Path, ns: list[int]) -> None:
+    """The cross-rank pass alone, in this process: 8 rank files analysed once, their results repeated (each
+    copy another rank id) to n ranks; CPU seconds of traceana.ranks.cross_rank.cross_rank per n."""
+    import copy
+
+    from traceana.ranks.cross_rank import cross_rank
+    from traceana.ranks.executor import analyze_rank
+
+    base = [analyze_rank(str(all_dir / f"rank{r}.json.gz"), drop=("timeline",))["analysis"] for r in range(8)]
+    prev = None
+    for n in ns:
+        analyses = []
+        for r in range(n):
+            a = copy.copy(base[r % 8])
+            a["rank_facts"] = {**a["rank_facts"], "rank": r, "world_size": n}
+            analyses.append(a)
+        t = time.process_time()
+        doc = cross_rank(analyses)
+        spent = time.process_time() - t
+        c = doc["collectives"]
+        print(f"  {n:4d} ranks: cross-rank pass {spent:6.2f} s CPU ({spent / n * 1e3:.1f} ms a rank; "
+              f"{c['matched']} collectives matched, {c['calls']} calls)"
+              + (f", {spent / prev:.2f}x the {n // 2}'s" if prev else ""), flush=True)
+        prev = spent
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=SOURCE)
     ap.add_argument("--ranks", default="32,64,128,256")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "traceana-bench-ranks-scale")
     ap.add_argument("--dask", action="store_true", help="also the largest run on a local Dask cluster")
+    ap.add_argument("--pass-only", action="store_true",
+                    help="time the cross-rank pass alone, in this process (8 ranks' results repeated to n)")
     args = ap.parse_args()
     ns = sorted(int(x) for x in args.ranks.split(","))
     if not args.source.exists():
@@ -118,6 +147,9 @@ def main() -> None:
     all_dir = args.dir / "all"
     print(f"making {ns[-1]} rank files from {args.source.name} in {all_dir}", flush=True)
     make(args.source, all_dir, ns[-1])
+    if args.pass_only:
+        pass_only(all_dir, ns)
+        return
     rows = []
     for n in ns:
         r = measure(subset(all_dir, n, args.dir), args.dir / f"out{n}.html", [])
