@@ -172,3 +172,40 @@ def stretched_ranks(src: Path, dst: Path, n: int, stretch: float = 0.002) -> lis
         sizes.append(len(out))
         del out
     return sizes
+
+
+def shifted_ranks(src: Path, dst: Path, n: int, step_us: float = 2.0, kinds: int = 8, host_us: float = 1e6) -> list[int]:
+    """Write dst/rank0.json.gz ... rank{n-1}.json.gz (gzip level 1) made from src, as `kinds` ranks per host:
+    rank r is src with every timestamp `host_us x (r // kinds)` later (its host's clock: an offset the
+    cross-rank pass estimates and takes out) plus `step_us x (r mod kinds)` (each rank a little late to every
+    collective: waits of up to step_us x (kinds - 1)), and distributedInfo {rank: r, world_size: n}. Return
+    each file's JSON size in bytes."""
+    data = Path(src).read_bytes()
+    text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    t0 = first_ts(text)
+    body = _DIST.sub(b"", text, count=1)
+    at = body.index(b"{") + 1
+    while body[at:at + 1] in (b"\n", b" "):
+        at += 1
+    dst.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    last: tuple[float, bytes] | None = None
+    for r in range(n):
+        shift = host_us * (r // kinds) + step_us * (r % kinds)
+
+        def sub(m: re.Match, shift: float = shift) -> bytes:
+            v = float(m.group(2))
+            if m.group(1) == b"ts" and v >= t0:
+                v += shift
+            return b'"%s": %s' % (m.group(1), (b"%.3f" % v).rstrip(b"0").rstrip(b"."))
+
+        if last is None or last[0] != shift:  # ranks of one host with step_us = 0 share one text
+            last = (shift, _TIME.sub(sub, body) if shift else body)
+        v = last[1]
+        dist = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d},\n  ' % (r, n)
+        with gzip.open(dst / f"rank{r}.json.gz", "wb", compresslevel=1) as fh:
+            fh.write(v[:at])
+            fh.write(dist)
+            fh.write(v[at:])
+        sizes.append(len(v) + len(dist))
+    return sizes

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import REPO, shared_trace
 from tests.rank_traces import make_rank_dir, stretched_ranks
+from traceana.render.json_out import to_json_safe
 
 distributed = pytest.importorskip("distributed")
 
@@ -34,7 +35,8 @@ def test_map_ranks_on_a_dask_cluster_matches_local(cluster, tmp_path):
     remote, where = map_ranks(files, executor=addr, on_done=done.append)
     assert "Dask cluster" in where and "(2 workers)" in where and len(done) == 4
     local, _ = map_ranks(files, jobs=1)
-    assert [r["analysis"] for r in remote] == [r["analysis"] for r in local]
+    # the same numbers (each rank's call summary holds numpy columns: compared as saved)
+    assert [to_json_safe(r["analysis"]) for r in remote] == [to_json_safe(r["analysis"]) for r in local]
 
 
 def test_cli_executor_dask(cluster, tmp_path):
@@ -90,11 +92,13 @@ def test_eight_real_ranks_local_equals_dask_equals_each_file(cluster, tmp_path):
         s = 1 + STRETCH * r["rank"]
         assert r["step_us"] == pytest.approx(615_120.0 * s, rel=1e-6)  # times rounded to the ns
         assert r["collective_us"] == pytest.approx(coll0 * s, rel=1e-6)
-        # each collective waits for rank 0's, the shortest: 198,099.5 x 0.01 r = 1,980.995 r µs
-        assert r["collective_wait_us"] == pytest.approx(1_980.995 * r["rank"], rel=1e-6)
-    # 1,980.995 x (0 + 1 + ... + 7) = 1,980.995 x 28 = 55,467.86 µs
-    assert local["summary"]["collective_wait_us_total"] == pytest.approx(55_467.86, rel=1e-6)
-    assert local["summary"]["collectives_unmatched"] == 0 and local["straggler"]["rank"] == 7
+    # every rank's timeline runs 1% slower than the one before, so rank 7 arrives last at most matched collectives
+    # and caused most of the waiting (a stretched copy is no real run: its collectives' ends drift apart, so most
+    # are matched by time, and few; the real waits are tested on recorded runs: tests/test_ranks_recorded.py)
+    caused = {r["rank"]: r["wait_caused_us"] for r in rows}
+    assert max(caused, key=caused.get) == 7 and local["first"][0]["rank"] == "rank 7"
+    assert sum(caused.values()) == pytest.approx(sum(r["collective_wait_us"] for r in rows), rel=1e-9)
+    assert local["straggler"]["rank"] == 7
     # each rank file reported alone: the same Analysis as the rank's in the cross-rank report
     for k in (0, 5):
         alone = _report(run / f"rank{k}.json.gz", tmp_path / f"rank{k}.json")

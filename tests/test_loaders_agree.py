@@ -375,3 +375,30 @@ def test_collective_args_are_read_the_same_way_on_both_paths(tmp_path, monkeypat
         # the two at the same (ts, External id): each its own args, 1048576 vs 7 elements, 8 vs 128 ranks
         assert (got[4]["in_nelems"], got[4]["group_size"]) == (1048576, 8)
         assert (got[5]["in_nelems"], got[5]["group_size"], got[5]["collective"]) == (7, 128, "broadcast")
+
+
+def test_collective_ids_and_the_host_are_read_the_same_way_on_both_paths(tmp_path, monkeypatch):
+    """What the cross-rank matching keys on (ranks/match.py): a record_param_comms' "Seq", "Process Group
+    Name", all_to_all split sizes and p2p peers (ops.comm_ids, apart from the signature's extra args), and
+    the trace's host_name — the same from the C scanner and the Python loader, the lenient path too."""
+    doc = _collective_seed()
+    doc["host_name"] = "node-3"
+    events = _events(doc)
+    rpc = [i for i, e in enumerate(events) if e["name"] == "record_param_comms"]
+    events[rpc[0]]["args"].update({"In split size": "[1, 2, 3, 4]", "Out split size": "[4, 3, 2, 1]"})
+    events[rpc[1]]["args"].update({"Collective name": "send", "Dst Rank": 5, "Seq": "x"})  # a seq not a number
+    for lenient in (False, True):
+        if lenient:
+            events[0]["pid"] = [1]
+        p = tmp_path / f"ids_{lenient}.json"
+        p.write_text(dump(doc))
+        c, py = _load(str(p), False, monkeypatch), _load(str(p), True, monkeypatch)
+        _same(c, py, "trace")
+        assert c.host == "node-3"
+        rows = [i for i, k in enumerate(c.ops.name.tolist()) if c.names[k] == "record_param_comms"]
+        ids = [dict(c.ops.comm_ids.get(i, ())) for i in rows]
+        assert ids[0] == {"seq": 0, "pg": "0", "in_split": (1, 2, 3, 4), "out_split": (4, 3, 2, 1)}
+        assert ids[1] == {"pg": "0", "dst": 5}
+        assert [d.get("seq") for d in ids[4:8]] == [1, 1, 1, 1]  # the second step's four collectives
+        # the ids never split a signature: every step's allreduce is one op row
+        assert "seq" not in dict(c.ops.extra.get(rows[0], ()))

@@ -22,6 +22,8 @@ from tests.conftest import REPO, shared_trace
 from tests.rank_traces import COLL_BASE, make_rank_dir, scale
 from traceana.analysis import analyze
 from traceana.ranks.executor import analyze_rank
+from traceana.link.steps import PHASES
+from traceana.ranks.calls import KINDS
 from traceana.ranks.cross_rank import NEAR_TIE_PCT, collective_kind, cross_rank, rank_facts
 
 C = 236691.583  # the T4 sample's kernels, µs: 1141 + 230208 + 2184 + 991.583 + 2167
@@ -270,17 +272,42 @@ def test_two_sampled_hta_ranks(tmp_path):
     # (a sum of durations would say 607844 / 1230240 = 49.4% and 667530 / 1238543 = 53.9%)
     assert r0["busy_pct"] == pytest.approx(547656 / 1230240 * 100)
     assert r1["busy_pct"] == pytest.approx(580050 / 1238543 * 100)
-    # NCCL per step: rank 0 396199 / 2 = 198099.5 µs, rank 1 379053 / 2 = 189526.5; matched by
-    # (step, phase, kind, order) the waits are 47230 / 2 = 23615 and 84073 / 2 = 42036.5
+    # NCCL per step: rank 0 396199 / 2 = 198099.5 µs, rank 1 379053 / 2 = 189526.5
     assert (r0["collective_us"], r1["collective_us"]) == (198099.5, 189526.5)
-    assert (r0["collective_wait_us"], r1["collective_wait_us"]) == (23615.0, 42036.5)
-    # own = step - wait: 615120 - 23615 = 591505; 619271.5 - 42036.5 = 577235: rank 0 is
-    # (591505 - 577235) / 591505 = 2.41% longer, beyond the 2% tie margin
-    assert (r0["own_us"], r1["own_us"]) == (591505.0, 577235.0)
+    # The traces are sampled (HTA's trace_filter data): each rank lacks some of the other's calls, so on stream 84
+    # their order does not line up (rank 0's first all_to_all ends 62.8 ms before rank 1's first, which would have
+    # rank 0 leave before rank 1 arrived) and the calls are matched by time: 5 collectives both ranks recorded,
+    # their ends within 332 µs. Rank 1 arrived last at all 5 (kernel starts, µs after 1682725898000000):
+    #   all_to_all  s551 fwd   129911 - 125052 =  4859     all_reduce s551 bwd  298964 - 295662 =  3302
+    #   all_gather  s551 opt   585405 - 585321 =    84     all_reduce s552 bwd 1168655 - 1146327 = 22328
+    #   all_gather  s552 opt  1187182 - 1185890 = 1292     sum 31865, per step 15932.5
+    c = doc["collectives"]
+    assert (c["matched"], c["calls"], c["unmatched_calls"]) == (5, 20, 10)
+    assert c["methods"] == {"stream:84": "time", "stream:203": "order"} and not c["clock"]["applied"]
+    assert (r0["collective_wait_us"], r1["collective_wait_us"]) == (15932.5, 0.0)
+    assert (r0["wait_caused_us"], r1["wait_caused_us"]) == (0.0, 15932.5)
+    # by phase: forward 4859 / 2 = 2429.5, backward (3302 + 22328) / 2 = 12815, optimizer (84 + 1292) / 2 = 688
+    assert r1["caused_by_phase_us"] == {"forward": 2429.5, "backward": 12815.0, "optimizer": 688.0}
+    assert r0["phases"]["backward"]["wait_us"] == 12815.0 and r1["last_arrivals"] == 5
+    top = c["top"][0]
+    assert (top["kind"], top["step"], top["phase"], top["late"], top["wait_us"]) == \
+        ("all_reduce", 552, "backward", "rank 1", 22328.0)
+    # before it, rank 1's GPU ran the embedding backward 37.5 ms while rank 0's interval was 3.1 ms long
+    assert top["ops"][0]["name"] == "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
+    assert (top["interval_us"], top["others_interval_us"]) == (39339.0, 3142.0)
+    # the first screen: rank 1, in the backward, with the figure and its cause (more GPU work)
+    lever = doc["first"][0]
+    assert (lever["kind"], lever["rank"], lever["phase"], lever["cause"], lever["us"]) == \
+        ("late_rank", "rank 1", "backward", "work", 15932.5)
+    assert lever["title"] == "rank 1 makes the other ranks wait: 15.93 ms per step, most in the backward"
+    # own = step - wait: rank 0 615120 - 15932.5 = 599187.5, rank 1 619271.5: rank 1 is
+    # (619271.5 - 599187.5) / 619271.5 = 3.24% longer, beyond the 2% tie margin
+    assert (r0["own_us"], r1["own_us"]) == (599187.5, 619271.5)
+    # rank 0's own levers would bring its step under rank 1's own time, which it still waits for
+    assert r0["projected_bound_by"] == "rank 1" and r0["projected_bound_us"] == 619271.5
+    assert r0["projected_step_us"] < 619271.5
     st = doc["straggler"]
-    assert st["rank"] == 0 and not st["near_tie"]
-    # its GPU did less work than rank 1's: the extra is host-side
-    assert any("Its GPU does no more work" in t for t in st["text"])
+    assert st["rank"] == 1 and not st["near_tie"]
     # recsys: embedding lookups and all_to_all have data-dependent shapes, not compared per op
     differ = {d["name"] for d in st["shapes_differ"]}
     assert "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>" in differ
@@ -295,7 +322,9 @@ def test_two_sampled_hta_ranks(tmp_path):
     assert (ph["backward"]["rank"], ph["backward"]["work_us"]) == (1, 91072.0)
     assert len(doc["analyses"]) == 2 and doc["analyses"][0]["schema"] == "traceana.analysis/1"
     p = cli("report", str(d), "-o", str(tmp_path / "r.html"), "-q")
-    assert p.returncode == 0 and "Straggler: rank 0" in (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
+    assert p.returncode == 0 and "Straggler: rank 1" in page and "Do this first" in page
+    assert "rank 1 makes the other ranks wait: 15.93 ms per step, most in the backward" in page
 
 
 def test_files_from_different_runs_warn_once(tmp_path):
@@ -405,7 +434,18 @@ def test_rank_facts_steps_phases_and_collectives(tmp_path):
     assert f["collective_kernels"] == 1 and list(f["collective_by_kind"]) == ["AllReduce"]
     # rank 1 computes C x 1.001 + 3 x 2167 x 1.001 = 236928.275 + 6507.501 = 243435.776;
     # rank 0's all-reduce: 1000 + 243435.776 - 236691.583 = 1000 + 6744.193
-    assert f["collectives"] == [[0, "AllReduce", 0, pytest.approx(COLL_BASE + 6744.193, abs=1e-3), "backward"]]
+    assert f["collective_by_kind"]["AllReduce"] == pytest.approx(COLL_BASE + 6744.193, abs=1e-3)
+    # the call as the cross-rank matching reads it (ranks/summary.py): it arrives when its kernel starts,
+    # right after the compute kernels (back to back from 2103.362 µs into the step), in the backward
+    c = analyze_rank(str(tmp_path / "rank0.json.gz"))["analysis"]["rank_facts"]["calls"]
+    assert c["n"] == 1 and c["backend"] == "gpu" and c["groups"] == ["stream:7"] and c["step"].tolist() == [1]
+    assert KINDS[c["kind"][0]] == "all_reduce" and PHASES[c["phase"][0]] == "backward"
+    assert c["t"][0] - c["step_starts"][0] == pytest.approx(HEAD + C, abs=1e-3)
+    assert c["end"][0] - c["t"][0] == pytest.approx(COLL_BASE + 6744.193, abs=1e-3)
+    # what the rank did before it: the interval from the step's start, C µs of it GPU work, led by the mm
+    assert c["t"][0] - c["w0"][0] == pytest.approx(HEAD + C, abs=1e-3)
+    assert float(c["work_us"][0]) == pytest.approx(C, rel=1e-6)
+    assert c["names"][c["top"][0][0]] == "aten::mm" and float(c["top_us"][0][0]) == pytest.approx(MM, rel=1e-6)
     assert f["phase_source"]["forward"] == "## forward ## annotations"
     assert f["phases"]["optimizer"]["work_us"] == pytest.approx(POW)  # rank 0's pow, unscaled
     # busy: every kernel, back to back, inside the step: C + 7741.388 of 2103.362 + C + 7741.388

@@ -28,14 +28,15 @@ def default_output(inputs: Sequence[str]) -> str:
 
 def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, force: bool, quiet: bool,
                  executor: str, jobs: int | None, ci: Mapping[str, Any], options: Any, hta: bool,
-                 strict: bool = False) -> None:
+                 strict: bool = False, allow_missing: bool = False) -> None:
     """Analyse every rank file, compare, write the report. Files that do not look like one run
     (duplicate rank ids, differing world sizes, devices or steps) give one warning line on
     stderr and in the report; with `strict` (or --strict, which arrives in `ci`), that line is
-    the error (exit 2, nothing written)."""
+    the error (exit 2, nothing written). Rank files that could not be analysed are named in the
+    report and on stderr, and the run exits 3 after writing it (unless `allow_missing`)."""
     strict = strict or bool(ci.get("strict"))
     from traceana.compare.gates import parse_all
-    from traceana.ranks.executor import check_lost, find_rank_files, map_ranks, split
+    from traceana.ranks.executor import check_missing, find_rank_files, map_ranks, split
     from traceana.cli.progress import progress
     from traceana.ranks.cross_rank import cross_rank
     from traceana.render import format_for_path
@@ -49,10 +50,15 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     repeats: list[tuple[str, str]] = []
-    files, skipped = find_rank_files(inputs, repeats)
+    reports: list[str] = []
+    files, skipped = find_rank_files(inputs, repeats, reports)
     check_output(out, files, force)
     for kept, dropped in repeats:
         click.echo(term_text(f"traceana: {dropped} is the same file as {kept}: analysed once"), err=True)
+    skipped = [p for p in skipped if p not in reports]
+    if reports and not quiet:
+        click.echo(term_text(f"traceana: skipped {len(reports)} report{'s' if len(reports) != 1 else ''} traceana "
+                             f"wrote (e.g. {os.path.basename(reports[0])}): not a rank trace"), err=True)
     if hta:
         from traceana.diagnose.hta_views import available
 
@@ -85,7 +91,7 @@ def report_ranks(inputs: Sequence[str], output: str | None, fmt: str | None, for
             click.echo(term_text(f"traceana: rank file not analysed: {f['error']}"), err=True)
         if out != "-":
             click.echo(summary(doc, out))
-    check_lost(results)  # after the report: it lists them too
+    check_missing(results, allow_missing)  # after the report: it lists them too
     enforce_rank_gates(analyses, gates)
 
 
@@ -110,10 +116,15 @@ def summary(doc: Mapping[str, Any], out: str) -> str:
     wait = s.get("collective_wait_us_total")
     lines = [f"{s['ranks']} ranks analysed {doc.get('ran', '')}; median step {fmt_time_us(s['median_step_us'])} "
              f"({s['unit']})" + (f", collective wait {fmt_time_us(wait)} over all ranks" if wait is not None else "")]
+    first = doc.get("first") or []
+    if first:
+        lines.append("Do this first:")
+        lines += [f"  {i}. {lv['title']}. Fix: {lv['fix']}" for i, lv in enumerate(first, 1)]
     strag = doc.get("straggler")
     if strag:
-        lines += [f"  {t}" for t in strag["text"][:3]]
-        lines += [f"  {p['text']}" for p in strag.get("phases", [])]
+        lines += [f"  {t}" for t in strag["text"][:1 if first else 3]]
+        if not first:
+            lines += [f"  {p['text']}" for p in strag.get("phases", [])]
     if s.get("failed"):
         lines.append(f"  {s['failed']} rank file(s) could not be analysed")
     lines.append(f"report written to {out}")

@@ -58,6 +58,9 @@ from traceana.output.safe_write import write_text
 @click.option("--strict", is_flag=True,
               help="Several rank files: when they do not look like one run (duplicate rank ids, differing "
                    "world sizes, devices or steps), exit 2 instead of warning.")
+@click.option("--allow-missing", is_flag=True,
+              help="Several rank files: when some cannot be analysed, exit 0 with the report of the others "
+                   "(default: the report is written, the missing ones named, exit 3).")
 @click.option("--annotate", "annotate_path", default=None, metavar="OUT.json.gz",
               help="Also write the trace with every kernel's and op's verdict added, for Perfetto UI and "
                    "chrome://tracing (as `traceana annotate`; one trace file only).")
@@ -67,7 +70,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
            hta: bool = False, executor: str = "local", jobs: int | None = None, meta: bool | None = None,
            launch_floor_us: float | None = None, host_link_gbps: float | None = None,
            network_gbps: float | None = None, capture: str | None = None, profile_path: str | None = None,
-           annotate_path: str | None = None,
+           annotate_path: str | None = None, allow_missing: bool = False,
            **ci: object) -> None:
     """Analyse TRACE (Kineto JSON or .json.gz, or a Perfetto .pftrace) and write an explained roofline report.
 
@@ -111,7 +114,7 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                                     bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
                                     launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps,
-                                    network_gbps=network_gbps, profile=prof), hta)
+                                    network_gbps=network_gbps, profile=prof), hta, allow_missing=allow_missing)
     trace = traces[0]
     out = output or default_output(trace)
     if fmt is None:

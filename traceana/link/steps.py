@@ -18,12 +18,9 @@ and returns plain data that traceana/ranks/cross_rank.py compares across ranks:
   Where windows overlap, optimizer wins over backward, backward over forward.
 - busy: the union of the primary device's GPU event intervals inside the step windows (each
   instant once, however many streams run), so busy <= the windows' total.
-- collectives: every communication kernel (traceana/link/comm_kernels.py) on the primary device launched inside a step, as
-  [step position, kind, ordinal, µs, phase]; the ordinal is its place, by launch time, among
-  that step's collectives of that kind in that phase. (step, phase, kind, ordinal) is the key
-  ranks/cross_rank.py matches across ranks to estimate the time spent waiting: collectives of one
-  communicator run in the same order on every rank, while work on other threads (a pipelined
-  input all_to_all) may interleave differently, hence the phase in the key.
+- collectives: the device time of the communication kernels (traceana/link/comm_kernels.py) on the
+  primary device launched inside a step, in all and by kind. (Each call's arrival, end, group and
+  what the rank did before it — what the ranks are matched by — is ranks/summary.py's, next to this.)
 """
 
 from __future__ import annotations
@@ -187,7 +184,7 @@ def rank_facts(trace: Any) -> dict[str, Any]:
         "world_size": world if isinstance(world, int) and not isinstance(world, bool) else None,
         "steps": (se - st).tolist(), "step_numbers": nums,
         "device": None, "busy_us": 0.0, "window_us": float((se - st).sum()) if nums else float(trace.span_us),
-        "collective_us": 0.0, "collective_kernels": 0, "collective_by_kind": {}, "collectives": [],
+        "collective_us": 0.0, "collective_kernels": 0, "collective_by_kind": {},
         "phases": {}, "phase_source": {},
     }
     if len(gpu) == 0:
@@ -224,19 +221,11 @@ def rank_facts(trace: Any) -> dict[str, Any]:
                             "collective_us": float(gpu.dur[sel_coll].sum())}
         out["phase_source"][p] = src[p]
     idx = np.flatnonzero(coll)
-    idx = idx[np.lexsort((gpu.ts[idx], t_launch[idx], step[idx]))]
-    seen: dict[tuple[int, str, str], int] = {}
     by_kind: dict[str, float] = {}
-    kind_of: dict[int, str] = {}
-    for i in idx.tolist():
-        code = int(gpu.name[i])
-        kind = kind_of.get(code) or kind_of.setdefault(code, collective_kind(names[code]))
-        s = int(step[i])
-        k = seen.get((s, phase[i], kind), 0)
-        seen[(s, phase[i], kind)] = k + 1
-        us = float(gpu.dur[i])
-        out["collectives"].append([s, kind, k, us, phase[i]])
-        by_kind[kind] = by_kind.get(kind, 0.0) + us
+    codes, inv = np.unique(gpu.name[idx], return_inverse=True)
+    for code, us in zip(codes.tolist(), np.bincount(inv, weights=gpu.dur[idx]).tolist() if len(idx) else []):
+        kind = collective_kind(names[code])
+        by_kind[kind] = by_kind.get(kind, 0.0) + float(us)
     out["collective_us"] = float(sum(by_kind.values()))
     out["collective_kernels"] = len(idx)
     out["collective_by_kind"] = dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))

@@ -14,7 +14,7 @@ import numpy as np
 
 from traceana.errors import BadInput
 from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, MemoryEvents, PyFrames, Trace
-from traceana.load.comm_args import comm_extra
+from traceana.load.comm_args import comm_extra, comm_ids
 from traceana.load.schema import Event, TraceDoc
 from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text  # noqa: F401
 
@@ -50,6 +50,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
            "gnode", "ord")}
     an = {k: array("d") if k in ("ts", "end") else [] for k in ("name", "thread", "ts", "end")}
     comm: dict[int, tuple] = {}  # op row -> its collective args (record_param_comms)
+    comm_id: dict[int, tuple] = {}  # op row -> which call of which group it is (record_param_comms)
     # python_function and [memory] events: their names and threads are coded after the loop (after
     # every other event's), so the codes of ops, launches, kernels and annotations stay what they
     # are in a trace without them
@@ -222,9 +223,11 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
                     o_kgb(None)
                 else:
                     if name == "record_param_comms":  # the collective's args, from this very event
-                        ex = comm_extra(a)
+                        ex, ids = comm_extra(a), comm_ids(a)
                         if ex:
                             comm[len(op["name"]) - 1] = ex
+                        if ids:
+                            comm_id[len(op["name"]) - 1] = ids
                     x = a.external_id
                     o_ext(x if x is not None else a.external_id_2021)
                     o_seq(a.seq)
@@ -306,6 +309,7 @@ def build_trace(path: str, doc: TraceDoc, warnings: list[str], chunks: Iterable[
               "t_min": t_min, "t_max": t_max}
     trace = assemble(path, doc, warnings, list(names), list(threads), cols, counts)
     trace.ops.extra.update(comm)
+    trace.ops.comm_ids.update(comm_id)
     return trace
 
 
@@ -352,7 +356,13 @@ def assemble(path: str, doc: TraceDoc, warnings: list[str], names: list[str], th
                  ops=ops, launches=launches, gpu=gpu, annotations=anns, device_properties=props,
                  distributed=distributed,
                  record_shapes=record_shapes, n_events=n_events, span_us=span,
-                 warnings=warnings, python=python, memory=memory)
+                 warnings=warnings, python=python, memory=memory, host=_host(doc))
+
+
+def _host(doc: TraceDoc) -> str | None:
+    """The trace's top-level host_name: a short printable name, else None."""
+    h = doc.host_name
+    return clean_text(h[:200]) if isinstance(h, str) and h.strip() else None
 
 
 def _texts(values: dict[int, Any]) -> dict[int, str]:

@@ -14,11 +14,18 @@ from traceana.load.schema import COMM_EVENT_DECODER
 def comm_record(raw: bytes) -> tuple | None:
     """comm_extra of one record_param_comms event from its raw text (the C scanner hands over
     the text of each such op with its row), None when its args say nothing we read."""
+    return comm_both(raw)[0]
+
+
+def comm_both(raw: bytes) -> tuple[tuple | None, tuple | None]:
+    """(comm_extra, comm_ids) of one record_param_comms event from its raw text."""
     try:
         ev = COMM_EVENT_DECODER.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    return comm_extra(ev.args) if ev.args is not None else None
+        return None, None
+    if ev.args is None:
+        return None, None
+    return comm_extra(ev.args), comm_ids(ev.args)
 
 
 # record_param_comms args carried into OpCall.extra: (key, CommArgs attribute, type)
@@ -50,3 +57,51 @@ def comm_extra(a: Any) -> tuple:
             v = clean_text(v[:80])
         out.append((key, v))
     return tuple(sorted(out))
+
+
+#: a split list longer than this is not kept (a group of more ranks than any run has)
+MAX_SPLITS = 65_536
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return v if type(v) is int and -1 <= v < 2**62 else None
+
+
+def _splits(v: Any) -> tuple[int, ...] | None:
+    """'[3, 5, 2]' (as the profiler writes it) or a list -> (3, 5, 2); None when empty or not that."""
+    if isinstance(v, str):
+        body = v.strip()
+        if not (body.startswith("[") and body.endswith("]")) or len(body) > 16 * MAX_SPLITS:
+            return None
+        parts = [p.strip() for p in body[1:-1].split(",")] if body[1:-1].strip() else []
+        if not all(p.isascii() and p.isdigit() for p in parts):
+            return None
+        v = [int(p) for p in parts]
+    if not isinstance(v, list) or not v or len(v) > MAX_SPLITS:
+        return None
+    out = [_int(x) for x in v]
+    return None if any(x is None or x < 0 for x in out) else tuple(out)
+
+
+def comm_ids(a: Any) -> tuple | None:
+    """Which call of which process group a record_param_comms is, and its per-peer sizes, as sorted
+    (key, value) pairs: seq (the group's sequence number), pg (its name), in_split / out_split
+    (all_to_all's elements per peer), src / dst (a p2p call's peer). Kept apart from comm_extra:
+    they differ per call, so they must not split an op signature. None when none is recorded."""
+    out = []
+    seq = _int(a.comm_seq)
+    if seq is not None and seq >= 0:
+        out.append(("seq", seq))
+    if isinstance(a.pg_name, (str, int)) and not isinstance(a.pg_name, bool) and len(str(a.pg_name)) <= 200:
+        out.append(("pg", clean_text(str(a.pg_name))))
+    for key, v in (("in_split", a.in_split), ("out_split", a.out_split)):
+        sp = _splits(v)
+        if sp is not None:
+            out.append((key, sp))
+    for key, v in (("src", a.src_rank), ("dst", a.dst_rank)):
+        r = _int(v)
+        if r is not None and r >= 0:
+            out.append((key, r))
+    return tuple(sorted(out)) or None

@@ -144,7 +144,7 @@ def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc,
     meta: dict[str, Any] = {}
     ignored = []
     for key, typ in (("deviceProperties", list), ("distributedInfo", dict),
-                     ("baseTimeNanoseconds", int), ("record_shapes", int), ("traceana", dict)):
+                     ("baseTimeNanoseconds", int), ("record_shapes", int), ("traceana", dict), ("host_name", str)):
         val = raw.get(key)
         if isinstance(val, typ) and not isinstance(val, bool):
             meta[key] = val
@@ -153,7 +153,7 @@ def _decode_lenient(path: str, data: bytes, first_error: str) -> tuple[TraceDoc,
     props = [p for p in meta.get("deviceProperties", []) if isinstance(p, dict)]
     doc = TraceDoc(traceEvents=kept, deviceProperties=props, distributedInfo=meta.get("distributedInfo"),
                    baseTimeNanoseconds=meta.get("baseTimeNanoseconds"), record_shapes=meta.get("record_shapes"),
-                   traceana=meta.get("traceana"))
+                   traceana=meta.get("traceana"), host_name=meta.get("host_name"))
     warnings = []
     if bad or fixed:
         what = []

@@ -27,6 +27,10 @@ class CpuOps:
     # (record_param_comms' collective, sizes and group: load.comm_args.comm_extra, read from the
     # op's own event on every load path, the C scanner's and the Python loader's alike)
     extra: dict[int, tuple] = field(default_factory=dict)
+    # op index -> ((key, value), ...): which call of which process group a record_param_comms is
+    # (seq, pg, in_split / out_split, src / dst: load.comm_args.comm_ids), for matching it across
+    # ranks; apart from `extra` because it differs per call and must not split an op signature
+    comm_ids: dict[int, tuple] = field(default_factory=dict)
     # op index -> its "Call stack" arg (with_stack=True in older torch: "file.py(12): fn;..." innermost
     # first), only the ops with a non-empty one
     call_stack: dict[int, str] = field(default_factory=dict)
@@ -160,3 +164,4 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     python: PyFrames = field(default_factory=PyFrames)
     memory: MemoryEvents = field(default_factory=MemoryEvents)
+    host: str | None = None  # the machine that recorded it (the trace's top-level host_name), when recorded

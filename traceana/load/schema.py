@@ -27,6 +27,14 @@ class CommArgs(Struct, forbid_unknown_fields=False):
     comm_dtype: Any = field(name="dtype", default=None)
     collective_name: Any = field(name="Collective name", default=None)
     pg_ranks: Any = field(name="Process Group Ranks", default=None)
+    # which call of which group it is, and its per-peer sizes: the cross-rank matching's keys
+    # (load.comm_args.comm_ids; not part of the op's signature)
+    comm_seq: Any = field(name="Seq", default=None)
+    pg_name: Any = field(name="Process Group Name", default=None)
+    in_split: Any = field(name="In split size", default=None)
+    out_split: Any = field(name="Out split size", default=None)
+    src_rank: Any = field(name="Src Rank", default=None)
+    dst_rank: Any = field(name="Dst Rank", default=None)
 
 
 class Args(CommArgs, forbid_unknown_fields=False):
@@ -93,6 +101,7 @@ class TraceDoc(Struct, forbid_unknown_fields=False):
     baseTimeNanoseconds: Union[int, None] = None
     record_shapes: Union[int, None] = None
     schemaVersion: Union[int, None] = None
+    host_name: Any = None  # the machine that recorded the trace (torch >= 2.4 writes it)
     traceName: Union[str, None] = None
     # an annotated trace's header (traceana.annotate): the counter events it added are not the profiler's
     traceana: Union[dict[str, Any], None] = None

@@ -24,7 +24,7 @@ import numpy as np
 
 from traceana.load import prefetch
 from traceana.load.columns import _blocks, _small_codes, assemble
-from traceana.load.comm_args import comm_record
+from traceana.load.comm_args import comm_both
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
 from traceana.load.schema import DOC_DECODER
@@ -148,7 +148,9 @@ def _trace(path: str, doc, result: dict) -> Trace | None:
     counts = {k: result[k] for k in ("n_events", "no_ph", "bad_time", "legacy", "t_min", "t_max")}
     trace = assemble(path, doc, [], names, threads, cols, counts)
     for row, raw in result["comm"]:  # record_param_comms ops' args, read from the op's own event
-        ex = comm_record(raw)
+        ex, ids = comm_both(raw)
         if ex:
             trace.ops.extra[row] = ex
+        if ids:
+            trace.ops.comm_ids[row] = ids
     return trace

@@ -32,6 +32,8 @@ from typing import Any
 from traceana import __version__
 from traceana.link.comm_kernels import is_comm_kernel, is_comm_op
 from traceana.link.steps import PHASES, collective_kind, rank_facts
+from traceana.ranks.collectives import collective_section
+from traceana.ranks.first import first_screen
 from traceana.ranks.straggler import CLASSES, NEAR_TIE_PCT, median, straggler
 
 __all__ = ["CLASSES", "NEAR_TIE_PCT", "SCHEMA", "check_inputs", "collective_kind", "cross_rank", "rank_facts"]
@@ -116,15 +118,36 @@ def _phases(facts: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _collectives(facts: Mapping[str, Any]) -> list[tuple] | None:
-    raw = facts.get("collectives")
-    if not isinstance(raw, (list, tuple)):
-        return None
-    out = []
-    for c in raw:
-        if isinstance(c, (list, tuple)) and len(c) == 5 and _num(c[3]) is not None:
-            out.append((c[0], str(c[1]), c[2], float(c[3]), str(c[4] or "")))
-    return out
+def _calls(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The rank's collective-call summary (ranks/summary.py), when its worker made one."""
+    c = facts.get("calls")
+    return c if isinstance(c, Mapping) and "t" in c and "n" in c else None
+
+
+def _cpu_collectives(calls: Mapping[str, Any], in_steps: bool) -> tuple[float, dict[str, float]]:
+    """A CPU backend's collective time: its calls' own durations (gloo's worker ranges), in all and by kind."""
+    import numpy as np
+
+    from traceana.ranks.calls import KINDS
+
+    d = np.asarray(calls["end"], dtype=float) - np.asarray(calls["t"], dtype=float)
+    ok = np.isfinite(d) & ((np.asarray(calls["step"]) >= 0) if in_steps else True)
+    kinds = np.asarray(calls["kind"], dtype=np.int64)
+    by = {KINDS[k]: float(d[ok & (kinds == k)].sum()) for k in np.unique(kinds[ok]).tolist()}
+    return float(d[ok].sum()), dict(sorted(by.items(), key=lambda kv: -kv[1]))
+
+
+def _peak_memory(a: Mapping[str, Any]) -> float | None:
+    """The largest allocated bytes of the rank's first device (GPU first; the host's for a CPU run)."""
+    devs = [d for d in _list(_map(a.get("memory")).get("devices")) if isinstance(d, Mapping)]
+    return _num(devs[0].get("peak_allocated_bytes")) if devs else None
+
+
+def _saving(a: Mapping[str, Any]) -> float | None:
+    """What the rank's own levers together save of its device span (its report's projection), µs."""
+    p = _map(a.get("projection"))
+    now, after = _num(p.get("span_now_us")), _num(p.get("span_after_us"))
+    return max(now - after, 0.0) if now is not None and after is not None else None
 
 
 def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -153,10 +176,16 @@ def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
     coll = _num(facts.get("collective_us"))
     if coll is None:  # no facts (a saved analysis): the collective op rows are the best we have
         coll = by_class["collective"]
+    by_kind = dict(_map(facts.get("collective_by_kind")))
+    calls = _calls(facts)
+    if calls is not None and calls.get("backend") == "cpu" and not coll:  # a CPU backend: its calls' own time
+        coll, by_kind = _cpu_collectives(calls, bool(steps))
     busy, window = _num(facts.get("busy_us")), _num(facts.get("window_us"))
     if busy is None or not window:  # no facts: the timeline's union over the device's span
         b = gpu_busy(a)
         busy, window = (b["primary"]["busy_us"], b["primary"]["span_us"]) if b else (None, None)
+    if not _num(tr.get("gpu_events")):
+        busy = None  # no GPU: nothing was busy or idle
     dev = _map(a.get("device"))
     world = facts.get("world_size", _map(tr.get("distributed")).get("world_size"))
     return {
@@ -165,43 +194,36 @@ def _one(a: Mapping[str, Any], index: int) -> dict[str, Any]:
         "steps": len(steps), "step_numbers": [n for n in _list(facts.get("step_numbers")) if isinstance(n, int)],
         "step_us_total": sum(steps) if steps else span, "span_us": span,
         "device_us": device_us, "by_class": by_class, "sigs": sigs, "busy_us": busy, "window_us": window,
-        "collective_us": coll, "collective_by_kind": dict(_map(facts.get("collective_by_kind"))),
-        "collectives": _collectives(facts), "phases": _phases(facts),
+        "collective_us": coll, "collective_by_kind": by_kind,
+        "calls": _calls(facts), "calls_n": int(_calls(facts)["n"]) if _calls(facts) else None,
+        "phases": _phases(facts), "peak_memory_bytes": _peak_memory(a),
+        "saving_us": _saving(a),
         "phase_source": {k: str(v) for k, v in _map(facts.get("phase_source")).items()},
         "device": str(dev.get("name") or ""), "device_key": dev.get("key"), "events": _num(tr.get("events")),
         "warnings": len(_list(a.get("warnings"))),
     }
 
 
-def _waits(rows: list[dict[str, Any]]) -> int:
-    """Each rank's collective wait (total µs; per phase too), from collectives matched across
-    ranks by (step, phase, kind, ordinal): its time less the least of any rank's. Ranks without the
-    sequence (a saved analysis) fall back to collective time less the least of any rank's.
-    Returns how many collectives had no counterpart on another rank (not counted as wait)."""
+def _waits(rows: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
+    """Each rank's collective wait (total µs; per phase too) and the wait it caused, from its calls matched
+    across ranks (ranks/collectives.py: everyone leaves together, the last arrival sets the time).
+    Ranks without call summaries (saved analyses) fall back to collective time less the least of any
+    rank's. Returns (calls with no counterpart on another rank, the "collectives" section)."""
     for r in rows:
         r["wait_total"] = 0.0
     if len(rows) < 2:
-        return 0
-    if any(r["collectives"] is None for r in rows):
+        return 0, None
+    if any(r["calls"] is None for r in rows):
         least = min(r["collective_us"] * r["scale"] for r in rows)
         for r in rows:
             r["wait_total"] = (r["collective_us"] * r["scale"] - least) / r["scale"] if r["scale"] else 0.0
-        return 0
-    table: dict[tuple, list[tuple[int, float, str]]] = {}
-    for i, r in enumerate(rows):
-        for step, kind, k, us, phase in r["collectives"]:
-            table.setdefault((step, phase, kind, k), []).append((i, us, phase))
-    unmatched = 0
-    for entries in table.values():
-        if len(entries) < 2:
-            unmatched += len(entries)
-            continue
-        least = min(us for _, us, _ in entries)
-        for i, us, phase in entries:
-            rows[i]["wait_total"] += us - least
-            if phase in rows[i]["phases"]:
-                rows[i]["phases"][phase]["wait_us"] += us - least
-    return unmatched
+        return 0, None
+    section = collective_section(rows, [r["calls"] for r in rows])
+    for r in rows:
+        for p, us in r["suffered_by_phase"].items():
+            if p in r["phases"]:
+                r["phases"][p]["wait_us"] = us
+    return section["unmatched_calls"], section
 
 
 def _steps_text(nums: Sequence[int]) -> str:
@@ -280,9 +302,9 @@ def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[s
     for r in rows:
         r["scale"] = 1.0 / r["steps"] if per_step else 1.0
     compare = len(rows) >= 2 and not problems
-    unmatched = 0
+    unmatched, section = 0, None
     if compare:
-        unmatched = _waits(rows)
+        unmatched, section = _waits(rows)
     for r in rows:
         r.setdefault("wait_total", 0.0)
     for r in rows:
@@ -311,6 +333,14 @@ def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[s
             "collective_wait_us": r["wait_us"] if compare else None,
             "collective_transfer_us": r["collective_us_scaled"] - r["wait_us"] if compare else None,
             "own_us": r["own_us"] if compare else None,
+            "wait_caused_us": r["caused_total"] * r["scale"] if compare and "caused_total" in r else None,
+            "caused_by_phase_us": {k: v * r["scale"] for k, v in r.get("caused_by_phase", {}).items()},
+            "last_arrivals": r.get("last_arrivals"),
+            "comm_bytes": r["comm_bytes_total"] * r["scale"] if r.get("comm_bytes_total") is not None else None,
+            "collective_calls": r.get("calls_n"),
+            "step_start_lag_us": r.get("step_start_lag_us"),
+            "peak_memory_bytes": r["peak_memory_bytes"],
+            **_projected(r, rows, compare),
             "collective_by_kind_us": {k: v * r["scale"] for k, v in r["collective_by_kind"].items()},
             "phases": r["phases"], "phase_source": r["phase_source"],
             "device": r["device"], "device_key": r["device_key"],
@@ -335,11 +365,27 @@ def cross_rank(analyses: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[s
     }
     if compare and med_step > 0:
         summary["spread_pct"] = (summary["max_step_us"] - summary["min_step_us"]) / med_step * 100
-    return {
+    doc = {
         "schema": SCHEMA,
         "tool": {"name": "traceana", "version": __version__},
         "summary": summary,
         "ranks": out_ranks,
         "straggler": straggler(rows, per_step) if compare else None,
+        "collectives": section,
         "failed": [{"file": str(f.get("file") or ""), "error": str(f.get("error") or "")} for f in failed],
     }
+    doc["first"] = first_screen(doc) if compare else []
+    return doc
+
+
+def _projected(r: dict[str, Any], rows: list[dict[str, Any]], compare: bool) -> dict[str, Any]:
+    """The rank's own projected step (its levers' saving off its step) and that bound by the other ranks:
+    with them unchanged it still waits for each at the collectives, so no step below the slowest other
+    rank's own time (its step less its wait: its path to the same collectives)."""
+    if not compare or r.get("saving_us") is None:
+        return {"projected_step_us": None, "projected_bound_us": None, "projected_bound_by": None}
+    own = r["step_us"] - r["saving_us"] * r["scale"]
+    others = [(q["own_us"], q["label"]) for q in rows if q is not r]
+    bound, by = max(others) if others else (None, None)
+    return {"projected_step_us": max(own, 0.0), "projected_bound_us": max(own, bound) if bound is not None else own,
+            "projected_bound_by": by if bound is not None and bound > own else None}

@@ -5,13 +5,14 @@ Analysis is plain data), so it runs the same in this process, in a local process
 a Dask distributed cluster (`--executor dask://HOST:PORT`; the workers must see the same
 paths, e.g. a shared file system, and have traceana installed).
 
-Local workers are sized to the cores and to memory: one worker analyses a rank in at most
-MEM_FACTOR times the trace's uncompressed JSON plus MEM_BASE (measured peaks, the
-interpreter's 35 MB included: 141 MB for 55 MB of JSON, 337 MB for 202 MB, 1.48 GB for
-1.1 GB, i.e. 1.3-1.9x the JSON plus 35 MB; the estimate keeps a margin of 1.6x or more), so no
-more workers run than the largest rank files' estimates fit in MemAvailable (/proc/meminfo).
-The workers start once (forked where that is safe, so they inherit the imports), are reused
-for every file, and take the files largest first.
+Local workers are sized to the cores and to memory: one worker analyses a rank in about a ratio
+times the trace's uncompressed JSON plus MEM_BASE, and no more files are in flight than their
+estimates fit in MEM_SHARE of MemAvailable (/proc/meminfo). The ratio starts at MEM_FACTOR (measured
+peaks, the interpreter's 35 MB included: 141 MB for 55 MB of JSON, 337 MB for 202 MB, 1.48 GB for
+1.1 GB, i.e. 1.3-1.9x the JSON plus 35 MB) and becomes the largest one the workers measure on the
+files they analyse (ranks/sizing.py: each file's peak RSS growth over its JSON bytes), since a trace
+of many distinct names can take several times more. The workers start once (forked where that is
+safe, so they inherit the imports), are reused for every file, and take the files largest first.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
 from traceana.errors import BadInput, Incomplete, TraceanaError
+from traceana.output.ownership import written_by_traceana
+from traceana.ranks.sizing import Measure, MemoryGate
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # covers *.pt.trace.json[.gz]
 MEM_FACTOR = 2.0  # peak RSS per worker <= MEM_FACTOR x uncompressed JSON ...
@@ -50,13 +54,32 @@ def _file_key(path: str) -> Any:
         return os.path.realpath(path)
 
 
-def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None = None
-                    ) -> tuple[list[str], list[str]]:
+_HEAD = 1 << 16  # a profiler's trace names its "traceEvents" within this many bytes (after a little metadata)
+
+
+def traceana_report(path: str) -> bool:
+    """A plain .json file traceana wrote as a report (its ownership marker, traceana/output/ownership.py),
+    not a trace: no "traceEvents" member in its head. A cross-rank report written into the folder of its
+    rank files (-o DIR/ranks.json) is not taken for a rank the next time."""
+    if not path.endswith(".json"):
+        return False  # .json.gz: traceana writes only annotated traces so, and those are traces
+    try:
+        with open(path, "rb") as fh:
+            if b'"traceEvents"' in fh.read(_HEAD):
+                return False
+        return written_by_traceana(path)
+    except OSError:
+        return False
+
+
+def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None = None,
+                    reports: list[str] | None = None) -> tuple[list[str], list[str]]:
     """The trace files named by `inputs` (files, or directories whose regular *.json /
     *.json.gz files are taken, not recursively), in natural order; and what was skipped in
     those directories. A file reached by two paths is taken once: (kept, dropped) path pairs
-    are appended to `repeats` when given. BadInput when a directory has no trace file or an
-    input is missing."""
+    are appended to `repeats` when given. In a directory, reports traceana wrote are skipped
+    (appended to `reports` too). BadInput when a directory has no trace file or an input is
+    missing."""
     files: list[str] = []
     skipped: list[str] = []
     for inp in inputs:
@@ -71,10 +94,16 @@ def find_rank_files(inputs: Sequence[str], repeats: list[tuple[str, str]] | None
                     regular = e.is_file()  # follows symlinks; FIFOs, sockets and devices are not files
                 except OSError:
                     regular = False
+                path = os.path.join(inp, e.name)
                 if regular and e.name.endswith(TRACE_SUFFIXES) and not e.name.startswith("."):
-                    found.append(os.path.join(inp, e.name))
+                    if traceana_report(path):
+                        skipped.append(path)
+                        if reports is not None:
+                            reports.append(path)
+                    else:
+                        found.append(path)
                 else:
-                    skipped.append(os.path.join(inp, e.name))
+                    skipped.append(path)
             if not found:
                 n = len(entries)
                 raise BadInput(f"{inp}: is a directory with no trace files (*.json, *.json.gz) among its "
@@ -105,28 +134,32 @@ def analyze_rank(path: str, options: Any = None, drop: Sequence[str] = ()) -> di
     a 512-rank report. `drop`: top-level Analysis keys left out of the result (what the
     caller will not read: the timeline, half of a rank's result, for an html or md cross-rank
     report), so less is pickled back and held by the parent."""
-    from traceana.analysis import Options, analyze_trace
+    from traceana.analysis import Options, analyze_trace_parts
     from traceana.load import load_trace
     from traceana.link.steps import rank_facts
+    from traceana.ranks.summary import rank_summary
 
     t0 = time.perf_counter()
     out: dict[str, Any] = {"path": path, "file": os.path.basename(path)}
-    try:
-        trace = load_trace(path)
-        facts = rank_facts(trace)
-        analysis = analyze_trace(trace, options if options is not None else Options())
-        del trace
-        analysis["rank_facts"] = facts
-        for key in drop:
-            analysis.pop(key, None)
-        out["analysis"] = analysis
-    except TraceanaError as exc:
-        out["error"] = str(exc)
-    except MemoryError:
-        out["error"] = f"{path}: out of memory while analysing this rank (use fewer --jobs)"
-    except Exception as exc:  # a bug on one rank must not lose the others' reports
-        out["error"] = f"{path}: internal error ({type(exc).__name__}: {str(exc)[:300]})"
+    with Measure() as mem:
+        try:
+            trace = load_trace(path)
+            facts = rank_facts(trace)
+            analysis, parts = analyze_trace_parts(trace, options if options is not None else Options())
+            facts["calls"] = rank_summary(parts.trace, parts.links, parts.groups, analysis["ops"])
+            del trace, parts
+            analysis["rank_facts"] = facts
+            for key in drop:
+                analysis.pop(key, None)
+            out["analysis"] = analysis
+        except TraceanaError as exc:
+            out["error"] = str(exc)
+        except MemoryError:
+            out["error"] = f"{path}: out of memory while analysing this rank (use fewer --jobs)"
+        except Exception as exc:  # a bug on one rank must not lose the others' reports
+            out["error"] = f"{path}: internal error ({type(exc).__name__}: {str(exc)[:300]})"
     out["seconds"] = time.perf_counter() - t0
+    out["rss_growth"] = mem.growth  # the peak memory this file took (None: an earlier, larger file's peak stands)
     return out
 
 
@@ -268,8 +301,11 @@ def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "loc
             if on_done:
                 on_done(r)
         return results, f"in this process (1 worker: limited by {plan.limited_by})"
-    with ProcessPoolExecutor(max_workers=plan.workers, mp_context=_local_context()) as ex:
-        results = _run(ex, paths, options, on_done, drop, sizes, hold_lost=True)
+    pool = min(len(paths), jobs or plan.cores)  # memory is the gate's to limit, file by file
+    budget = MEM_SHARE * plan.mem_available if plan.mem_available is not None else None
+    gate = MemoryGate(sizes, budget, MEM_FACTOR, MEM_BASE)
+    with ProcessPoolExecutor(max_workers=pool, mp_context=_local_context()) as ex:
+        results = _run(ex, paths, options, on_done, drop, sizes, hold_lost=True, gate=gate)
     lost = [i for i, r in enumerate(results) if r.get("lost")]
     again = ""
     if lost:  # a worker died and took the pool with it: each rank it lost, once more, alone
@@ -280,8 +316,13 @@ def map_ranks(paths: Sequence[str], options: Any = None, *, executor: str = "loc
                 on_done(r)
         again = (f"; a worker process died and {len(lost)} rank file{'s' if len(lost) != 1 else ''} "
                  "were analysed again, each in a process of its own")
-    return results, (f"in {plan.workers} worker processes ({plan.cores} cores; limited by {plan.limited_by}; "
-                     f"~{plan.est_peak / 1e9:.1f} GB peak for the largest rank){again}")
+    why = "memory" if gate.held_back else "--jobs" if jobs and jobs < len(paths) else \
+        "cores" if pool < len(paths) else "files"
+    ratio = (f"measured {gate.measured:.1f}x its JSON" if gate.measured is not None
+             else f"estimated {MEM_FACTOR:g}x its JSON + {MEM_BASE / 1e6:.0f} MB")
+    return results, (f"in {pool} worker processes ({plan.cores} cores; limited by {why}; "
+                     f"~{gate.estimate(largest_first(paths, sizes)[0]) / 1e9:.1f} GB peak for the largest rank, "
+                     f"{ratio}){again}")
 
 
 def largest_first(paths: Sequence[str], sizes: Sequence[int] | None = None) -> list[int]:
@@ -292,24 +333,47 @@ def largest_first(paths: Sequence[str], sizes: Sequence[int] | None = None) -> l
 
 
 def _run(ex: Executor, paths: Sequence[str], options: Any, on_done: Callable[[dict[str, Any]], None] | None,
-         drop: Sequence[str] = (), sizes: Sequence[int] | None = None, hold_lost: bool = False
-         ) -> list[dict[str, Any]]:
-    """analyze_rank over `paths` on `ex`. A rank whose worker was lost (killed by the OOM killer,
-    lost with its node; a local pool then fails every rank still queued too) is marked "lost";
-    with `hold_lost` on_done is not told about it (the caller analyses it again)."""
-    futures: dict[Future, int] = {ex.submit(analyze_rank, paths[i], options, tuple(drop)): i
-                                  for i in largest_first(paths, sizes)}
+         drop: Sequence[str] = (), sizes: Sequence[int] | None = None, hold_lost: bool = False,
+         gate: MemoryGate | None = None) -> list[dict[str, Any]]:
+    """analyze_rank over `paths` on `ex`, the largest files first; with a `gate`, a file is submitted only
+    when the gate admits it beside those in flight (ranks/sizing.py), and each result teaches the gate its
+    measured memory ratio. A rank whose worker was lost (killed by the OOM killer, lost with its node; a
+    local pool then fails every rank still queued too) is marked "lost"; with `hold_lost` on_done is not
+    told about it (the caller analyses it again)."""
+    pending = deque(largest_first(paths, sizes))
+    running: dict[Future, int] = {}
     results: list[dict[str, Any] | None] = [None] * len(paths)
-    for fut in as_completed(futures):
-        i = futures[fut]
-        try:
-            r = fut.result()
-        except Exception as exc:
-            r = {"path": paths[i], "file": os.path.basename(paths[i]), "lost": f"its worker failed: {type(exc).__name__}",
-                 "error": f"{paths[i]}: the worker analysing it failed ({type(exc).__name__}: {str(exc)[:200]})"}
+
+    def lost(i: int, exc: BaseException) -> dict[str, Any]:
+        return {"path": paths[i], "file": os.path.basename(paths[i]), "lost": f"its worker failed: {type(exc).__name__}",
+                "error": f"{paths[i]}: the worker analysing it failed ({type(exc).__name__}: {str(exc)[:200]})"}
+
+    def finish(i: int, r: dict[str, Any]) -> None:
         results[i] = r
+        if gate is not None:
+            gate.learn(i, r)
         if on_done and not (hold_lost and r.get("lost")):
             on_done(r)
+
+    def fill() -> None:
+        while pending and (gate is None or gate.admits(running.values(), pending[0])):
+            i = pending.popleft()
+            try:
+                running[ex.submit(analyze_rank, paths[i], options, tuple(drop))] = i
+            except Exception as exc:  # the pool broke (a worker died): every rank not yet run is lost
+                finish(i, lost(i, exc))
+
+    fill()
+    while running:
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for fut in done:
+            i = running.pop(fut)
+            try:
+                r = fut.result()
+            except Exception as exc:
+                r = lost(i, exc)
+            finish(i, r)
+        fill()
     return [r for r in results if r is not None]
 
 
@@ -372,6 +436,23 @@ def check_lost(results: Sequence[dict[str, Any]]) -> None:
     n = len(lost)
     raise Incomplete(f"{n} rank file{'s' if n != 1 else ''} not analysed ({lost[0]['lost']}): {names}; "
                      f"the report compares the other {len(results) - n}")
+
+
+def check_missing(results: Sequence[dict[str, Any]], allow_missing: bool = False) -> None:
+    """After the report is written: Incomplete (exit 3) naming the rank files that were not analysed (a
+    worker lost, or a file that is no readable trace), so a comparison of some of the ranks is never
+    taken for the whole run — unless `allow_missing` (--allow-missing)."""
+    if allow_missing:
+        return
+    check_lost(results)
+    bad = [r for r in results if "error" in r]
+    if not bad:
+        return
+    n = len(bad)
+    names = ", ".join(r["file"] for r in bad[:10]) + (f" and {n - 10} more" if n > 10 else "")
+    why = str(bad[0]["error"]).replace(str(bad[0].get("path", "")) + ": ", "", 1)[:160]
+    raise Incomplete(f"{n} of {len(results)} rank files could not be analysed: {names} (first: {why}); the report "
+                     f"compares the other {len(results) - n} (--allow-missing accepts that: exit 0)")
 
 
 def split(results: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -29,6 +29,7 @@ from traceana.output.ownership import MD_MARKER, stamp_markdown
 from traceana.render.markdown import SHORT_CHARS
 from traceana.render.md import fold, md_text
 from traceana.ranks.straggler import CLASSES
+from traceana.render.ranks_first import levers, rank_columns, waits_view
 _ANCHOR_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 #: Per-rank sections list this many ops.
 TOP_OPS = 5
@@ -48,8 +49,17 @@ def ranks_document(cross: Mapping[str, Any], analyses: Sequence[Mapping[str, Any
     doc = dict(cross)
     doc["ranks"] = [{**r, "verdict": verdict(a)} for r, a in zip(cross.get("ranks") or [], analyses)]
     doc["ran"] = where
-    doc["analyses"] = list(analyses)
+    doc["analyses"] = [_without_calls(a) for a in analyses]
     return doc
+
+
+def _without_calls(a: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Analysis without its rank's call summary (the cross-rank figures above are made from it; a
+    256-rank document would carry ~100 MB of them)."""
+    facts = a.get("rank_facts")
+    if not isinstance(facts, Mapping) or "calls" not in facts:
+        return a
+    return {**a, "rank_facts": {k: v for k, v in facts.items() if k != "calls"}}
 
 
 def render_ranks(doc: Mapping[str, Any], fmt: str) -> str:
@@ -110,6 +120,7 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
             "collective": fmt_time_us(r.get("collective_us")), "wait": fmt_time_us(r.get("collective_wait_us")),
             "classes": classes, "device": text(r.get("device"), 80),
             "straggler": clear and strag.get("label") == r.get("label"),
+            **rank_columns(r),
         })
         a = analyses[i] if i < len(analyses) else {}
         ops = []
@@ -174,9 +185,11 @@ def build_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     failed = [{"file": text(f.get("file"), 200), "error": text(f.get("error"), 400)}
               for f in seq(doc.get("failed")) if isinstance(f, Mapping)]
     warning = text(summary.get("warning"), 1200)
-    headline = warning or (straggler["text"][0] if straggler and straggler["text"] else (
-        f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed."))
+    first = levers(doc)
+    headline = warning or (first[0]["title"] + "." if first else straggler["text"][0] if straggler and straggler["text"]
+                           else f"{len(ranks)} rank analysed." if len(ranks) == 1 else f"{len(ranks)} ranks analysed.")
     return {"tool": f"{text(tool.get('name')) or 'traceana'} {text(tool.get('version'))}".strip(),
+            "first": first, "waits": waits_view(doc), "any_classes": any(r["classes"] for r in rows),
             "facts": facts, "headline": headline, "unit": unit, "rows": rows, "sections": sections,
             "straggler": straggler, "failed": failed, "classes": CLASSES, "warning": warning,
             "unmatched": fmt_int(unmatched) if (unmatched := num(summary.get("collectives_unmatched"))) else ""}
@@ -216,30 +229,21 @@ def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> 
     <details>, cut to whole rows so the whole comment stays within `budget` characters (a
     64-rank run would otherwise post ~50 KB). The JSON form keeps everything."""
     v = build_view(doc)
-    head = ["# traceana cross-rank report", ""]
-    head.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
-    head.append("")
-    if v["warning"]:
-        head += [f"> **Warning:** {_md(v['warning'])}", ""]
-    s = v["straggler"]
-    if s:
-        head += [f"## {_md(s['title'])}", ""]
-        for t in s["text"]:
-            head.append(f"> {md_text(t, None, line_start=True)}")
-    failed = ""
-    if v["failed"]:
-        items = [f"- {md_text(f['file'], None, line_start=True)}: {_md(f['error'])}" for f in v["failed"]]
-        failed = "## Rank files that could not be analysed\n\n" + "\n".join(items[:20])
-        if len(items) > 20:
-            failed += f"\n- … and {len(items) - 20} more (the JSON form lists them all)"
     tool = f"<sub>{_md(v['tool'])}</sub>"
+    for tight in range(3):  # the head and the failures take at most 60% of the budget: shorter texts if not
+        head, failed = _md_head(v, tight)
+        if len("\n".join(head)) + len(failed) + len(tool) <= 0.6 * budget:
+            break
+    s = v["straggler"]
     rank_head = (f"| rank | file | step ({_md(v['unit'])}) | vs median | own time | GPU busy | collectives "
-                 "| of which waiting |\n|---|---|---:|---:|---:|---:|---:|---:|")
+                 "| waited | caused | comm bytes | peak memory | projected step |\n"
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for r in v["rows"]:
         mark = " **straggler**" if r["straggler"] else ""
         rows.append(f"| {_md(r['label'])}{mark} | {_md(r['file'])} | {r['step']} | {r['vs_median']} | {r['own']} | "
-                    f"{r['busy']} | {r['collective']} | {r['wait']} |")
+                    f"{r['busy']} | {r['collective']} | {r['wait']} | {r['caused']} | {r['comm_bytes']} | "
+                    f"{r['peak_mem']} | {_md(r['projected'])} |")
     # the fixed parts first; the rank table and the detail share what is left, in that order
     fixed = "\n".join(head).strip() + "\n\n" + (failed + "\n\n" if failed else "") + tool
     left = budget - len(fixed) - len(MD_MARKER) - 16
@@ -249,6 +253,18 @@ def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> 
         table = _rows_within(rank_head, rows, left, "ranks")
     left -= len(table) + 2
     blocks: list[str] = []
+    w = v["waits"]
+    if w and w["top"]:
+        blocks.append(fold("Who waited for whom: the collectives with the most waiting", [
+            f"| {_md(t['kind'])} | {t['step']} | {_md(t['phase'])} | {_md(t['late'])} | {t['lead']} | {t['wait']} | "
+            f"{_md(t['most'])} | {_md(t['what'])} |" for t in w["top"]], left,
+            head="| collective | step | phase | arrived last | after the next | total wait | waited most "
+                 "| what it did more |\n|---|---:|---|---|---:|---:|---|---|", more=_more("collectives")))
+        left -= len(blocks[-1]) + 2
+    if w and (w["notes"] or w["mismatches"]):
+        notes = [f"- {_md(n)}" for n in w["notes"]] + [f"- **Mismatch:** {_md(x)}" for x in w["mismatches"]]
+        blocks.append(fold("How the collectives were matched", notes, left, head="", more=_more("notes")))
+        left -= len(blocks[-1]) + 2
     if s and s["phases"]:
         blocks.append(fold("By phase (GPU work of the kernels launched in it)", [
             f"| {_md(p['phase'])} | {_md(p['label'])} | {p['work']} | {p['median']} | {p['extra']} ({p['pct']}) "
@@ -284,6 +300,46 @@ def render_ranks_markdown(doc: Mapping[str, Any], budget: int = SHORT_CHARS) -> 
     body = "\n\n".join(b for b in [table, *blocks] if b)
     out = "\n".join(head).strip() + "\n\n" + body + "\n\n" + (failed + "\n\n" if failed else "") + tool
     return stamp_markdown(out)
+
+
+def _md_head(v: Mapping[str, Any], tight: int) -> tuple[list[str], str]:
+    """The markdown's first lines (facts, warning, Do this first, the straggler's lines) and the failures'
+    section; `tight` 1 and 2 cut the texts shorter (a long warning, many long op names, many failures)."""
+    head = ["# traceana cross-rank report", ""]
+    head.append(" · ".join(f"**{_md(k)}** {_md(val)}" for k, val in v["facts"] if val))
+    head.append("")
+    if v["warning"]:
+        head += [f"> **Warning:** {_md(_cut(v['warning'], (1200, 600, 300)[tight]))}", ""]
+    if v["first"]:
+        head += ["## Do this first", ""]
+        for i, lv in enumerate(v["first"], 1):
+            body = _md(_cut(lv["text"], (700, 400, 0)[tight]))
+            head += [f"{i}. **{_md(lv['title'])}.** {body + ' ' if body else ''}*Fix:* "
+                     f"{_md(_cut(lv['fix'], (360, 240, 160)[tight]))}"]
+        head.append("")
+    s = v["straggler"]
+    if s:
+        head += [f"## {_md(s['title'])}", ""]
+        for t in s["text"][:(2 if v["first"] else None, 1, 0)[tight]]:
+            head.append(f"> {md_text(_cut(t, (800, 400, 0)[tight]), None, line_start=True)}")
+    failed = ""
+    if v["failed"]:
+        most = (20, 10, 5)[tight]
+        items = [f"- {md_text(f['file'], None, line_start=True)}: {_md(_cut(f['error'], 300))}" for f in v["failed"]]
+        failed = "## Rank files that could not be analysed\n\n" + "\n".join(items[:most])
+        if len(items) > most:
+            failed += f"\n- … and {len(items) - most} more (the JSON form lists them all)"
+    return head, failed
+
+
+def _cut(s: str, n: int) -> str:
+    """At most n characters, cut after a whole sentence when one ends in the last third ("" for n 0)."""
+    if n <= 0:
+        return ""
+    if len(s) <= n:
+        return s
+    k = s.rfind(". ", 0, n)
+    return s[:k + 1] if k > n * 2 // 3 else s[:n - 1].rstrip() + "…"
 
 
 def _more(what: str):

@@ -104,7 +104,7 @@ def _extend(ops: CpuOps, cols: dict[str, list], extra: dict[int, tuple], stacks:
         concrete=ops.concrete + cols["concrete"],
         kernel_flop=np.concatenate((ops.kernel_flop, np.array(cols["kflop"], dtype=np.float64))),
         kernel_num_gb=np.concatenate((ops.kernel_num_gb, np.array(cols["kgb"], dtype=np.float64))),
-        extra=extra, call_stack=stacks, module_hierarchy=hierarchy,
+        extra=extra, call_stack=stacks, module_hierarchy=hierarchy, comm_ids=dict(ops.comm_ids),
         ordinal=None if ops.ordinal is None else np.concatenate((ops.ordinal, np.full(n, -1, dtype=np.int64))),
         seq=None if ops.seq is None else np.concatenate((ops.seq, np.full(n, -1, dtype=np.int64))),
     )
