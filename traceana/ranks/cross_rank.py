@@ -6,7 +6,7 @@ Analysis; `cross_rank(analyses)` is pure: a list of Analysis dicts (each carryin
 renders (adding each rank's verdict, the sentence its own report leads with). Nothing here reads
 a file.
 
-Definitions (README "Many ranks"):
+Definitions (docs/ranks.md):
 - step time: the mean duration of the rank's distinct ProfilerStep#N annotations; without
   steps, the trace's span. When every rank has steps, every per-rank time below is per step
   (total / steps), so ranks that captured different step counts compare fairly.

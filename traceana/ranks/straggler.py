@@ -1,7 +1,7 @@
 """Which rank the others wait for, where its extra time goes, and per phase.
 
 Pure functions over the per-rank rows traceana/ranks/cross_rank.py builds (times already per step when
-every rank has steps). Definitions (README "Many ranks"):
+every rank has steps). Definitions (docs/ranks.md):
 - own time = step time less collective wait; the straggler is the rank with the longest own
   time. Ranks within NEAR_TIE_PCT of it are a near-tie: "no single straggler" is said instead.
 - its extra own time over the median rank is split by class (the bounds; collectives apart)
