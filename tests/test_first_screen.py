@@ -195,3 +195,21 @@ def test_shared_traces_have_no_colliding_names_in_their_tables():
         assert all(len(v) == 1 for v in by_label.values())  # one label, one kernel
         assert all(lb.count("<") == lb.replace("->", "").count(">") for lb in labels)
         assert not any(re.search(r"<[^<>]*…$", lb) for lb in labels)
+
+
+def test_device_line_roof_from_kernel_names_when_no_op_is_costed():
+    # a trace without shapes costs no op: the roof named is that of the matrix kernels' time, read from
+    # their names (12.79 ms bf16 GEMMs + 3.86 ms bf16 flash attention on tensor cores = 16.65 ms on bf16_tc,
+    # against 0.0035 ms of an fp32 CUTLASS GEMM on CUDA cores), never the device's highest peak (int8 1,979)
+    from traceana.render.first import device_line
+
+    a = {"device": {"name": "NVIDIA H100 80GB HBM3", "key": "h100_sxm", "dram_gbps": 3350,
+                    "peak_tflops": {"fp32": 67, "tf32_tc": 494.7, "bf16_tc": 989.4, "fp16_tc": 989.4,
+                                    "fp8_tc": 1978.9, "int8_tc": 1978.9}},
+         "ops": [{"name": "aten::mm", "opaque": True, "flops": None, "count": 241}],
+         "kernels": {"rows": [
+             {"class": "gemm", "dtype": "bf16", "math": "bf16", "tensor_cores": True, "time_us": 12789.9},
+             {"class": "attention", "dtype": "bf16", "math": "bf16", "tensor_cores": True, "time_us": 3855.5},
+             {"class": "elementwise", "dtype": "bf16", "math": None, "tensor_cores": None, "time_us": 13147.8},
+             {"class": "gemm", "dtype": "fp32", "math": None, "tensor_cores": False, "time_us": 3.5}]}}
+    assert "bf16 tensor 989 TFLOP/s" in device_line(a)

@@ -168,8 +168,31 @@ def _main_peak(a: Mapping[str, Any]) -> str:
         if k in peaks:
             weight[k] = weight.get(k, 0.0) + (num(op.get("flops")) or 0.0) * (num(op.get("count")) or 0.0)
     weight = {k: w for k, w in weight.items() if w > 0}
+    if not weight:  # no costed op (no shapes, graph replays): the matrix kernels' dtype, from their names
+        weight = {k: w for k, w in _kernel_roofs(a).items() if k in peaks and w > 0}
     best = max(weight, key=lambda k: (weight[k], k)) if weight else max(peaks, key=lambda k: (peaks[k], k))
     return f"{units.peak_name(best)} {fmt_sig(peaks[best])} TFLOP/s"
+
+
+_TC_ROOF = {"fp16": "fp16_tc", "bf16": "bf16_tc", "tf32": "tf32_tc", "xf32": "tf32_tc", "fp8": "fp8_tc",
+            "int8": "int8_tc", "fp64": "fp64_tc"}
+
+
+def _kernel_roofs(a: Mapping[str, Any]) -> dict[str, float]:
+    """Time of the matrix kernels (GEMM, convolution, attention) per roof they run on, read from the
+    kernel account (analysis["kernels"]): tensor-core kernels by the dtype they multiply in, the others
+    on the vector units of their dtype."""
+    out: dict[str, float] = {}
+    for r in seq(mapping(a.get("kernels")).get("rows")):
+        r = mapping(r)
+        if text(r.get("class"), 40) not in ("gemm", "convolution", "attention"):
+            continue
+        dt = text(r.get("math"), 20) or text(r.get("dtype"), 20)
+        dt = "fp8" if dt.startswith("fp8") else dt
+        key = _TC_ROOF.get(dt) if r.get("tensor_cores") else dt if dt in ("fp32", "fp64", "fp16", "bf16") else None
+        if key:
+            out[key] = out.get(key, 0.0) + (num(r.get("time_us")) or 0.0)
+    return out
 
 
 def first_sentence(s: str) -> str:
