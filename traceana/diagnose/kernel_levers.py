@@ -9,10 +9,17 @@ view of every GPU event (class, dtypes, library, tensor-core use from the kernel
                       has fp8 tensor cores. Never TF32 advice to GEMMs when the trace's GEMM kernels already
                       run TF32 (the flag is on; what stays fp32 is the library's choice), never fp8 advice to
                       a run that already runs fp8 GEMMs.
-                      saving = t - t x (old peak x f_old) / (new peak x f_new): the kernels keep their work and
-                      reach an achievable fraction of the faster roof: CUDA-core kernels F_CUDA_CORES of
-                      theirs, tensor-core kernels F_TENSOR_CORES (the same fraction on both sides between
-                      tensor-core dtypes: the peaks' ratio), never 100% of the datasheet.
+                      A name carries no FLOPs, so each kernel's time after is read from what its name says:
+                      a GEMM / convolution kernel is taken as compute-bound, keeping its work at an
+                      achievable fraction of each roof: t x (old peak x f_old) / (new peak x f_new), with
+                      CUDA-core kernels at F_CUDA_CORES of theirs and f_new the architecture's achievable
+                      share of the new roof (roofline/achievable.py; between tensor-core dtypes the same
+                      fraction on both sides: the peaks' ratio); a kernel the name says is memory-bound
+                      (matrix-vector: gemv, split-K reduce; depthwise / grouped convolutions) gains only
+                      the bytes: t x BYTES[target] (16-bit operands halve them; TF32 keeps fp32 in memory:
+                      nothing); no kernel drops below the device's per-kernel floor (launch_floor_us).
+                      saving = the kernels' time - their time after; the text also gives the floor of the
+                      saving if every kernel were memory-bound (small batches), so the range is said.
   fusion              runs of ATen element-wise / reduction / norm / copy kernels back to back on one stream
                       (each run: the kernels between two kernels of any other kind): torch.compile fuses such
                       chains; saving = each run's time but its longest kernel's (a fused kernel still does the
@@ -36,13 +43,17 @@ from traceana.arrays import median
 from traceana.link.kernel_account import KernelView
 from traceana.link.kernel_names import CLASSES, MATRIX, KernelName
 from traceana.load.model import Trace
+from traceana.roofline import achievable as achv
 from traceana.roofline.judge import PEAK_LABEL
 
 MIN_SHARE = 0.01  # a lever from kernel names needs 1% of the kernel time
 DOMINANT = 0.3  # an outside-op kernel with this share of device time is named first
 #: achievable fractions of a roof: CUDA-core SGEMM / cuDNN fp32 kernels reach about 90% of the fp32 peak on
-#: large problems; tensor-core GEMMs about 70% of theirs (vendor libraries reach 70-85% on large shapes)
+#: large problems; tensor-core GEMMs about 70% of theirs (vendor libraries reach 70-85% on large shapes): the
+#: fp8 lever's and the fallback's; the dtype lever's new roof takes the architecture's (roofline/achievable.py)
 F_CUDA_CORES, F_TENSOR_CORES = 0.9, 0.7
+#: time after / time before of a memory-bound kernel whose operands move to the target dtype
+BYTES = {"tf32_tc": 1.0, "bf16_tc": 0.5, "fp16_tc": 0.5}
 WINDOW = 6  # kernels searched on either side of a softmax for its GEMMs
 _FUSABLE = frozenset(CLASSES.index(c) for c in ("elementwise", "reduction", "normalization", "copy"))
 _STEPS = frozenset(CLASSES.index(c) for c in ("elementwise", "copy"))
@@ -124,15 +135,17 @@ def dtype_findings(trace: Trace, view: KernelView, rows: list[dict], device: dic
     low = np.isin(a, list(_LOW)) | np.isin(b, list(_LOW))
     fp8_on = bool((gemm & low).any())  # the run already quantizes GEMMs (fp8 / fp4 / int8 operands)
     out = []
+    shown = achv.shown_by_trace(rows, total_us)  # the most of a roof this trace's costed ops reach
+    lever = dict(trace=trace, view=view, rows=rows, device=device, context=context, total_us=total_us, shown=shown)
     simt = view.uncovered & gemm_conv & cuda & (a == "fp32")
-    f = _dtype_lever(trace, view, rows, device, context, total_us, simt, "fp32", "fp32", F_CUDA_CORES, tf32_on)
+    f = _dtype_lever(sel=simt, what="fp32", old_key="fp32", tf32_on=tf32_on, **lever)
     out += [f] if f else []
     on_tf32 = view.uncovered & gemm_conv & tf32
-    f = _dtype_lever(trace, view, rows, device, context, total_us, on_tf32, "tf32", "tf32_tc", F_TENSOR_CORES, True)
+    f = _dtype_lever(sel=on_tf32, what="tf32", old_key="tf32_tc", tf32_on=True, **lever)
     out += [f] if f else []
     # fp32 multiplied as fp32 on matrix cores (AMD's fp32 MFMA): the 16-bit types run several times faster
     mfma = view.uncovered & gemm_conv & tc & ~tf32 & (a == "fp32")
-    f = _dtype_lever(trace, view, rows, device, context, total_us, mfma, "fp32 matrix", "fp32", F_TENSOR_CORES, True)
+    f = _dtype_lever(sel=mfma, what="fp32 matrix", old_key="fp32", tf32_on=True, **lever)
     out += [f] if f else []
     half = view.uncovered & gemm & tc & np.isin(a, ["bf16", "fp16"])
     if not fp8_on and peaks.get("fp8_tc"):
@@ -148,10 +161,18 @@ def _target(peaks: dict, old: float, tf32_ok: bool) -> str | None:
     return None
 
 
+def memory_bound_by_name(k: KernelName) -> bool:
+    """A matrix kernel whose name says it moves more bytes than it multiplies: matrix-vector products (gemv,
+    gemmSN's small N, dot), a split-K GEMM's reduction of its partial sums, depthwise / grouped
+    convolutions (one input channel per output channel)."""
+    return k.op in ("gemv", "split-K reduce", "epilogue") or k.detail in ("depthwise", "grouped")
+
+
 def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, context: dict, total_us: float,
-                 sel: np.ndarray, what: str, old_key: str, f_old: float, tf32_on: bool) -> dict | None:
+                 shown: dict, sel: np.ndarray, what: str, old_key: str, tf32_on: bool) -> dict | None:
     peaks = device.get("peak_tflops") or {}
-    t = float(trace.gpu.dur[sel].sum())
+    d = trace.gpu.dur[sel]
+    t = float(d.sum())
     old = peaks.get(old_key)
     if t < MIN_SHARE * total_us or not old:
         return None
@@ -159,8 +180,18 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     if key is None:
         return None
     new = peaks[key]
-    after = t * (old * f_old) / (new * F_TENSOR_CORES)
+    f_new, f_why = achv.fraction(device, key, shown)
+    f_old = F_CUDA_CORES if what == "fp32" else f_new  # between tensor-core roofs: the same share of both
+    ratio = (old * f_old) / (new * f_new)
+    by_bytes = BYTES[key] if what != "tf32" else 1.0  # fp32 operands on TF32 keep fp32 bytes either way
+    mem = np.array([memory_bound_by_name(k) for k in view.records], dtype=bool)[view.rec][sel]
+    floor = float(device.get("launch_floor_us") or 0.0)
+    after_each = np.maximum(d * np.where(mem, by_bytes, ratio), np.minimum(d, floor))
+    after = float(after_each.sum())
     saving = max(t - after, 0.0)
+    # the same kernels if every one were memory-bound (a small batch): only the bytes shrink
+    low = max(t - float(np.maximum(d * by_bytes, np.minimum(d, floor)).sum()), 0.0)
+    t_mem = float(d[mem].sum())
     conv = float(trace.gpu.dur[sel & (view.cls == CLASSES.index("convolution"))].sum())
     dev = device.get("name") or device.get("key") or "this device"
     training = context.get("mode") == "training"
@@ -171,10 +202,11 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
         fix = "Let fp32 matmuls and convolutions use TF32 tensor cores (set_float32_matmul_precision('high'))."
     else:
         dt = "bfloat16" if key == "bf16_tc" else "float16"
+        scaler = dt == "float16" and training
         how = (f"torch.autocast('cuda', dtype=torch.{dt})"
-               + (" with torch.amp.GradScaler (fp16 gradients need loss scaling)"
-                  if dt == "float16" and training else ""))
-        fix = f"Run the matmuls and convolutions in {key[:4]} under autocast."
+               + (" with torch.amp.GradScaler (fp16 gradients need loss scaling)" if scaler else ""))
+        fix = (f"Run the matmuls and convolutions in {key[:4]} under autocast"
+               + (" with a GradScaler." if scaler else "."))
     why = ""
     if what == "fp32" and key != "tf32_tc":
         why = (f" {dev} has no TF32 tensor cores faster than its fp32 units"
@@ -186,19 +218,28 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     src = {"fp32": f"fp32 on CUDA cores ({old:g} TFLOP/s {PEAK_LABEL.get(old_key, old_key)})",
            "tf32": f"fp32 operands on TF32 tensor cores ({old:g} TFLOP/s)",
            "fp32 matrix": f"fp32 on the matrix cores, multiplied as fp32 ({old:g} TFLOP/s)"}[what]
-    frac = (f"at {f_old * 100:.0f}% of that roof today and {F_TENSOR_CORES * 100:.0f}% of the new one"
-            if f_old != F_TENSOR_CORES else f"at the same fraction of both tensor-core roofs")
+    frac = (f"{f_old * 100:.0f}% of the {old:g} TFLOP/s roof today (CUDA-core SGEMM / cuDNN kernels reach about that "
+            f"on large problems) and the new roof's achievable share, {f_why}" if what == "fp32" else
+            f"the same share of both tensor-core roofs (at most {f_new * 100:.0f}% of the new one: {f_why})")
+    mem_part = (f"; the {u.us(t_mem)} of matrix-vector / depthwise kernels among them are memory-bound by their names: "
+                f"x {by_bytes:g} (the bytes{' halve' if by_bytes < 1 else ' stay'})" if t_mem > 0 else "")
     text = (f"{u.us(t)} of GEMM / convolution kernels ({t / total_us * 100:.1f}% of kernel time) run {src}, and no "
             f"costed op covers them (no shapes recorded, or launched outside any op): {_named(tops)}.{why} "
             f"{PEAK_LABEL.get(key, key)} on {dev} offer {new:g} TFLOP/s ({new / old:.1f}x). Fix: {how}, if the model "
-            f"tolerates the precision. Estimate: the same work {frac}: {u.us(t)} x ({old:g} x {f_old:g}) / ({new:g} x "
-            f"{F_TENSOR_CORES:g}) = {u.us(after)}, saving {u.us(saving)} (an estimate from kernel names: record with "
-            "record_shapes=True to cost each op).")
+            f"tolerates the precision. Estimate (kernel names carry no FLOPs): each GEMM / convolution kernel taken as "
+            f"compute-bound, keeping its work at {frac}: x ({old:g} x {f_old:.2f}) / ({new:g} x {f_new:.2f}) = "
+            f"x {ratio:.3f}{mem_part}; no kernel below the {floor:g} µs per-kernel floor: {u.us(t)} -> "
+            f"{u.us(after)}, saving {u.us(saving)}. "
+            + (f"Were they all memory-bound (small batches), the {key[:4]} operands would only halve their bytes: "
+               f"{u.us(low)}. " if by_bytes < 1 and low < saving else
+               "Were they memory-bound (small batches), TF32 would gain nothing: fp32 stays in memory. "
+               if by_bytes >= 1 else "")
+            + "Record with record_shapes=True to cost each op.")
     return {"kind": "tensor_core_dtype",
             "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
             f"{key[:4]} tensor cores ({new / old:.1f}x the roof): saves about {u.us(saving)}",
             "text": text, "fix": fix, "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True,
-            "confidence": "low"}
+            "confidence": "low", "saving_if_memory_bound_us": low, "achievable_fraction": f_new}
 
 
 def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, context: dict, total_us: float,
