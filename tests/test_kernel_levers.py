@@ -154,8 +154,16 @@ def test_a_dominating_kernel_outside_any_op_is_named_first(tmp_path):
     # 900 / 1000 = 90% of device time; grid 64 x 2 x 1 = 128 blocks
     assert "90.0% of device time" in f["text"] and "from train.py:12 (step)" in f["text"]
     assert "grid of 128 blocks" in f["text"] and "torch.matmul" in f["text"] and f["saving_us"] == 0.0
-    assert a["kernels"]["sentence"].startswith("my_matmul_kernel, launched outside any op, takes 90% of device time "
-                                               "(from train.py:12 (step)).")
+    # named first: what its name says (a GEMM), its share, its launch site and its grid against the A100's 108 SMs
+    assert a["kernels"]["sentence"].startswith("my_matmul_kernel (gemm), launched outside any op, takes 90% of device "
+                                               "time (from train.py:12 (step); grid of 128 blocks (1.2 per SM of "
+                                               "108)).")
+    # its tensor-core use is not in its name: not counted as CUDA cores; 900 of 900 µs of matrix time = 100%
+    assert a["kernels"]["sentence"].endswith("0% of the matrix-kernel time on tensor cores, 100% in kernels whose "
+                                             "names do not say.")
+    # and it heads "do this first", saving nothing (nothing costs it)
+    p = a["plan"][0]
+    assert p["kind"] == "outside_op_kernel" and p["saving_us"] == 0.0 and "torch.matmul" in p["fix"]
 
 
 def _strip(src: str, dst) -> str:

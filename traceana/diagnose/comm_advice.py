@@ -89,9 +89,16 @@ def hide_advice(context: dict, algos: set[str]) -> list[str]:
                        "parallelism (a reduce-scatter + all-gather pair instead of each all-reduce, so norms and "
                        "dropout run on 1/n of the tokens)")
         else:
-            out.append("tensor parallel: overlap each layer's all-reduce with the next GEMM (or fuse it with the "
-                       "following RMSNorm: the engines' fused all-reduce + norm), use the engine's custom / "
-                       "symmetric-memory all-reduce for small messages, and a smaller TP size if the model fits")
+            if "all_reduce" in algos:
+                out.append("tensor parallel: overlap each layer's all-reduce with the next GEMM (or fuse it with the "
+                           "following RMSNorm: the engines' fused all-reduce + norm), use the engine's custom / "
+                           "symmetric-memory all-reduce for small messages, and a smaller TP size if the model fits")
+            if algos & {"all_gather", "reduce_scatter"}:
+                out.append("tensor parallel with sequence sharding: overlap each all-gather with the column-parallel "
+                           "GEMM that consumes it and each reduce-scatter with the row-parallel GEMM that produces "
+                           "it (async TP: torch._inductor.config._micro_pipeline_tp = True under torch.compile, or "
+                           "torch.distributed's fused all-gather-matmul / matmul-reduce-scatter over symmetric "
+                           "memory), and a smaller TP size if the model fits")
     if "EP" in par and "all_to_all" in algos:
         if _ep_kind(context) == "embedding tables":
             out.append("sharded embeddings: pipeline the all-to-all of the next batch's lookups under this batch's "

@@ -86,7 +86,7 @@ def kernel_findings(trace: Trace, view: KernelView, rows: list[dict], device: di
     f = _fusion_finding(trace, view, rows, order, in_chain, context, total_us)
     if f:
         out.append(f)
-    f = _outside_op_finding(trace, view, rows, total_us)
+    f = _outside_op_finding(trace, view, rows, total_us, device)
     if f:
         out.append(f)
     return out
@@ -369,7 +369,11 @@ def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.
     sel = np.zeros(len(g), dtype=bool)
     sel[order[sel_sorted]] = True
     t = float(g.dur[sel].sum())
-    tops = _top_names(trace, view, sel)
+    tops = _top_names(trace, view, sel, 5)
+    big = int(np.argmax(np.where(keep, tot, -1.0)))  # the chain with the most time: its kernels in order
+    steps = [view.records[i].op or CLASSES[view.cls[e]] for e, i in zip(order[run == big].tolist(),
+                                                                         view.rec[order[run == big]].tolist())]
+    chain = " → ".join(steps[:12]) + (f" → … ({len(steps) - 12} more)" if len(steps) > 12 else "")
     n = int(keep.sum())
     kernels = int(size[keep].sum())
     if context.get("compiled"):
@@ -378,14 +382,16 @@ def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.
     else:
         fix = ("Fuse them: torch.compile turns each chain into one Triton kernel (mode='max-autotune-no-cudagraphs' if "
                "CUDA graphs are not wanted), or call fused ops (fused norms, foreach / fused optimizers).")
-    text = (f"{kernels:,} ATen element-wise / reduction / norm / copy kernels run back to back in {n:,} chains on "
+    text = (f"{kernels:,} ATen element-wise / reduction / norm / copy kernels run back to back in "
+            f"{u.plural(n, 'chain')} on "
             f"their streams ({u.us(t)}, {t / total_us * 100:.1f}% of kernel time), with no costed op covering them: "
-            f"{_named(tops)}. Each kernel reads its inputs from DRAM and writes its output back; fused, a chain reads "
+            f"{_named(tops)}. The largest chain, {u.plural(int(size[big]), 'kernel')} for {u.us(float(tot[big]))}: "
+            f"{chain}. Each kernel reads its inputs from DRAM and writes its output back; fused, a chain reads "
             f"and writes once. {fix} Estimate: each chain's time but its longest kernel's, {u.us(t)} - "
             f"{u.us(t - saving)} = {u.us(saving)} (from kernel names: record with record_shapes=True for the bytes "
             "each fusion saves).")
-    return {"kind": "fusion", "group": "fusion", "title": f"{kernels:,} element-wise / reduction kernels in {n:,} "
-            f"chains could be fused: saves about {u.us(saving)}", "text": text, "fix": fix,
+    return {"kind": "fusion", "group": "fusion", "title": f"{kernels:,} element-wise / reduction kernels in "
+            f"{u.plural(n, 'chain')} could be fused: saves about {u.us(saving)}", "text": text, "fix": fix,
             "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low"}
 
 
@@ -401,43 +407,68 @@ def dominant_outside(rows: list[dict], total_us: float) -> dict | None:
     return top if top["device_time_us"] >= DOMINANT * total_us else None
 
 
-def _outside_op_finding(trace: Trace, view: KernelView, rows: list[dict], total_us: float) -> dict | None:
+def _outside_facts(trace: Trace | None, view: KernelView, rows: list[dict], r: dict,
+                   device: dict | None = None) -> dict:
+    """What the name and the launches say of an outside-op row: what it is, its grid (the median launch's
+    thread blocks, and against the device's SMs), its launch site and the library kernel to compare it with."""
     from traceana.link.kernel_names import parse
 
-    r = dominant_outside(rows, total_us)
-    if r is None:
-        return None
     k = parse(r["name"])
-    site = r.get("launch_site")
     grid = r.get("grid_blocks")
-    blocks = trace.gpu.blocks
+    blocks = trace.gpu.blocks if trace is not None else None
     if grid is None and blocks is not None:  # the grid its launches ran (the median one)
         b = blocks[view.row == rows.index(r)]
         b = b[np.isfinite(b)]
         grid = median(b) if len(b) else None
     cores = "tensor cores" if k.tensor_cores else "CUDA cores" if k.tensor_cores is False else None
-    what = ", ".join(x for x in (k.cls, k.op, k.a, k.library if k.library != "custom" else None, cores) if x)
-    compare = _COMPARE.get(k.cls)
-    text = (f"{u.kernel_name(r['name'], 80)} ({what}) takes {u.us(r['device_time_us'])}, "
-            f"{r['device_time_us'] / total_us * 100:.1f}% of device time, in "
+    what = ", ".join(x for x in (k.cls if k.cls != "other" else None, k.op, k.a,
+                                 k.library if k.library != "custom" else None, cores) if x)
+    sms = (device or {}).get("sms")
+    grid_txt = ""
+    if grid:
+        grid_txt = f"grid of {grid:,.0f} blocks"
+        if sms and grid < sms:
+            grid_txt += f" for {sms} SMs: {sms - grid:,.0f} SMs get no block"
+        elif sms:
+            grid_txt += f" ({grid / sms:.1f} per SM of {sms})"
+    return {"k": k, "what": what, "grid": grid, "grid_txt": grid_txt, "site": r.get("launch_site"),
+            "compare": _COMPARE.get(k.cls)}
+
+
+def _outside_op_finding(trace: Trace, view: KernelView, rows: list[dict], total_us: float,
+                        device: dict | None = None) -> dict | None:
+    r = dominant_outside(rows, total_us)
+    if r is None:
+        return None
+    x = _outside_facts(trace, view, rows, r, device)
+    k, site, compare = x["k"], x["site"], x["compare"]
+    text = (f"{u.kernel_name(r['name'], 80)}" + (f" ({x['what']})" if x["what"] else "")
+            + f" takes {u.us(r['device_time_us'])}, {r['device_time_us'] / total_us * 100:.1f}% of device time, in "
             f"{u.plural(r['count'], 'launch', 'launches')} made outside any profiled op"
             + (f", from {site}" if site else " (no Python frame recorded: profile with with_stack=True to see where)")
-            + (f"; grid of {grid:,.0f} blocks" if grid else "") + ". With no op around it the trace records no shapes, "
+            + (f"; {x['grid_txt']}" if x["grid_txt"] else "") + ". With no op around it the trace records no shapes, "
             "so nothing costs it."
             + (f" Compare it with {compare}: time both with torch.utils.benchmark." if compare else "")
             + " Register it as a custom op (torch.library.custom_op) so the profiler records its inputs' shapes.")
-    return {"kind": "outside_op_kernel", "title": f"{u.kernel_name(r['name'], 60)} ({k.cls}) launched outside any op "
-            f"takes {r['device_time_us'] / total_us * 100:.0f}% of device time", "text": text,
-            "fix": "Time it against the library kernel of its class; register it as a custom op to record its shapes.",
-            "ops": [r["id"]], "saving_us": 0.0, "confidence": "low", "estimated": True}
+    return {"kind": "outside_op_kernel", "title": f"{u.kernel_name(r['name'], 60)}"
+            + (f" ({k.cls})" if k.cls != "other" else "") + " launched outside any op "
+            f"takes {r['device_time_us'] / total_us * 100:.0f}% of device time: nothing costs it",
+            "text": text,
+            "fix": ("Time it against " + (compare.split(" (")[0] if compare else
+                                          "the library kernel of its class on the same shapes")
+                    + "; register it as a custom op to record its shapes."),
+            "ops": [r["id"]], "saving_us": 0.0, "confidence": "low", "estimated": True,
+            # a note the plan lists by the time it holds (diagnose/projection.py): no lever says more about it
+            "holds_us": float(r["device_time_us"])}
 
 
 # ----------------------------------------------------------------------------- the sentence
 
 
-def sentence(view: KernelView, rows: list[dict]) -> str:
+def sentence(view: KernelView, rows: list[dict], trace: Trace | None = None, device: dict | None = None) -> str:
     """One sentence of what the kernels were, by class with their dominant dtype, tensor-core use and
-    library; a dominating kernel launched outside any op first."""
+    library; a dominating kernel launched outside any op first (what it is, its launch site and grid, what to
+    compare it with)."""
     acc = view.account
     total = acc.get("total_us") or 0.0
     if total <= 0:
@@ -445,9 +476,11 @@ def sentence(view: KernelView, rows: list[dict]) -> str:
     head = ""
     r = dominant_outside(rows, total)
     if r is not None:
-        head = (f"{u.kernel_name(r['name'], 50)}, launched outside any op, takes "
-                f"{r['device_time_us'] / total * 100:.0f}% of device time"
-                + (f" (from {r['launch_site']})" if r.get("launch_site") else "") + ". ")
+        x = _outside_facts(trace, view, rows, r, device)
+        where = "; ".join(b for b in ((f"from {x['site']}" if x["site"] else ""), x["grid_txt"]) if b)
+        head = (f"{u.kernel_name(r['name'], 50)}" + (f" ({x['what']})" if x["what"] else "")
+                + f", launched outside any op, takes {r['device_time_us'] / total * 100:.0f}% of device time"
+                + (f" ({where})" if where else "") + ". ")
     parts = []
     for cls, t in list(acc["by_class"].items())[:4]:
         if t < 0.03 * total:
@@ -466,6 +499,10 @@ def sentence(view: KernelView, rows: list[dict]) -> str:
                 bits.append(best["library"])
         parts.append(f"{t / total * 100:.0f}% {cls}" + (f" ({', '.join(bits)})" if bits else ""))
     mat = acc.get("matrix_us") or 0.0
-    tail = (f"; {acc['tensor_core_us'] / mat * 100:.0f}% of the matrix-kernel time on tensor cores"
-            if mat >= 0.05 * total else "")
+    unknown = acc.get("tensor_core_unknown_us") or 0.0
+    tail = ""
+    if mat >= 0.05 * total:
+        tail = f"; {acc['tensor_core_us'] / mat * 100:.0f}% of the matrix-kernel time on tensor cores"
+        if unknown >= 0.05 * mat:  # a custom / Triton kernel's name does not say: not counted as CUDA cores
+            tail += f", {unknown / mat * 100:.0f}% in kernels whose names do not say"
     return head + "Kernel time by kernel name: " + ", ".join(parts) + tail + "."

@@ -75,7 +75,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     extra.extend([f] if f else [])
     if kernels is not None:
         extra.extend(kernel_findings(trace, kernels, rows, device, context, total_us))
-        kernels.account["sentence"] = kernel_sentence(kernels, rows)
+        kernels.account["sentence"] = kernel_sentence(kernels, rows, trace, device)
     findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc), ledger)
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0
