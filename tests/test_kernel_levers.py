@@ -120,6 +120,19 @@ def test_bf16_gemms_on_hopper_get_fp8(tmp_path):
     assert of(b, "tensor_core_dtype", "fp8") == []
 
 
+def test_tiny_gemms_stay_at_the_per_kernel_floor(tmp_path):
+    # 200 bf16 GEMMs of 2 µs (a batch-1 model's) and a 300 µs add: 400 of 700 µs in GEMMs. fp8 would halve each
+    # (x 989.4 / 1978.9 = 1.0 µs), but none drops below the H100's 1.5 µs per-kernel floor: 200 x 1.5 = 300 µs after,
+    # saving 100 µs (the peaks' ratio alone would say 200)
+    a = kernels_trace(tmp_path, [(BF16_GEMM, 2.0)] * 200 + [(ADD, 300.0)], H100)
+    (f,) = of(a, "tensor_core_dtype", "fp8")
+    assert a["device"]["launch_floor_us"] == 1.5
+    assert f["saving_us"] == pytest.approx(400.0 - 200 * 1.5)
+    assert "1.5 µs per-kernel floor" in f["text"]
+    # its source: the 400 µs of all 200 GEMM ops (not only the 50 ids listed in ops)
+    assert len(f["ops"]) == 50 and f["source_term"]["us"] == pytest.approx(400.0)
+
+
 def test_element_wise_chains_get_fusion(tmp_path):
     # add 100, mul 50 | GEMM 300 | add 30, mul 20: two chains; fused, each keeps its longest kernel:
     # (150 - 100) + (50 - 30) = 70 µs

@@ -40,6 +40,7 @@ import numpy as np
 
 from traceana import units as u
 from traceana.arrays import median
+from traceana.diagnose.ledger import WORK
 from traceana.link.kernel_account import KernelView
 from traceana.link.kernel_names import CLASSES, MATRIX, KernelName
 from traceana.load.model import Trace
@@ -100,6 +101,17 @@ def _ids(view: KernelView, rows: list[dict], sel: np.ndarray) -> list[str]:
         return []
     t = np.bincount(r, minlength=len(rows))
     return [rows[i]["id"] for i in np.argsort(-t, kind="stable")[:50].tolist() if t[i] > 0]
+
+
+def _source(view: KernelView, rows: list[dict], sel: np.ndarray, us: float) -> dict:
+    """The ledger terms the selected events' time sits in (their rows' bounds, every row, not the 50 listed in
+    `ops`; an event of no op is unmodelled work) and what the lever may claim: those events' own time."""
+    r = np.unique(view.row[sel])
+    names = []
+    for i in r.tolist():
+        b = rows[i].get("bound") if i >= 0 else "unmodelled"
+        names.append(f"kernels.{b}" if b in WORK else "kernels.unmodelled")
+    return {"term": " + ".join(dict.fromkeys(names)) or "kernels.unmodelled", "us": us}
 
 
 def _top_names(trace: Trace, view: KernelView, sel: np.ndarray, n: int = 3) -> list[tuple[str, float, KernelName]]:
@@ -239,7 +251,8 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
             "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
             f"{key[:4]} tensor cores ({new / old:.1f}x the roof): saves about {u.us(saving)}",
             "text": text, "fix": fix, "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True,
-            "confidence": "low", "saving_if_memory_bound_us": low, "achievable_fraction": f_new}
+            "confidence": "low", "saving_if_memory_bound_us": low, "achievable_fraction": f_new,
+            "source_term": _source(view, rows, sel, t)}
 
 
 def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, context: dict, total_us: float,
@@ -251,7 +264,9 @@ def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, c
     new = peaks.get("fp8_tc", 0.0)
     if t < 0.1 * total_us or not old or new <= 1.2 * old:  # fp8 is a recipe change: only for GEMM-heavy runs
         return None
-    after = t * old / new
+    d = trace.gpu.dur[sel]
+    floor = float(device.get("launch_floor_us") or 0.0)
+    after = float(np.maximum(d * old / new, np.minimum(d, floor)).sum())  # a tiny GEMM stays at the floor
     saving = t - after
     dev = device.get("name") or device.get("key") or "this device"
     how = ("a serving engine's fp8 quantization (vLLM / SGLang --quantization fp8, an fp8 checkpoint) or torchao "
@@ -262,13 +277,15 @@ def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, c
             f"tensor cores and no costed op covers them: {_named(tops)}. {dev}'s fp8 tensor cores offer {new:g} "
             f"TFLOP/s, {new / old:.1f}x its {old:g}; fp8 weights also halve the bytes a memory-bound (small-batch) "
             "GEMM "
-            f"reads. Try {how}, checking accuracy. Estimate: the same fraction of the fp8 roof, {u.us(t)} x {old:g} / "
-            f"{new:g} = {u.us(after)}, saving {u.us(saving)} (from kernel names: record with record_shapes=True to see "
-            "which GEMMs are compute- or memory-bound).")
+            f"reads. Try {how}, checking accuracy. Estimate: each kernel at the same fraction of the fp8 roof, x "
+            f"{old:g} / {new:g} (compute-bound: the peaks' ratio; memory-bound on its weights: their bytes halve), "
+            f"never below the {floor:g} µs per-kernel floor: {u.us(t)} -> {u.us(after)}, saving {u.us(saving)} (from "
+            "kernel names: record with record_shapes=True to see which GEMMs are compute- or memory-bound).")
     return {"kind": "tensor_core_dtype", "group": "fp8", "title": f"{u.us(t)} of {'/'.join(sorted(dts))} GEMM "
             f"kernels could run in fp8 ({new / old:.1f}x the roof): saves about {u.us(saving)}", "text": text,
             "fix": "Quantize the GEMMs to fp8 (weights and activations), checking accuracy.",
-            "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low"}
+            "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low",
+            "source_term": _source(view, rows, sel, t)}
 
 
 # ----------------------------------------------------------------------------- fusion and attention
@@ -337,7 +354,7 @@ def _attention_finding(trace: Trace, view: KernelView, rows: list[dict], chains:
             "title": f"Attention runs as GEMM → softmax → GEMM kernels ({len(chains):,} times): "
                      f"scaled_dot_product_attention saves about {u.us(t)}",
             "text": text, "fix": fix, "ops": _ids(view, rows, sel), "saving_us": t, "estimated": True,
-            "confidence": "low"}
+            "confidence": "low", "source_term": _source(view, rows, sel, t)}
 
 
 def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.ndarray, in_chain: np.ndarray,
@@ -392,7 +409,8 @@ def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.
             "each fusion saves).")
     return {"kind": "fusion", "group": "fusion", "title": f"{kernels:,} element-wise / reduction kernels in "
             f"{u.plural(n, 'chain')} could be fused: saves about {u.us(saving)}", "text": text, "fix": fix,
-            "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low"}
+            "ops": _ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low",
+            "source_term": _source(view, rows, sel, t)}
 
 
 # ----------------------------------------------------------------------------- kernels outside ops
