@@ -131,6 +131,9 @@ def test_tensor_parallel_nccl_without_sizes_gets_a_communication_lever(runs):
     assert f["saving_us"] / a["ledger"]["span_us"] > 0.5  # the largest part of the step
     assert "all-gather 50%, reduce-scatter 50%" in f["text"] and "parallelism TP, 2 ranks" in f["text"]
     assert "column-parallel GEMM" in f["text"] and "record_shapes=True" in f["fix"]
+    # two L4s have no NVLink: every tensor-parallel collective crosses PCIe 4.0 x16 (31.5 GB/s each way)
+    assert "NVIDIA L4 has no GPU-to-GPU link" in f["text"] and "31.5 GB/s each way" in f["text"]
+    assert "fewer tensor-parallel ranks" in f["text"]
     _within_source(a)
 
 
