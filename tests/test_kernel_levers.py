@@ -179,6 +179,18 @@ def test_a_dominating_kernel_outside_any_op_is_named_first(tmp_path):
     assert p["kind"] == "outside_op_kernel" and p["saving_us"] == 0.0 and "torch.matmul" in p["fix"]
 
 
+def test_a_collective_outside_any_op_is_left_to_the_communication_lever(tmp_path):
+    # a custom all-reduce launched from Python (no op around it) takes 900 of 1000 µs: the communication lever
+    # speaks for it; no "time it against the library kernel of its class" note
+    ev = [s.launch(10, corr=1), s.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, "
+                                         "ncclWork*)", 20, 900, corr=1),
+          s.op("aten::add", 60, 10, ext=2), s.launch(62, corr=2, ext=2), s.kernel(ADD, 930, 100, corr=2, ext=2)]
+    a = analyze(s.write(tmp_path, s.trace(ev, props=(A100,))))
+    assert of(a, "outside_op_kernel") == []
+    assert not a["kernels"]["sentence"].startswith("ncclDevKernel")
+    assert a["plan"][0]["kind"].startswith("comm")
+
+
 def _strip(src: str, dst) -> str:
     with gzip.open(src, "rt") as f:
         doc = json.load(f)

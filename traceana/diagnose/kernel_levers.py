@@ -195,7 +195,7 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     f_new, f_why = achv.fraction(device, key, shown)
     f_old = F_CUDA_CORES if what == "fp32" else f_new  # between tensor-core roofs: the same share of both
     ratio = (old * f_old) / (new * f_new)
-    by_bytes = BYTES[key] if what != "tf32" else 1.0  # fp32 operands on TF32 keep fp32 bytes either way
+    by_bytes = BYTES[key]  # to TF32 fp32 stays in memory (x 1); to a 16-bit type the bytes halve
     mem = np.array([memory_bound_by_name(k) for k in view.records], dtype=bool)[view.rec][sel]
     floor = float(device.get("launch_floor_us") or 0.0)
     after_each = np.maximum(d * np.where(mem, by_bytes, ratio), np.minimum(d, floor))
@@ -417,8 +417,10 @@ def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.
 
 
 def dominant_outside(rows: list[dict], total_us: float) -> dict | None:
-    """The largest row of kernels launched outside any op, when it holds DOMINANT of the device time."""
-    out = [r for r in rows if r.get("cause") == "outside_op"]
+    """The largest row of kernels launched outside any op, when it holds DOMINANT of the device time. Collectives
+    and copies are not among them: the communication and copy levers speak for those."""
+    out = [r for r in rows if r.get("cause") == "outside_op" and r.get("bound") != "communication"
+           and r.get("kernel_class") not in ("communication", "memcpy/memset")]
     if not out or total_us <= 0:
         return None
     top = max(out, key=lambda r: r["device_time_us"])
