@@ -102,6 +102,20 @@ def test_fp32_gemms_on_ampere_get_tf32_unless_the_trace_already_runs_it(tmp_path
     assert tf32["saving_us"] == pytest.approx(100.0 - 100.0 * 156.0 / 312.0)  # both tensor cores: the peaks' ratio
 
 
+def test_fp32_gemms_beside_bf16_ones_are_told_to_join_the_autocast_region(tmp_path):
+    # an A100 run whose GEMMs mostly run bf16 (autocast on) but 200 µs of them stayed fp32 on CUDA cores (with no
+    # TF32 GEMM in the trace): TF32 first (no code change), and the text says the run already multiplies bf16
+    a = kernels_trace(tmp_path, [(BF16_GEMM, 800.0), (AMPERE_SGEMM, 200.0)], A100)
+    f = next(f for f in of(a, "tensor_core_dtype") if "fp32 GEMM" in f["title"])
+    assert "already multiplies bf16" in f["text"] and "set_float32_matmul_precision" in f["fix"]
+    # on a V100 (no TF32) with fp16 GEMMs: not "use autocast", but move these into its region
+    b = kernels_trace(tmp_path, [(HGEMM, 800.0), (SGEMM, 200.0)], V100, "b.json")
+    g = next(f for f in of(b, "tensor_core_dtype") if "fp32 GEMM" in f["title"])
+    assert "already multiplies fp16" in g["text"] and g["fix"].startswith("Move these fp32 matmuls into the run's fp16")
+    # 200 x (15.7 x 0.9) / (125 x 0.8) = 28.26 µs after: saving 171.74 µs, as without the 16-bit GEMMs
+    assert g["saving_us"] == pytest.approx(200.0 - 200.0 * 15.7 * 0.9 / (125.0 * 0.8))
+
+
 def test_fp16_gemm_is_no_fp32_gemm(tmp_path):
     # ampere_fp16_s16816gemm_fp16: fp16 inputs, fp32 accumulate (the s): no fp32 -> bf16 advice on an A100
     a = kernels_trace(tmp_path, [(HGEMM, 1000.0)], A100)

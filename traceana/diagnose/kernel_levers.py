@@ -148,7 +148,12 @@ def dtype_findings(trace: Trace, view: KernelView, rows: list[dict], device: dic
     fp8_on = bool((gemm & low).any())  # the run already quantizes GEMMs (fp8 / fp4 / int8 operands)
     out = []
     shown = achv.shown_by_trace(rows, total_us)  # the most of a roof this trace's costed ops reach
-    lever = dict(trace=trace, view=view, rows=rows, device=device, context=context, total_us=total_us, shown=shown)
+    # the run already multiplies in 16 bits (autocast, or a half-precision model): its fp32 GEMMs ran outside that
+    half_mm = gemm_conv & tc & np.isin(a, ["bf16", "fp16"])
+    mm_us = float(dur[gemm_conv].sum())
+    half = sorted({str(x) for x in a[half_mm]}) if mm_us > 0 and dur[half_mm].sum() >= 0.1 * mm_us else []
+    lever = dict(trace=trace, view=view, rows=rows, device=device, context=context, total_us=total_us, shown=shown,
+                 half=half)
     simt = view.uncovered & gemm_conv & cuda & (a == "fp32")
     f = _dtype_lever(sel=simt, what="fp32", old_key="fp32", tf32_on=tf32_on, **lever)
     out += [f] if f else []
@@ -181,7 +186,8 @@ def memory_bound_by_name(k: KernelName) -> bool:
 
 
 def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, context: dict, total_us: float,
-                 shown: dict, sel: np.ndarray, what: str, old_key: str, tf32_on: bool) -> dict | None:
+                 shown: dict, half: list[str], sel: np.ndarray, what: str, old_key: str,
+                 tf32_on: bool) -> dict | None:
     peaks = device.get("peak_tflops") or {}
     d = trace.gpu.dur[sel]
     t = float(d.sum())
@@ -212,6 +218,12 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
                "matmuls"
                + ("; torch.backends.cudnn.allow_tf32 = True (the default) for the convolutions" if conv else ""))
         fix = "Let fp32 matmuls and convolutions use TF32 tensor cores (set_float32_matmul_precision('high'))."
+    elif half:  # the run already uses 16-bit GEMMs: these ran outside that region, not for want of autocast
+        dt = "bfloat16" if "bf16" in half else "float16"
+        how = (f"bring the ops behind them inside the torch.autocast('cuda', dtype=torch.{dt}) region (or cast their "
+               f"module to {dt}), unless they are kept fp32 on purpose (autocast keeps some ops, e.g. losses and "
+               "norms, in fp32; a model's head may be)")
+        fix = f"Move these fp32 matmuls into the run's {half[0]} autocast region, unless they are fp32 on purpose."
     else:
         dt = "bfloat16" if key == "bf16_tc" else "float16"
         scaler = dt == "float16" and training
@@ -220,7 +232,10 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
         fix = (f"Run the matmuls and convolutions in {key[:4]} under autocast"
                + (" with a GradScaler." if scaler else "."))
     why = ""
-    if what == "fp32" and key != "tf32_tc":
+    if half and what != "fp32 matrix":
+        why = (f" The run already multiplies {' / '.join(half)} on tensor cores (autocast, or a half-precision "
+               "model): these GEMMs stayed fp32.")
+    elif what == "fp32" and key != "tf32_tc":
         why = (f" {dev} has no TF32 tensor cores faster than its fp32 units"
                + (", and no bf16 ones: fp16 is its tensor-core type." if key == "fp16_tc" else ".")
                if "tf32_tc" not in peaks or peaks["tf32_tc"] <= 1.2 * old else
