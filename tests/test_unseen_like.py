@@ -201,3 +201,30 @@ def test_no_shape_dtype_lever_against_the_shaped_one(rel, tmp_path):
     kernels = sum(r["time_us"] for r in a["kernels"]["rows"] if r["class"] in ("gemm", "convolution")
                   and r["dtype"] == "fp32" and r["tensor_cores"] is False)
     assert f["saving_if_memory_bound_us"] <= p["saving_us"] < kernels
+
+
+def test_an_fp32_matmul_beside_autocast_ones_is_told_to_join_the_region(tmp_path):
+    """A model run under torch.autocast(bfloat16) whose head is applied outside the region (fp32), recorded on CPU
+    and shaped as an A10G run with its shapes: the head's fp32 matmul is compute-bound, and its dtype lever says the
+    run already multiplies bf16, not "start using autocast"."""
+    import torch
+
+    from tests.recorded import record
+
+    torch.manual_seed(0)
+    body = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024))
+    head = torch.nn.Linear(1024, 4096)
+    x = torch.randn(2048, 1024)
+
+    def run():
+        with torch.no_grad():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                h = body(x)
+            return head(h.float())
+
+    run()
+    doc = ru.in_step(ru.on_device(record(run), "a10g", host_speedup=5000.0))
+    a = analyze(write(doc, tmp_path / "mixed.json.gz"))
+    f = next(f for f in a["findings"] if f["kind"] == "tensor_core_dtype" and "aten::addmm" in f["title"]
+             and "fp32" in f["title"])
+    assert "the run already multiplies bf16 on tensor cores" in f["fix"] and "autocast region" in f["fix"]

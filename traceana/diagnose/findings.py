@@ -93,6 +93,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     `ledger` (lead.build): each finding's saving is capped by the ledger term it comes from."""
     out: list[dict] = []
     shown = achv.shown_by_trace(rows, total_us)
+    context = dict(context or {}, half_gemms=_half_gemms(rows))
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
     # ops inside an unfused attention: the one lever is the fused kernel, not a faster softmax or a padded bmm
@@ -146,6 +147,18 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out
+
+
+def _half_gemms(rows: list[dict]) -> list[str]:
+    """The 16-bit dtypes the trace's matmuls run on tensor cores, when they hold at least 10% of its matmul time
+    (autocast or a half-precision model is on: an fp32 matmul beside them ran outside it)."""
+    mm = [r for r in rows if r.get("family") in ("gemm", "conv") and r.get("flops")]
+    total = sum(r["device_time_us"] for r in mm)
+    half: dict[str, float] = {}
+    for r in mm:
+        if r.get("peak_dtype") in ("bf16_tc", "fp16_tc"):
+            half[r["peak_dtype"][:4]] = half.get(r["peak_dtype"][:4], 0.0) + r["device_time_us"]
+    return sorted(half) if total > 0 and sum(half.values()) >= 0.1 * total else []
 
 
 def _group(f: dict) -> str:
@@ -334,9 +347,13 @@ def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = No
         limits = f"{dev} has TF32 tensor cores at {v:g} TFLOP/s, but this GEMM did not use them"
     else:
         dt = k.replace("_tc", "")
+        half = (context or {}).get("half_gemms") or []
         how = f"torch.autocast('cuda', dtype=torch.{'bfloat16' if dt == 'bf16' else 'float16'})" + (
             " with torch.amp.GradScaler (fp16 gradients need loss scaling)"
             if dt == "fp16" and (context or {}).get("mode") == "training" else "")
+        if half:  # the run already multiplies in 16 bits: this op ran outside its autocast region
+            how = (f"the run already multiplies {' / '.join(half)} on tensor cores, so run this op inside its "
+                   f"autocast region ({how}) unless it is fp32 on purpose")
         tf32 = peaks.get("tf32_tc")
         limits = ((f"{dev}'s TF32 tensor cores run no faster than its fp32 CUDA cores ({tf32:g} TFLOP/s), so "
                    f"TF32 gains nothing here; its {dt} tensor cores offer {v:g} TFLOP/s") if tf32 else
