@@ -116,6 +116,27 @@ def test_fp32_gemms_beside_bf16_ones_are_told_to_join_the_autocast_region(tmp_pa
     assert g["saving_us"] == pytest.approx(200.0 - 200.0 * 15.7 * 0.9 / (125.0 * 0.8))
 
 
+T4 = {"id": 0, "name": "Tesla T4", "computeMajor": 7, "computeMinor": 5, "numSms": 40, "totalGlobalMem": 15843721216,
+      "warpSize": 32}
+
+
+def test_turing_fp16_gemms_are_fp16_not_tf32(tmp_path):
+    # turing_s1688gemm_fp16: fp16 inputs (the type after the MMA core), fp32 accumulate and output: Turing has no
+    # TF32. 800 µs of them beside 200 µs of volta_sgemm on a T4: the account says fp16 on tensor cores, and the
+    # fp32 GEMM is told to join the run's fp16 autocast (not that "the GEMM kernels already run TF32")
+    a = kernels_trace(tmp_path, [("turing_s1688gemm_fp16_128x128_ldg8_f2f_tn", 800.0), (SGEMM, 200.0)], T4)
+    assert a["kernels"]["sentence"].startswith("Kernel time by kernel name: 100% gemm (fp16, tensor cores, cuBLAS); "
+                                               "80% of the matrix-kernel time on tensor cores")
+    (f,) = of(a, "tensor_core_dtype")
+    assert "TF32" not in f["text"].split("Estimate")[0].replace("no TF32", "")
+    assert "already multiplies fp16" in f["text"]
+    # 200 x (8.1 x 0.9) / (65 x 0.8) = 28.04 µs after: saving 171.96 µs
+    assert f["saving_us"] == pytest.approx(200.0 - 200.0 * 8.1 * 0.9 / (65.0 * 0.8))
+    from traceana.render.first import device_line
+    assert "fp16 tensor 65.0 TFLOP/s" in device_line(a)  # the roof most matrix time ran on
+    assert any(p["title"].startswith("Launch overhead: 1 short gap between kernels:") for p in a["plan"])
+
+
 def test_fp16_gemm_is_no_fp32_gemm(tmp_path):
     # ampere_fp16_s16816gemm_fp16: fp16 inputs, fp32 accumulate (the s): no fp32 -> bf16 advice on an A100
     a = kernels_trace(tmp_path, [(HGEMM, 1000.0)], A100)
