@@ -137,6 +137,32 @@ def test_turing_fp16_gemms_are_fp16_not_tf32(tmp_path):
     assert any(p["title"].startswith("Launch overhead: 1 short gap between kernels:") for p in a["plan"])
 
 
+def test_bf16_on_a_gpu_without_bf16_tensor_cores_gets_fp16(tmp_path):
+    # a bf16 GEMM on a T4 (a cuBLAS template kernel on CUDA cores: Turing has no bf16 tensor cores), 1000 µs: fp16
+    # tensor cores take the same work at 65 TFLOP/s: 1000 x (8.1 x 0.9) / (65 x 0.8) = 140.19 µs after
+    bf16 = ("void gemmk1_kernel<float, 128, 16, 2, 4, 4, 4, true, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
+            "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16> >(int)")
+    a = kernels_trace(tmp_path, [(bf16, 1000.0)], T4)
+    (f,) = of(a, "tensor_core_dtype")
+    assert "bf16 (CUDA-core)" in f["title"] and "no bf16 tensor cores" in f["text"]
+    assert f["fix"].startswith("Use fp16, not bf16, on this GPU")
+    assert f["saving_us"] == pytest.approx(1000.0 - 1000.0 * 8.1 * 0.9 / (65.0 * 0.8))
+    # bf16 -> fp16 moves as many bytes: a memory-bound GEMM would gain nothing
+    assert f["saving_if_memory_bound_us"] == 0.0
+
+
+def test_a_costed_bf16_matmul_on_turing_is_told_fp16(tmp_path):
+    # with shapes: a 4096^3 bf16 mm on a T4 runs at the fp32 roof (no bf16 tensor cores): 2 x 4096^3 = 1.374e11
+    # FLOPs / 8.1 TFLOP/s = 16.97 ms at least, measured 40 ms: compute-bound; the faster roof is fp16's, not bf16's
+    k = ("void gemmk1_kernel<float, 128, 16, 2, 4, 4, 4, true, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
+         "cublasGemvTensorStridedBatched<__nv_bfloat16 const>, cublasGemvTensorStridedBatched<__nv_bfloat16> >(int)")
+    ev = [s.op("aten::mm", 0, 50, ext=1, dims=[[4096, 4096], [4096, 4096]], types=["c10::BFloat16", "c10::BFloat16"]),
+          s.launch(10, corr=1, ext=1), s.kernel(k, 20, 40000, corr=1, ext=1)]
+    a = analyze(s.write(tmp_path, s.trace(ev, props=(T4,))))
+    (f,) = [f for f in a["findings"] if f["kind"] == "compute_bound"]
+    assert "no bf16 tensor cores" in f["fix"] and "dtype=torch.float16" in f["fix"] and "bf16 / fp16" not in f["fix"]
+
+
 def test_fp16_gemm_is_no_fp32_gemm(tmp_path):
     # ampere_fp16_s16816gemm_fp16: fp16 inputs, fp32 accumulate (the s): no fp32 -> bf16 advice on an A100
     a = kernels_trace(tmp_path, [(HGEMM, 1000.0)], A100)

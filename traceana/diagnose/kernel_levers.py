@@ -59,7 +59,7 @@ WINDOW = 6  # kernels searched on either side of a softmax for its GEMMs
 _FUSABLE = frozenset(CLASSES.index(c) for c in ("elementwise", "reduction", "normalization", "copy"))
 _STEPS = frozenset(CLASSES.index(c) for c in ("elementwise", "copy"))
 _GEMM = CLASSES.index("gemm")
-_LABEL = {"fp32": "fp32", "tf32": "tf32", "fp32 matrix": "fp32 (matrix-core)"}
+_LABEL = {"fp32": "fp32", "tf32": "tf32", "fp32 matrix": "fp32 (matrix-core)", "bf16 cuda": "bf16 (CUDA-core)"}
 _LOW = frozenset({"fp8", "fp6", "fp4", "int8", "uint8", "int4"})  # quantized GEMM operands
 _COMPARE = {
     "gemm": "torch.matmul on the same shapes (cuBLAS / cuBLASLt, hipBLASLt on AMD)",
@@ -164,6 +164,11 @@ def dtype_findings(trace: Trace, view: KernelView, rows: list[dict], device: dic
     mfma = view.uncovered & gemm_conv & tc & ~tf32 & (a == "fp32")
     f = _dtype_lever(sel=mfma, what="fp32 matrix", old_key="fp32", tf32_on=True, **lever)
     out += [f] if f else []
+    # bf16 on a GPU without bf16 tensor cores (Volta, Turing): its matmuls run on CUDA cores; fp16 has them
+    if not peaks.get("bf16_tc") and peaks.get("fp16_tc"):
+        slow = view.uncovered & gemm_conv & ~tc & (a == "bf16")
+        f = _dtype_lever(sel=slow, what="bf16 cuda", old_key="fp32", tf32_on=True, **lever)
+        out += [f] if f else []
     half = view.uncovered & gemm & tc & np.isin(a, ["bf16", "fp16"])
     if not fp8_on and peaks.get("fp8_tc"):
         f = _fp8_lever(trace, view, rows, device, context, total_us, half)
@@ -199,9 +204,11 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
         return None
     new = peaks[key]
     f_new, f_why = achv.fraction(device, key, shown)
-    f_old = F_CUDA_CORES if what == "fp32" else f_new  # between tensor-core roofs: the same share of both
+    cuda = what in ("fp32", "bf16 cuda")
+    f_old = F_CUDA_CORES if cuda else f_new  # between tensor-core roofs: the same share of both
     ratio = (old * f_old) / (new * f_new)
-    by_bytes = BYTES[key]  # to TF32 fp32 stays in memory (x 1); to a 16-bit type the bytes halve
+    # to TF32 fp32 stays in memory (x 1); to a 16-bit type the bytes halve; bf16 -> fp16 moves as many
+    by_bytes = 1.0 if what == "bf16 cuda" else BYTES[key]
     mem = np.array([memory_bound_by_name(k) for k in view.records], dtype=bool)[view.rec][sel]
     floor = float(device.get("launch_floor_us") or 0.0)
     after_each = np.maximum(d * np.where(mem, by_bytes, ratio), np.minimum(d, floor))
@@ -213,7 +220,13 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     conv = float(trace.gpu.dur[sel & (view.cls == CLASSES.index("convolution"))].sum())
     dev = device.get("name") or device.get("key") or "this device"
     training = context.get("mode") == "training"
-    if key == "tf32_tc":
+    if what == "bf16 cuda":
+        scaler = training
+        how = ("torch.autocast('cuda', dtype=torch.float16) instead of bfloat16 (a bf16 model: model.half())"
+               + (" with torch.amp.GradScaler (fp16 gradients need loss scaling)" if scaler else ""))
+        fix = ("Use fp16, not bf16, on this GPU: torch.autocast('cuda', dtype=torch.float16)"
+               + (" with a GradScaler." if scaler else "."))
+    elif key == "tf32_tc":
         how = ("torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')) for the "
                "matmuls"
                + ("; torch.backends.cudnn.allow_tf32 = True (the default) for the convolutions" if conv else ""))
@@ -232,7 +245,10 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
         fix = (f"Run the matmuls and convolutions in {key[:4]} under autocast"
                + (" with a GradScaler." if scaler else "."))
     why = ""
-    if half and what != "fp32 matrix":
+    if what == "bf16 cuda":
+        why = (f" {dev} has no bf16 tensor cores (they came with Ampere): its bf16 matmuls run on CUDA cores, at "
+               "about the fp32 rate; its fp16 tensor cores take the same work.")
+    elif half and what != "fp32 matrix":
         why = (f" The run already multiplies {' / '.join(half)} on tensor cores (autocast, or a half-precision "
                "model): these GEMMs stayed fp32.")
     elif what == "fp32" and key != "tf32_tc":
@@ -244,9 +260,10 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
     tops = _top_names(trace, view, sel)
     src = {"fp32": f"fp32 on CUDA cores ({old:g} TFLOP/s {PEAK_LABEL.get(old_key, old_key)})",
            "tf32": f"fp32 operands on TF32 tensor cores ({old:g} TFLOP/s)",
-           "fp32 matrix": f"fp32 on the matrix cores, multiplied as fp32 ({old:g} TFLOP/s)"}[what]
+           "fp32 matrix": f"fp32 on the matrix cores, multiplied as fp32 ({old:g} TFLOP/s)",
+           "bf16 cuda": f"bf16 on CUDA cores (at most the {old:g} TFLOP/s fp32 rate)"}[what]
     frac = (f"{f_old * 100:.0f}% of the {old:g} TFLOP/s roof today (CUDA-core SGEMM / cuDNN kernels reach about that "
-            f"on large problems) and the new roof's achievable share, {f_why}" if what == "fp32" else
+            f"on large problems) and the new roof's achievable share, {f_why}" if cuda else
             f"the same share of both tensor-core roofs (at most {f_new * 100:.0f}% of the new one: {f_why})")
     mem_part = (f"; the {u.us(t_mem)} of matrix-vector / depthwise kernels among them are memory-bound by their names: "
                 f"x {by_bytes:g} (the bytes{' halve' if by_bytes < 1 else ' stay'})" if t_mem > 0 else "")
@@ -260,7 +277,9 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
             + (f"Were they all memory-bound (small batches), the {key[:4]} operands would only halve their bytes: "
                f"{u.us(low)}. " if by_bytes < 1 and low < saving else
                "Were they memory-bound (small batches), TF32 would gain nothing: fp32 stays in memory. "
-               if by_bytes >= 1 else "")
+               if key == "tf32_tc" else
+               "Were they memory-bound (small batches), fp16 would gain nothing: it moves as many bytes. "
+               if what == "bf16 cuda" else "")
             + "Record with record_shapes=True to cost each op.")
     return {"kind": "tensor_core_dtype",
             "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
