@@ -172,7 +172,8 @@ def with_nccl(doc: dict, bus_gbps: float, world: int = 2) -> dict:
         corr += 1
         ext += 1
     ev.extend(add)
-    ev.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": STREAM_NCCL, "args": {"name": f"stream {STREAM_NCCL}"}})
+    ev.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": STREAM_NCCL,
+               "args": {"name": f"stream {STREAM_NCCL}"}})
     _retime(ev)
     out["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": world}
     return out

@@ -57,7 +57,8 @@ _XNAME = {"bf16": "bf16", "tf32": "tf32", "f16": "fp16", "f32": "fp32", "f64": "
           "s8": "int8", "i8": "int8", "u8": "uint8", "s32": "int32", "i32": "int32", "void": None}
 _TILESIZE = re.compile(r"tilesize(\d{1,4})x(\d{1,4})x(\d{1,4})")
 _NVJET = re.compile(r"^nvjet_(?:sm\d+_)?(?P<types>[a-z]{3,5})_(?P<m>\d{1,4})x(?P<n>\d{1,4})_(?P<k>\d{1,4})x\d{1,3}_")
-_CUTLASS2 = re.compile(r"^cutlass_(?:(?P<cc>\d{2,3})_)?(?P<opc>wmma_tensorop|tensorop|simt|wmma)_(?:(?P<out>[a-z]+\d+|tf32)_)?"
+_CUTLASS2 = re.compile(r"^cutlass_(?:(?P<cc>\d{2,3})_)?(?P<opc>wmma_tensorop|tensorop|simt|wmma)_"
+                       r"(?:(?P<out>[a-z]+\d+|tf32)_)?"
                        r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32|bf16|f16|fast_f32)?"
                        r"(?P<kind>gemm|fprop|dgrad|wgrad|gemv|trmm|symm|syrk|her2k)(?P<rest>(?:_.*)?)$")
 _CUTLASS3 = re.compile(r"^cutlass3x_sm\d{2,3}_(?P<opc>tensorop|simt|wmma)_(?:(?P<acc>[shdi])(?P<mma>\d+x\d+x\d+))?"
