@@ -39,7 +39,8 @@ What is synthetic (added here, and only this):
                        the sum of its inputs; GEMMs: the [.., M, N] result), from the recorded dims;
                flops = 2*batch*M*N*K for GEMMs (and per dtype: fp32 at the fp32 CUDA-core peak, as
                        PyTorch runs fp32 matmuls without TF32 by default; bf16 / fp16 at the tensor-core
-                       peak), 2*N*Cout*(spatial/stride)*Cin/groups*prod(kernel) for convolutions,
+                       peak), 2*N*Cout*(spatial/stride)*Cin/groups*prod(kernel) for convolutions (twice
+                       that, on grad_output's spatial size, for convolution_backward: dgrad + wgrad),
                        4*B*H*Sq*Sk*D for fused attention, 0 for everything else;
              each kernel starts at max(its launch + LAUNCH_LATENCY_US, the previous kernel's end).
              The GPU timeline therefore follows the recorded CPU timeline (a CPU op's recorded time
@@ -164,7 +165,13 @@ _CONV_STRIDE = {"mkldnn_convolution": 4, "cudnn_convolution": 4, "_convolution":
 
 def _conv_flops(short: str, args: dict, ts: list) -> float:
     """2*N*Cout*(input spatial / stride)*Cin/groups*prod(kernel): the output size from the stride alone
-    (padding and dilation ignored: an estimate for the time model only)."""
+    (padding and dilation ignored: an estimate for the time model only). convolution_backward(grad_output,
+    input, weight, ...): dgrad + wgrad, each the forward's FLOPs, on grad_output's spatial size."""
+    if short == "convolution_backward":
+        if len(ts) < 3 or len(ts[0][0]) < 3:
+            return 0.0
+        g, w = ts[0][0], ts[2][0]
+        return 2.0 * 2.0 * g[0] * w[0] * math.prod(g[2:]) * math.prod(w[1:])
     if len(ts) < 2 or len(ts[0][0]) < 3:
         return 0.0
     x, w = ts[0][0], ts[1][0]
@@ -174,8 +181,7 @@ def _conv_flops(short: str, args: dict, ts: list) -> float:
     spatial = x[2:]
     stride = (stride * len(spatial))[:len(spatial)] if stride else [1] * len(spatial)
     out_spatial = math.prod(max(1, s // st) for s, st in zip(spatial, stride))
-    factor = 3.0 if short == "convolution_backward" else 1.0  # dgrad + wgrad + the forward's worth, roughly
-    return factor * 2.0 * x[0] * w[0] * out_spatial * math.prod(w[1:])
+    return 2.0 * x[0] * w[0] * out_spatial * math.prod(w[1:])
 
 
 def _cost(name: str, args: dict) -> tuple[float, float, str]:

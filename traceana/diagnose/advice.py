@@ -203,7 +203,13 @@ def compute_fix(row: dict, faster: str | None, pct: float, context: dict | None)
         inference = (context or {}).get("mode") == "inference"
         out.append(("Or" if out else "Use") + " fp8: 2x the tensor-core peak (" + (
             "fp8 weight and activation quantization" if inference else "torchao float8 or Transformer Engine") + ").")
+    elif faster and row.get("dtype") == "bf16" and faster == "fp16_tc":
+        out.append("This GPU has no bf16 tensor cores (they came with Ampere): run it in fp16 on its fp16 tensor "
+                   "cores (torch.autocast('cuda', dtype=torch.float16)" + (
+                       ", with torch.amp.GradScaler)." if (context or {}).get("mode") == "training" else ")."))
+    elif faster == "tf32_tc":
+        out.append("TF32 tensor cores raise the roof (torch.set_float32_matmul_precision('high')).")
     elif faster:
-        out.append("A faster dtype's tensor cores raise the roof (autocast to bf16 / fp16).")
+        out.append(f"A faster dtype's tensor cores raise the roof (autocast to {faster.replace('_tc', '')}).")
     return " ".join(out) or "Do fewer FLOPs: the kernel is near its roof and the device has no faster dtype."
 

@@ -89,9 +89,16 @@ def hide_advice(context: dict, algos: set[str]) -> list[str]:
                        "parallelism (a reduce-scatter + all-gather pair instead of each all-reduce, so norms and "
                        "dropout run on 1/n of the tokens)")
         else:
-            out.append("tensor parallel: overlap each layer's all-reduce with the next GEMM (or fuse it with the "
-                       "following RMSNorm: the engines' fused all-reduce + norm), use the engine's custom / "
-                       "symmetric-memory all-reduce for small messages, and a smaller TP size if the model fits")
+            if "all_reduce" in algos:
+                out.append("tensor parallel: overlap each layer's all-reduce with the next GEMM (or fuse it with the "
+                           "following RMSNorm: the engines' fused all-reduce + norm), use the engine's custom / "
+                           "symmetric-memory all-reduce for small messages, and a smaller TP size if the model fits")
+            if algos & {"all_gather", "reduce_scatter"}:
+                out.append("tensor parallel with sequence sharding: overlap each all-gather with the column-parallel "
+                           "GEMM that consumes it and each reduce-scatter with the row-parallel GEMM that produces "
+                           "it (async TP: torch._inductor.config._micro_pipeline_tp = True under torch.compile, or "
+                           "torch.distributed's fused all-gather-matmul / matmul-reduce-scatter over symmetric "
+                           "memory), and a smaller TP size if the model fits")
     if "EP" in par and "all_to_all" in algos:
         if _ep_kind(context) == "embedding tables":
             out.append("sharded embeddings: pipeline the all-to-all of the next batch's lookups under this batch's "
@@ -181,8 +188,25 @@ _NO_SIZE = {
 }
 
 
+def link_sentence(device: dict | None, context: dict) -> str:
+    """On a device with no GPU-to-GPU link (no NVLink / Infinity Fabric in the device table), collectives
+    between its GPUs cross the host's PCIe: said, with what that means for the run's parallelism."""
+    device = device or {}
+    if device.get("peer_link") or not device.get("host_link_gbps") or (context.get("world_size") or 2) < 2:
+        return ""
+    dev = device.get("name") or device.get("key") or "This device"
+    tp = "TP" in (context.get("parallelism") or ())
+    return (f" {dev} has no GPU-to-GPU link ({device.get('links_source') or 'no NVLink in the device table'}): "
+            f"its GPUs exchange over {device.get('host_link') or 'PCIe'}, {device['host_link_gbps']:g} GB/s each way "
+            "at most, shared through the host"
+            + ("; tensor parallelism pays that for every layer's collectives, so fewer tensor-parallel ranks (none, "
+               "if the model fits in one GPU's memory) or data / pipeline parallelism across them moves far fewer "
+               "bytes." if tp else "."))
+
+
 def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: dict,
-                     kernels: dict | None = None, all_rows: list[dict] | None = None) -> dict:
+                     kernels: dict | None = None, all_rows: list[dict] | None = None,
+                     device: dict | None = None) -> dict:
     """The exposed collective time with no size or link: still a lever (overlap it, or fewer / larger
     collectives), its saving the exposed unsized time itself, an upper bound (the part that waits for
     other ranks is not recovered by overlap)."""
@@ -237,7 +261,8 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
                  f"with nothing "
                  f"else on the GPU (exposed), {u.us(c['overlapped_us'])} under other kernels. Run: "
                  f"{context.get('mode') or 'unknown'}, parallelism {par}"
-                 + (f", {context['world_size']} ranks" if context.get("world_size") else "") + ". "
+                 + (f", {context['world_size']} ranks" if context.get("world_size") else "") + "."
+                 + link_sentence(device, context) + " "
                  f"Of the exposed time, {u.us(unsized)} cannot be split into transfer (overlap hides it) and waiting "
                  "for other ranks (only balancing the ranks helps): " + "; ".join(why or ["its size or link was not "
                                                                                         "recorded"])
@@ -252,7 +277,7 @@ def _unsized_finding(ledger: dict, rows: list[dict], unsized: float, context: di
 
 
 def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = None,
-                  kernels: dict | None = None) -> list[dict]:
+                  kernels: dict | None = None, device: dict | None = None) -> list[dict]:
     """The communication findings: exposed transfer, exposed wait, unsplit time (each only when it
     is at least MIN_SHARE of the span); `kernels`: the kernel account (its collectives by kind)."""
     if not ledger or not ledger.get("span_us") or ledger["span_us"] <= 0 or "communication" not in ledger:
@@ -269,5 +294,5 @@ def comm_findings(ledger: dict | None, rows: list[dict], context: dict | None = 
     if wait >= MIN_SHARE * span:
         out.append(_wait_finding(ledger, rows, context, wait))
     if unsized >= MIN_SHARE * span:
-        out.append(_unsized_finding(ledger, rows, unsized, context, kernels, all_rows))
+        out.append(_unsized_finding(ledger, rows, unsized, context, kernels, all_rows, device))
     return out

@@ -33,7 +33,7 @@ from traceana.diagnose import gemm_shape as gs
 from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
 from traceana.diagnose.context import INDUCTOR_KERNEL
 from traceana.diagnose.advice import OPAQUE_ADVICE, compute_fix, fit_to_run, memory_advice, memory_fix
-from traceana.diagnose.projection import annotate
+from traceana.diagnose.projection import MERGE_KINDS, annotate
 from traceana.diagnose.sources import attach
 from traceana.diagnose.launch_bound import launch_findings  # noqa: F401 (run.py calls fd.launch_findings)
 from traceana.roofline import achievable as achv
@@ -41,7 +41,7 @@ from traceana.link.attribute import CAUSES
 from traceana.roofline.judge import PEAK_LABEL
 
 MIN_SHARE = 0.005  # ops under 0.5% of device time get no finding of their own
-MAX_FINDINGS = 25
+MAX_FINDINGS = 25  # findings kept, besides the other members of a plan lever's group and ALWAYS_SAY notes
 # notes that say where time went which no lever here can recover: kept past the cap
 ALWAYS_SAY = frozenset({"comm_wait", "comm_unsized", "stream_wait"})
 _FASTER = {"fp32": ("tf32_tc", "bf16_tc", "fp16_tc"), "tf32_tc": ("bf16_tc", "fp16_tc"),
@@ -93,6 +93,7 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
     `ledger` (lead.build): each finding's saving is capped by the ledger term it comes from."""
     out: list[dict] = []
     shown = achv.shown_by_trace(rows, total_us)
+    context = dict(context or {}, half_gemms=_half_gemms(rows))
     latency = []
     copies: dict[tuple[str, str], list[dict]] = {}
     # ops inside an unfused attention: the one lever is the fused kernel, not a faster softmax or a padded bmm
@@ -132,14 +133,36 @@ def find(rows: list[dict], device: dict, total_us: float, extra: list[dict] | No
         f["text"] = fit_to_run(f.get("text") or "", context, inductor)
         f["fix"] = fit_to_run(f.get("fix") or "", context, inductor) or None
     annotate(out, rows)  # estimated, confidence, lever; ranked by saving x confidence, notes last
+    # a lever of several findings (every fp32 conv by one autocast) keeps all its members: cut at the cap, the
+    # plan would show 20 of 53 convolutions' savings as the whole lever
+    kept = out[:MAX_FINDINGS]
+    groups = {_group(f) for f in kept if f["lever"] and f["kind"] in MERGE_KINDS}
+    members = [f for f in out[MAX_FINDINGS:] if f["lever"] and f["kind"] in MERGE_KINDS and _group(f) in groups]
     # what the analysis could not see is always said, however many findings save more
     said = [f for f in out[MAX_FINDINGS:] if f["kind"] in ALWAYS_SAY]
     notes = _coverage_findings(rows, total_us, context)
     attach(notes, ledger, rows)
-    out = out[:MAX_FINDINGS] + said + annotate(notes, rows)
+    out = ([f for f in kept if f["lever"]] + members + [f for f in kept if not f["lever"]] + said
+           + annotate(notes, rows))
     for i, f in enumerate(out, 1):
         f["id"] = f"f{i}"
     return out
+
+
+def _half_gemms(rows: list[dict]) -> list[str]:
+    """The 16-bit dtypes the trace's matmuls run on tensor cores, when they hold at least 10% of its matmul time
+    (autocast or a half-precision model is on: an fp32 matmul beside them ran outside it)."""
+    mm = [r for r in rows if r.get("family") in ("gemm", "conv") and r.get("flops")]
+    total = sum(r["device_time_us"] for r in mm)
+    half: dict[str, float] = {}
+    for r in mm:
+        if r.get("peak_dtype") in ("bf16_tc", "fp16_tc"):
+            half[r["peak_dtype"][:4]] = half.get(r["peak_dtype"][:4], 0.0) + r["device_time_us"]
+    return sorted(half) if total > 0 and sum(half.values()) >= 0.1 * total else []
+
+
+def _group(f: dict) -> str:
+    return f.get("group") or f["kind"]
 
 
 def underutilised_finding(row: dict) -> dict:
@@ -261,7 +284,7 @@ def compute_finding(row: dict, device: dict, context: dict | None = None,
     matrix = row.get("family") in ("gemm", "conv", "attention", "moe")
     tdt = gs.tensor_dtype(row) if matrix else None
     if key == "fp32" and matrix and tdt is None:
-        f = _dtype_finding(row, device, peaks, shown or {})
+        f = _dtype_finding(row, device, peaks, shown or {}, context)
         if f:
             return f
     launch = row["count"] * (row.get("launch_floor_us") or 0.0)
@@ -305,7 +328,8 @@ def compute_finding(row: dict, device: dict, context: dict | None = None,
     }
 
 
-def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = None) -> dict | None:
+def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = None,
+                   context: dict | None = None) -> dict | None:
     used = row.get("peak_tflops") or 0
     better = [(k, peaks[k]) for k in ("tf32_tc", "bf16_tc", "fp16_tc") if peaks.get(k, 0) > used]
     if not better or not row.get("flops"):
@@ -323,7 +347,13 @@ def _dtype_finding(row: dict, device: dict, peaks: dict, shown: dict | None = No
         limits = f"{dev} has TF32 tensor cores at {v:g} TFLOP/s, but this GEMM did not use them"
     else:
         dt = k.replace("_tc", "")
-        how = f"torch.autocast('cuda', dtype=torch.{'bfloat16' if dt == 'bf16' else 'float16'})"
+        half = (context or {}).get("half_gemms") or []
+        how = f"torch.autocast('cuda', dtype=torch.{'bfloat16' if dt == 'bf16' else 'float16'})" + (
+            " with torch.amp.GradScaler (fp16 gradients need loss scaling)"
+            if dt == "fp16" and (context or {}).get("mode") == "training" else "")
+        if half:  # the run already multiplies in 16 bits: this op ran outside its autocast region
+            how = (f"the run already multiplies {' / '.join(half)} on tensor cores, so run this op inside its "
+                   f"autocast region ({how}) unless it is fp32 on purpose")
         tf32 = peaks.get("tf32_tc")
         limits = ((f"{dev}'s TF32 tensor cores run no faster than its fp32 CUDA cores ({tf32:g} TFLOP/s), so "
                    f"TF32 gains nothing here; its {dt} tensor cores offer {v:g} TFLOP/s") if tf32 else

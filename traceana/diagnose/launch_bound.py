@@ -74,9 +74,9 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
         f"the fixed per-kernel cost, {fixed_how} = {u.us(fixed)}{hidden}" if busy > 0 else "") if x)
                  + f" = {u.us(saving)}, an upper bound: fewer, larger kernels remove the gaps and the per-kernel cost, "
                    "not the work the kernels do.")
-    title = (f"{n:,.0f} tiny kernels are launch-bound" if latency and t >= short
-             else f"Launch overhead: {facts['short_gaps']:,} short gaps between kernels" if facts
-             else f"{n:,.0f} tiny kernels are launch-bound")
+    title = (f"{u.plural(n, 'tiny kernel')} {'is' if round(n) == 1 else 'are'} launch-bound" if latency and t >= short
+             else f"Launch overhead: {u.plural(facts['short_gaps'], 'short gap')} between kernels" if facts
+             else f"{u.plural(n, 'tiny kernel')} {'is' if round(n) == 1 else 'are'} launch-bound")
     how = "fusion" if replay else "the run's graphs / fusion" if partly else "CUDA graphs / fusion"
     if replay:
         fix = "Fuse neighbouring kernels or give each more work (the run already replays graphs)."

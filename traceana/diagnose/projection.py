@@ -176,7 +176,8 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
          streams: list[dict[str, float]] | None = None, steps: int = 0, step_us: float | None = None) -> list[dict]:
     """"Do this first": the PLAN_SIZE best levers, findings of one group that share one fix (MERGE_KINDS: every
     fp32 conv to bf16, every fusion chain by torch.compile) being one lever ranked by their savings together
-    (x confidence weight, as findings are ranked); each with
+    (x confidence weight, as findings are ranked), and notes on time nothing costs (`holds_us`: a kernel
+    launched outside any op that dominates the device) ranked by the time they hold, saving nothing; each with
     its saving (its findings together), the ledger term it comes from (`source_term`), and the span left after
     it and every lever above it (the projection's rule, so no µs is saved twice; never below the critical
     stream's own time, `floor_us`). With two profiler steps or more, `step_us` (the median step) and
@@ -185,6 +186,8 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
     entries: list[dict] = []
     for i, f in enumerate(findings):
         if not f.get("lever"):
+            if f.get("holds_us"):  # a note on time nothing costs (a dominating kernel outside any op): listed by it
+                entries.append({"group": f"note:{i}", "idx": [i], "merge": False})
             continue
         g = f.get("group") or f["kind"]
         same = next((e for e in entries if e["group"] == g and e["merge"]), None) if f["kind"] in MERGE_KINDS else None
@@ -193,8 +196,8 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
         else:
             entries.append({"group": g, "idx": [i], "merge": f["kind"] in MERGE_KINDS})
     # a lever of several findings (every fp32 conv by one autocast) is ranked by what they save together
-    score = {id(e): sum(findings[j]["saving_us"] * WEIGHT[findings[j]["confidence"]] for j in e["idx"])
-             for e in entries}
+    score = {id(e): sum((findings[j]["saving_us"] or findings[j].get("holds_us") or 0.0)
+                        * WEIGHT[findings[j]["confidence"]] for j in e["idx"]) for e in entries}
     entries = sorted(entries, key=lambda e: -score[id(e)])[:PLAN_SIZE]
     out = []
     for k, e in enumerate(entries, 1):

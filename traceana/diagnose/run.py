@@ -64,7 +64,8 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         f = wait_finding(trace, links, ledger, acc, ev_row, rows)
         if f:
             extra.append(f)
-        extra.extend(fd.comm_findings(ledger, rows, context, kernels.account if kernels is not None else None))
+        extra.extend(fd.comm_findings(ledger, rows, context, kernels.account if kernels is not None else None,
+                                      device))
     if memory is not None:  # the allocator's frees: the ledger's sync idle, named once; fragmentation saves nothing
         churn = mem.churn_finding(trace, memory["allocator"], acc, lg.step_stats(trace)[0], span)
         extra.extend([churn] if churn else [])
@@ -75,7 +76,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
     extra.extend([f] if f else [])
     if kernels is not None:
         extra.extend(kernel_findings(trace, kernels, rows, device, context, total_us))
-        kernels.account["sentence"] = kernel_sentence(kernels, rows)
+        kernels.account["sentence"] = kernel_sentence(kernels, rows, trace, device)
     findings = fd.find(rows, device, total_us, extra, context, _copy_exposed(trace, acc), ledger)
     busy = ledger["busy_us"] if ledger else total_us
     idle_us = ledger["idle_us"] if ledger else 0.0

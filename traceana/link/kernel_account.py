@@ -7,6 +7,7 @@ analysis["kernels"] (docs/analysis-schema.md):
                   outside any op, replayed from graphs (the levers from kernel names work on this part)
   matrix_us / tensor_core_us   GEMM, convolution and attention kernels' time, and the part of it the names
                   show on tensor (matrix) cores
+  tensor_core_unknown_us       the part of matrix_us whose names do not say (a custom or Triton kernel)
   by_class        {class: µs}
   rows            one per (class, dtype, library, tensor cores, math: what the tensor cores multiply in, tf32
                   for fp32 operands on NVIDIA's), largest first: time_us, pct (of total_us),
@@ -78,7 +79,8 @@ def kernel_view(trace: Trace, groups: Sequence, rows: Sequence[dict]) -> KernelV
 
 
 def _empty() -> dict:
-    return {"total_us": 0.0, "uncovered_us": 0.0, "matrix_us": 0.0, "tensor_core_us": 0.0, "by_class": {},
+    return {"total_us": 0.0, "uncovered_us": 0.0, "matrix_us": 0.0, "tensor_core_us": 0.0,
+            "tensor_core_unknown_us": 0.0, "by_class": {},
             "rows": [], "collectives": {}}
 
 
@@ -124,6 +126,7 @@ def _account(records: list[KernelName], kernel_names: list[str], rec: np.ndarray
     by_class = np.bincount(cls.astype(np.int64), weights=dur, minlength=len(CLASSES))
     mat = np.array([CLASSES[i] in MATRIX for i in range(len(CLASSES))])[cls.astype(np.int64)]
     tc_ev = np.array([bool(k.tensor_cores) for k in records], dtype=bool)[rec] & mat
+    tc_unknown = np.array([k.tensor_cores is None for k in records], dtype=bool)[rec] & mat
     comm = cls == CLASSES.index("communication")
     coll: dict[str, float] = {}
     if comm.any():
@@ -134,6 +137,7 @@ def _account(records: list[KernelName], kernel_names: list[str], rec: np.ndarray
     return {
         "total_us": total, "uncovered_us": float(dur[uncovered].sum()),
         "matrix_us": float(dur[mat].sum()), "tensor_core_us": float(dur[tc_ev].sum()),
+        "tensor_core_unknown_us": float(dur[tc_unknown].sum()),
         "by_class": {CLASSES[i]: float(by_class[i]) for i in np.argsort(-by_class, kind="stable") if by_class[i] > 0},
         "rows": rows, "collectives": coll,
     }

@@ -153,8 +153,8 @@ def cpu_device_line(a: Mapping[str, Any]) -> str:
 
 
 def _main_peak(a: Mapping[str, Any]) -> str:
-    """'bf16 tensor 989 TFLOP/s': the compute roof that held the most FLOPs (the highest peak
-    when no op with FLOPs names one)."""
+    """'bf16 tensor 989 TFLOP/s': the compute roof that held the most FLOPs; when no op with FLOPs names
+    one, the roof the matrix kernels' names say they ran on (the highest peak when they say nothing)."""
     from traceana import units
 
     peaks = {text(k, 40): x for k, v in mapping(mapping(a.get("device")).get("peak_tflops")).items()
@@ -167,32 +167,28 @@ def _main_peak(a: Mapping[str, Any]) -> str:
         k = text(op.get("peak_dtype"), 40)
         if k in peaks:
             weight[k] = weight.get(k, 0.0) + (num(op.get("flops")) or 0.0) * (num(op.get("count")) or 0.0)
-    weight = {k: w for k, w in weight.items() if w > 0}
-    if not weight:  # no costed op (no shapes, graph replays): the matrix kernels' dtype, from their names
-        weight = {k: w for k, w in _kernel_roofs(a).items() if k in peaks and w > 0}
+    weight = {k: w for k, w in weight.items() if w > 0} or _kernel_roofs(a, peaks)
     best = max(weight, key=lambda k: (weight[k], k)) if weight else max(peaks, key=lambda k: (peaks[k], k))
     return f"{units.peak_name(best)} {fmt_sig(peaks[best])} TFLOP/s"
 
 
-_TC_ROOF = {"fp16": "fp16_tc", "bf16": "bf16_tc", "tf32": "tf32_tc", "xf32": "tf32_tc", "fp8": "fp8_tc",
-            "int8": "int8_tc", "fp64": "fp64_tc"}
+_TC_ROOF = {"bf16": "bf16_tc", "fp16": "fp16_tc", "fp8": "fp8_tc", "int8": "int8_tc", "fp64": "fp64_tc"}
 
 
-def _kernel_roofs(a: Mapping[str, Any]) -> dict[str, float]:
-    """Time of the matrix kernels (GEMM, convolution, attention) per roof they run on, read from the
-    kernel account (analysis["kernels"]): tensor-core kernels by the dtype they multiply in, the others
-    on the vector units of their dtype."""
-    out: dict[str, float] = {}
+def _kernel_roofs(a: Mapping[str, Any], peaks: Mapping[str, float]) -> dict[str, float]:
+    """With no op costed (no shapes): the roof the kernel account's matrix kernels ran on, by their time (fp32
+    on CUDA cores -> fp32, fp32 operands on TF32 -> tf32_tc, bf16 on tensor cores -> bf16_tc), never the
+    device's highest peak, which the run may not use at all."""
+    weight: dict[str, float] = {}
     for r in seq(mapping(a.get("kernels")).get("rows")):
         r = mapping(r)
-        if text(r.get("class"), 40) not in ("gemm", "convolution", "attention"):
+        if text(r.get("class"), 20) not in ("gemm", "convolution", "attention"):
             continue
-        dt = text(r.get("math"), 20) or text(r.get("dtype"), 20)
-        dt = "fp8" if dt.startswith("fp8") else dt
-        key = _TC_ROOF.get(dt) if r.get("tensor_cores") else dt if dt in ("fp32", "fp64", "fp16", "bf16") else None
-        if key:
-            out[key] = out.get(key, 0.0) + (num(r.get("time_us")) or 0.0)
-    return out
+        dt, tc, math = text(r.get("dtype"), 20).split(" x ")[0], r.get("tensor_cores"), text(r.get("math"), 8)
+        key = ("tf32_tc" if math in ("tf32", "xf32") else _TC_ROOF.get(dt)) if tc else dt if tc is False else None
+        if key in peaks:
+            weight[key] = weight.get(key, 0.0) + (num(r.get("time_us")) or 0.0)
+    return {k: w for k, w in weight.items() if w > 0}
 
 
 def first_sentence(s: str) -> str:
@@ -242,8 +238,8 @@ def plan(a: Mapping[str, Any]) -> list[dict[str, Any]]:
             "saving_us": saving or 0.0, "then_us": then,
             "saving_text": saving_text(saving, then, k),
             "confidence": text(p.get("confidence") or f.get("confidence"), 12),
-            "after": fmt_time_us(after) if after is not None else "",
-            "after_pct": fmt_pct(share(now - after, now)) if after is not None and now else "",
+            "after": fmt_time_us(after) if after is not None and saving else "",  # a note saves nothing
+            "after_pct": fmt_pct(share(now - after, now)) if after is not None and now and saving else "",
             "step": fmt_time_us(step) if step_after is not None else "",
             "step_after": fmt_time_us(step_after) if step_after is not None else "",
             "finding": i if f else None, "findings": idx or ([i] if f else []),

@@ -1,11 +1,14 @@
 """GEMM libraries' kernel names (and cuDNN's kernels that share cuBLAS's grammar).
 
-  cuBLAS / cuDNN legacy  {arch}_[{in}_]{acc}[{mma}]{gemm|cudnn}[_{out}]_{M}x{N}_..._{layout}:
+  cuBLAS / cuDNN legacy  {arch}_[{out}_]{acc}[{mma}]{gemm|cudnn}[_{in}]_{M}x{N}_..._{layout}:
                          `volta_sgemm_128x64_nn` fp32 on CUDA cores (s = fp32, no MMA shape);
-                         `ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn` fp16 inputs, s = fp32
-                         accumulate, 16816 = the m16n8k16 MMA (tensor cores), fp16 output;
-                         `volta_h884gemm_…` fp16 in and accumulate on Volta's 884 MMA; `volta_scudnn_…` a
-                         cuDNN fp32 convolution (a fused `relu` epilogue: the forward pass)
+                         `ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn` fp16 output, s = fp32
+                         accumulate, 16816 = the m16n8k16 MMA (tensor cores), fp16 inputs;
+                         `turing_s1688gemm_fp16_…` / `volta_s884gemm_fp16_…` fp16 inputs, fp32 accumulate and
+                         output (no output type: the accumulator's); `volta_h884gemm_…` fp16 in and accumulate
+                         on Volta's 884 MMA; an MMA shape with no input type is fp16 before Ampere (Volta's and
+                         Turing's tensor cores take fp16 / int8 only: no TF32); `volta_scudnn_…` a cuDNN fp32
+                         convolution (a fused `relu` epilogue: the forward pass)
   cuBLAS xmma            sm{NN}_xmma_{gemm|fprop|dgrad|wgrad}_[implicit_gemm_]{A}{B}_{math}{acc}_{epilogue}_…
                          _tilesize{M}x{N}x{K}_…: `sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64…`
                          bf16 operands, bf16 math with an fp32 accumulator; `f32f32_tf32f32` fp32 operands
@@ -17,9 +20,12 @@
                          `__nv_bfloat16` one is bf16 even beside a float compute type); splitKreduce_kernel
                          sums a split-K GEMM's partials
   CUTLASS 2              cutlass_{cc}_{tensorop|simt|wmma_tensorop}_[{in}_]{acc}{mma}{gemm|fprop|dgrad|wgrad}
-                         _[{epilogue}_][{out}_]{M}x{N}_{K}x{stages}_{layout}_align{n}:
+                         _[{epilogue}_][{in}_]{M}x{N}_{K}x{stages}_{layout}_align{n} (the type before the
+                         MMA core is the output's, the one after it the inputs'):
                          `cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4` fp32 operands on TF32 tensor
-                         cores (no input type: the accumulator's), `…_tensorop_bf16_s16816gemm_relu_bf16_…`
+                         cores (no input type: the accumulator's), `…_tensorop_bf16_s16816gemm_relu_bf16_…`,
+                         `cutlass_75_tensorop_s1688gemm_f16_…` fp16 inputs (sm75 has no TF32: an MMA with no
+                         input type built for cc < 80 is fp16)
   CUTLASS 3              cutlass3x_sm{NN}_{tensorop|simt}_[{acc}{MMA}]gemm_{A}_{B}_{acc}_{C}_{D}_{M}x{N}x{K}
                          _{cluster}_…; `stream_k` in the name is the stream-K scheduler
   Tensile / hipBLASLt    Cijk_{A layout}_{B layout}_{types}_{flags}_…_MT{M}x{N}x{DepthU}_MI{mfma}_…: types
@@ -41,7 +47,7 @@ from traceana.link.kernel_names.record import KernelName as K
 from traceana.link.kernel_names.parts import Parts
 
 _ARCHS = "maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell"
-_LEGACY = re.compile(rf"^(?:{_ARCHS})_(?:(?P<in>fp16|bf16|fp32|tf32|int8|i8|fp8|e4m3|e5m2|fp64)_)?"
+_LEGACY = re.compile(rf"^(?P<arch>{_ARCHS})_(?:(?P<out>fp16|bf16|fp32|tf32|int8|i8|fp8|e4m3|e5m2|fp64)_)?"
                      r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32)?(?P<kind>gemm|cudnn|gemv)(?P<rest>(?:_.*)?)$")
 _TILE2 = re.compile(r"^(\d{1,4})x(\d{1,4})$")
 _XMMA = re.compile(r"^sm(?P<sm>\d{2,3})_xmma_(?P<kind>gemm|fprop|dgrad|wgrad)_(?P<rest>.*)$")
@@ -51,7 +57,8 @@ _XNAME = {"bf16": "bf16", "tf32": "tf32", "f16": "fp16", "f32": "fp32", "f64": "
           "s8": "int8", "i8": "int8", "u8": "uint8", "s32": "int32", "i32": "int32", "void": None}
 _TILESIZE = re.compile(r"tilesize(\d{1,4})x(\d{1,4})x(\d{1,4})")
 _NVJET = re.compile(r"^nvjet_(?:sm\d+_)?(?P<types>[a-z]{3,5})_(?P<m>\d{1,4})x(?P<n>\d{1,4})_(?P<k>\d{1,4})x\d{1,3}_")
-_CUTLASS2 = re.compile(r"^cutlass_(?:\d{2,3}_)?(?P<opc>wmma_tensorop|tensorop|simt|wmma)_(?:(?P<in>[a-z]+\d+|tf32)_)?"
+_CUTLASS2 = re.compile(r"^cutlass_(?:(?P<cc>\d{2,3})_)?(?P<opc>wmma_tensorop|tensorop|simt|wmma)_"
+                       r"(?:(?P<out>[a-z]+\d+|tf32)_)?"
                        r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32|bf16|f16|fast_f32)?"
                        r"(?P<kind>gemm|fprop|dgrad|wgrad|gemv|trmm|symm|syrk|her2k)(?P<rest>(?:_.*)?)$")
 _CUTLASS3 = re.compile(r"^cutlass3x_sm\d{2,3}_(?P<opc>tensorop|simt|wmma)_(?:(?P<acc>[shdi])(?P<mma>\d+x\d+x\d+))?"
@@ -107,6 +114,22 @@ def _tokens(rest: str) -> list[str]:
     return [t for t in rest.split("_") if t]
 
 
+_PRE_TF32 = frozenset({"maxwell", "pascal", "volta", "turing"})
+
+
+def _mma_inputs(letter: str, mma: str | None, out: str | None, pre_tf32: bool, acc: str | None) -> str | None:
+    """The inputs of an MMA kernel whose name gives no input type: int8 for an integer accumulator; a 16-bit
+    output's type; fp16 before Ampere (no TF32 there) and for the 16-bit-only m16n8k16 shape; else the
+    accumulator's (fp32 operands on TF32 tensor cores)."""
+    if letter == "i":
+        return "int8"
+    if out in ("fp16", "bf16"):
+        return out
+    if pre_tf32 or mma in ("16816", "161616"):
+        return "fp16"
+    return acc
+
+
 def _legacy(K, p: Parts):
     m = _LEGACY.match(p.base)
     if not m:
@@ -115,11 +138,18 @@ def _legacy(K, p: Parts):
     letter = m.group("acc") or ""
     acc = "fp32" if m.group("tag") == "tf32" else BLAS_LETTER.get(letter)
     mma = m.group("mma")
-    a = word_types(m.group("in"))[0] if m.group("in") else ("int8" if letter == "i" and mma else acc)
+    tile_i = next((i for i, t in enumerate(toks) if _TILE2.match(t)), len(toks))
+    ins = word_types("_".join(toks[:tile_i]))
+    out = word_types(m.group("out"))[0] if m.group("out") else None
+    if ins:
+        a = ins[0]
+    elif mma:
+        a = "fp32" if m.group("tag") == "tf32" else _mma_inputs(letter, mma, out, m.group("arch") in _PRE_TF32, acc)
+    else:
+        a = out or acc
     if a == "tf32":
         a = "fp32"
-    tile_i = next((i for i, t in enumerate(toks) if _TILE2.match(t)), len(toks))
-    outs = word_types("_".join(toks[:tile_i]))
+    outs = [out or acc or a]
     tile = tuple(int(x) for x in toks[tile_i].split("x")) if tile_i < len(toks) else None
     conv = m.group("kind") == "cudnn"
     low = [t.lower() for t in toks]
@@ -179,12 +209,21 @@ def _cutlass2(K, p: Parts):
     acc = BLAS_LETTER.get(letter)
     mma = m.group("mma")
     tc = m.group("opc") != "simt"
-    a = word_types(m.group("in"))[0] if m.group("in") and word_types(m.group("in")) else (
-        "int8" if letter == "i" and mma else acc)
+    tile_i = next((i for i, t in enumerate(toks) if _TILE2.match(t)), len(toks))
+    ins = word_types("_".join(toks[:tile_i]))
+    out = (word_types(m.group("out")) or [None])[0] if m.group("out") else None
+    tag = {"tf32": "fp32", "fast_f32": "fp32", "bf16": "bf16", "f16": "fp16"}.get(m.group("tag") or "")
+    if ins:
+        a = ins[0]
+    elif tag:
+        a = tag
+    elif mma and tc:
+        a = _mma_inputs(letter, mma, out, m.group("cc") is not None and int(m.group("cc")) < 80, acc)
+    else:
+        a = out or ("int8" if letter == "i" and mma else acc)
     if a == "tf32":
         a = "fp32"
-    tile_i = next((i for i, t in enumerate(toks) if _TILE2.match(t)), len(toks))
-    outs = word_types("_".join(toks[:tile_i]))
+    outs = [out or acc or a]
     tile = tuple(int(x) for x in toks[tile_i].split("x")) if tile_i < len(toks) else None
     al = _ALIGN.search(m.group("rest"))
     kind = m.group("kind")

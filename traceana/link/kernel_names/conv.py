@@ -15,6 +15,10 @@
   CK       ck::tensor_operation::device::kernel_grouped_conv_{fwd|bwd_data|bwd_weight}_* and
            kernel_*_bwd_weight (a convolution's weight gradient as a batched GEMM): xdl / wmma kernels
            run on matrix cores
+  ATen     conv_depthwise2d_{forward|backward|grad_weight}_kernel<…, T, …>, conv_depthwise3d_cuda_*: the
+           depthwise convolutions ATen runs itself, on CUDA cores (each output channel reads one input
+           channel: few FLOPs per byte, memory-bound); cuDNN's conv2d_grouped_direct_kernel is its direct
+           grouped convolution
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def parse(p: Parts) -> K | None:
     if p.ns[:1] in (("cudnn",), ("cask_cudnn",)) or _CUDNN_FPROP.match(b) or b in ("nchwToNhwcKernel",
                                                                                  "nhwcToNchwKernel"):
         return _cudnn(K, p)
+    if b.startswith("conv_depthwise"):
+        return _depthwise(K, p)
     if b.startswith("igemm_"):
         return _igemm(K, b)
     if b.startswith("naive_conv_"):
@@ -76,7 +82,14 @@ def _cudnn(K, p: Parts):
     if op is None and not any(x in low for x in ("conv", "winograd", "offsets", "gemm", "engine", "kernel")):
         return None
     return K(library="cuDNN", cls="convolution", op=op, a=a, acc=acc, out=a, tensor_cores=False if simt else None,
-             detail="winograd" if "winograd" in low else None)
+             detail="winograd" if "winograd" in low else "grouped" if "grouped" in low else None)
+
+
+def _depthwise(K, p: Parts):
+    low = p.base.lower()
+    a, acc = data_types(cxx_types(p.targs))
+    op = "wgrad" if "grad_weight" in low else "dgrad" if "backward" in low else "fprop"
+    return K(library="ATen", cls="convolution", op=op, a=a, acc=acc, out=a, tensor_cores=False, detail="depthwise")
 
 
 def _igemm(K, b: str):
