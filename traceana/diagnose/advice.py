@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import re
 
+# one line each: what to record so the time can be costed (a plan note's fix, diagnose/findings.py)
+OPAQUE_FIX = {
+    "no_launch": "Start the profiler one step earlier so these kernels' launches are recorded with their ops.",
+    "graph_replay": "Profile the graph capture too and pass it with --capture, or profile one step without graphs.",
+    "graph_unaligned": "Profile the capture of this same run (same batch sizes and modes) and pass it with --capture.",
+    "outside_op": "Wrap the code that launches them in record_function, or register it as a custom op.",
+    "compiled": "Set torch._inductor.config.benchmark_kernel = True, or profile the eager model once.",
+    "no_shapes": "Profile with record_shapes=True.",
+    "shapes_not_recorded": "Profile with a recent torch and record_shapes=True.",
+    "scalars_not_recorded": "Profile with torch >= 2.4 and record_shapes=True.",
+    "comm_unsized": "Profile with torch >= 2.1 and record_shapes=True so collectives record their sizes.",
+}
 OPAQUE_ADVICE = {
     "no_launch": "Start profiling one step earlier (a warm-up step in the profiler schedule) so the "
                  "launches of these kernels are captured with their ops.",

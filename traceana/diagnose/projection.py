@@ -184,9 +184,12 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
     `step_after_us`: the median step less the span's saving spread over the steps, at least the step's
     share of the floor (step x floor / span). Every renderer reads these numbers; none computes its own."""
     entries: list[dict] = []
+    fill: list[dict] = []  # notes on uncosted time that take the places levers leave (fills_plan)
     for i, f in enumerate(findings):
         if not f.get("lever"):
-            if f.get("holds_us"):  # a note on time nothing costs (a dominating kernel outside any op): listed by it
+            if f.get("holds_us") and f.get("fills_plan"):
+                fill.append({"group": f"note:{i}", "idx": [i], "merge": False})
+            elif f.get("holds_us"):  # a note on time nothing costs (a dominating kernel outside any op): listed by it
                 entries.append({"group": f"note:{i}", "idx": [i], "merge": False})
             continue
         g = f.get("group") or f["kind"]
@@ -199,6 +202,7 @@ def plan(findings: list[dict], rows: list[dict], busy_us: float, idle_us: float,
     score = {id(e): sum((findings[j]["saving_us"] or findings[j].get("holds_us") or 0.0)
                         * WEIGHT[findings[j]["confidence"]] for j in e["idx"]) for e in entries}
     entries = sorted(entries, key=lambda e: -score[id(e)])[:PLAN_SIZE]
+    entries += sorted(fill, key=lambda e: -findings[e["idx"][0]]["holds_us"])[:PLAN_SIZE - len(entries)]
     out = []
     for k, e in enumerate(entries, 1):
         f = findings[e["idx"][0]]
