@@ -56,6 +56,7 @@ import numpy as np
 
 from traceana import units as u
 from traceana.diagnose.dataflow import Flow, dense, reads, short, tensor_args
+from traceana.meter import OFF, Meter
 
 WINDOW = 16  # ops searched on either side of a softmax
 # FlashAttention-2 reaches 50-73% of an A100's peak in the forward pass (Dao, "FlashAttention-2", 2023, sec. 4):
@@ -225,17 +226,29 @@ def _walk_forward(q: _Seq, c: int, t: Tensor) -> tuple[list[int], int, tuple] | 
     return None
 
 
-def _inside_fused(trace, at: np.ndarray) -> np.ndarray:
-    """Per op index in at: whether a fused attention op (by name) encloses it on its thread."""
+def _inside_fused(trace, at: np.ndarray, meter: Meter = OFF) -> np.ndarray:
+    """Per op index in at: whether a fused attention op (by name) encloses it on its thread. (The ops asked
+    about are softmaxes, never fused ops themselves.) One sort of the fused ops, then a search per thread."""
     ops, names = trace.ops, trace.names
     fused_codes = np.array([i for i, n in enumerate(names) if _FUSED.search(n) and "::" in n], dtype=np.int64)
     out = np.zeros(len(at), dtype=bool)
     if not len(fused_codes) or not len(at):
         return out
     f = np.flatnonzero(np.isin(ops.name, fused_codes))
-    for k, i in enumerate(at.tolist()):
-        m = (ops.thread[f] == ops.thread[i]) & (ops.ts[f] <= ops.ts[i]) & (ops.end[f] >= ops.end[i]) & (f != i)
-        out[k] = bool(m.any())
+    meter.visit("diagnose.attention", len(ops) + len(at))
+    if not len(f):
+        return out
+    f = f[np.lexsort((ops.ts[f], ops.thread[f]))]
+    f_th, f_ts, f_end = ops.thread[f], ops.ts[f], ops.end[f]
+    for th in np.unique(ops.thread[at]).tolist():
+        lo, hi = np.searchsorted(f_th, f_th.dtype.type(th), "left"), np.searchsorted(f_th, f_th.dtype.type(th), "right")
+        if lo == hi:
+            continue
+        q = np.flatnonzero(ops.thread[at] == th)
+        reach = np.maximum.accumulate(f_end[lo:hi])  # the latest end among the thread's fused ops started so far
+        k = np.searchsorted(f_ts[lo:hi], ops.ts[at[q]], "right") - 1  # the last one started by the op's start
+        out[q] = (k >= 0) & (reach[np.maximum(k, 0)] >= ops.end[at[q]])
+        meter.visit("diagnose.attention", len(at) + hi - lo)
     return out
 
 
@@ -257,7 +270,7 @@ def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str 
 
 
 def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
-         op_us: np.ndarray) -> tuple[list[dict], np.ndarray]:
+         op_us: np.ndarray, meter: Meter = OFF) -> tuple[list[dict], np.ndarray]:
     """Groups of identical unfused attention chains, and the positions of seq they claim."""
     claimed = np.zeros(len(seq), dtype=bool)
     if len(seq) < 3:
@@ -265,11 +278,12 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
     q = _Seq(flow, seq, r, th, oe["stream"][seq], trace.ops.strides)
     centre = np.array([n in SOFTMAX_FWD or n in SOFTMAX_BWD for n in q.names], dtype=bool)
     at = np.flatnonzero((r >= 0) & centre[np.maximum(r, 0)])
-    inside = _inside_fused(trace, seq[at])
+    inside = _inside_fused(trace, seq[at], meter)
     # the probabilities a fused op's math fallback computed: a softmax backward of that shape is its backward
     fused_p = {_first_tensor(flow.rows[r[c]]) for c in at[inside].tolist() if q.name(c) in SOFTMAX_FWD}
     at = at[~inside]
     groups: dict[tuple, dict] = {}
+    meter.visit("diagnose.attention", len(seq) + (2 * WINDOW + 1) * len(at))  # each walk: WINDOW ops either side
     for c in at.tolist():
         if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.rows[r[c]], 1) in fused_p):
             continue

@@ -21,6 +21,7 @@ import numpy as np
 from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_library
 from traceana.link.attribute import Links, _parents
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
 
 _GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
@@ -37,8 +38,9 @@ _P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
 class TraceView:
     """The trace's columns as the rules read them (computed once)."""
 
-    def __init__(self, trace: Trace, links: Links):
-        self.trace, self.links = trace, links
+    def __init__(self, trace: Trace, links: Links, meter: Meter = OFF):
+        self.trace, self.links, self.meter = trace, links, meter
+        meter.visit("context", len(trace.ops) + len(trace.launches) + len(trace.gpu) + len(trace.annotations))
         names = trace.names
         self.names = names
         ops = trace.ops
@@ -174,6 +176,7 @@ class TraceView:
             sel = idx[src.thread[idx] == th]
             s, e = merge(src.ts[sel], src.end[sel])
             on = np.flatnonzero(la.thread == th)
+            self.meter.visit("context", len(la))
             hit[on[inside(la.ts[on], s, e) >= 0]] = True
         ev = (self.gpu_launch >= 0) & hit[np.maximum(self.gpu_launch, 0)]
         return float(gpu.dur[ev].sum())
@@ -289,6 +292,7 @@ def collectives(r: TraceView) -> list[Call]:
                 kinds = [collective_kind(r.names[c]) for c in trace.gpu.name[ev].tolist()]
                 algo = next((_KIND_ALGO[x] for x in kinds if x in _KIND_ALGO), None)
             covered[ev] = True
+            r.meter.visit("context", len(inner) + len(ev) + len(parents))
             out.append(Call(name=r.op_name[i], algo=algo, ts=float(ops.ts[i]), end=float(ops.end[i]), thread=int(th),
                              phase=phases[k], parents=parents, gpu_us=float(trace.gpu.dur[ev].sum()), n_in=n_in,
                              n_out=n_out, op=i, library=None))
@@ -337,40 +341,47 @@ def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
     if not len(gemm):
         return []
     out = []
-    by_thread: dict[int, np.ndarray] = {}
+    by_end: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per thread: its matmuls by end, and their ends
+    by_start: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ... by start (ties: by end), and their starts
     for th in np.unique(ops.thread[gemm]).tolist():
         g = gemm[ops.thread[gemm] == th]
-        by_thread[th] = g[np.argsort(ops.end[g], kind="stable")]
+        g = g[np.argsort(ops.end[g], kind="stable")]
+        by_end[th] = g, ops.end[g]
+        g = g[np.argsort(ops.ts[g], kind="stable")]
+        by_start[th] = g, ops.ts[g]
+    r.meter.visit("context", len(gemm))
     coll_ts = {}
     for c in calls:
         coll_ts.setdefault(c.thread, []).append(c.ts)
     for th in coll_ts:
         coll_ts[th] = np.sort(np.array(coll_ts[th]))
-    for c in calls:
+    for c in calls:  # each call: a few searches over its thread's sorted matmuls and collectives
         if c.op < 0 or c.phase != "forward" or c.algo not in ("all_reduce", "reduce_scatter", "all_gather"):
             continue
-        g = by_thread.get(c.thread)
-        if g is None:
+        if c.thread not in by_end:
             continue
+        r.meter.visit("context", 2)
         cts = coll_ts[c.thread]
         if c.algo in ("all_reduce", "reduce_scatter"):
-            before = g[ops.end[g] <= c.ts]
-            if not len(before) or c.n_in is None:
+            g, end = by_end[c.thread]
+            k = int(np.searchsorted(end, c.ts, "right"))  # the matmuls that ended by the call's start
+            if not k or c.n_in is None:
                 continue
-            j = int(before[-1])
-            prev_coll = cts[cts < c.ts]
-            if len(prev_coll) and prev_coll[-1] > ops.end[j]:
+            j = int(g[k - 1])
+            p = int(np.searchsorted(cts, c.ts, "left"))  # the previous collective on the thread
+            if p and cts[p - 1] > ops.end[j]:
                 continue
             # the matmul's output = the message: several matmuls nested (linear > addmm) agree
             if _gemm_io(r, j)[1] == c.n_in:
                 out.append(c)
         else:
-            after = g[ops.ts[g] >= c.end]
-            if not len(after) or c.n_out is None:
+            g, ts = by_start[c.thread]
+            k = int(np.searchsorted(ts, c.end, "left"))  # the first matmul that started after the call ended
+            if k == len(g) or c.n_out is None:
                 continue
-            j = int(after[np.argmin(ops.ts[after])])
-            next_coll = cts[cts > c.ts]
-            if len(next_coll) and next_coll[0] < ops.ts[j]:
+            j = int(g[k])
+            p = int(np.searchsorted(cts, c.ts, "right"))  # the next collective on the thread
+            if p < len(cts) and cts[p] < ops.ts[j]:
                 continue
             if _gemm_io(r, j)[0] == c.n_out:
                 out.append(c)
