@@ -206,6 +206,9 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
                                                    "unknown", "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
+    lap("cpu")
+    cpu = _cpu(trace, device_dict.get("profile")) if cpu_only else None
+    meter.visit("cpu", 2 * len(trace.ops) if cpu_only else 0)
     lap("explain")
     analysis = {
         "schema": SCHEMA,
@@ -225,7 +228,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "coverage": coverage,
         "kernel_classes": classes,
         "ledger": diag["ledger"],
-        **({"cpu": _cpu(trace, device_dict.get("profile"))} if cpu_only else {}),
+        **({"cpu": cpu} if cpu_only else {}),
         "breakdown": {"by_bound": by_bound, "total_us": total, **diag["timeline"]},
         "utilisation": diag["utilisation"],
         "timeline": timeline,
