@@ -62,7 +62,9 @@ def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one child process (and
     its reaped children). CPU time is what other load on the machine disturbs least."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # run outside any checkout: `python -m traceana` puts the working directory first on sys.path, which
+    # would shadow PYTHONPATH's traceana (the --baseline checkout's)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0

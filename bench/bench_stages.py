@@ -76,7 +76,7 @@ def run_once(trace: Path, fmt: str, checkout: Path = REPO) -> dict:
     with tempfile.TemporaryDirectory(prefix="traceana-stages-") as tmp:
         out = Path(tmp) / f"report.{fmt}"
         p = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(out), fmt], env=env, capture_output=True,
-                           text=True)
+                           text=True, cwd=tmp)  # not a checkout's folder: that would shadow PYTHONPATH
     if p.returncode != 0:
         sys.exit(f"the report failed on {trace}: {p.stderr.strip()[-800:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])

@@ -105,6 +105,9 @@ class _Seq:
                  strides: list[bytes]) -> None:
         self.flow, self.seq, self.r, self.th, self.stream = flow, seq, r, th, stream
         self.strides = strides
+        # the same columns as lists: the walks read them one position at a time (a list index is several times
+        # cheaper than a numpy scalar's)
+        self._r, self._th, self._st, self._seq = r.tolist(), th.tolist(), stream.tolist(), seq.tolist()
         self.names = [short(x["name"]) if x["name"].startswith("aten::") else "" for x in flow.rows]
         self._dense: dict[tuple[int, int], list[bool] | None] = {}
         self._gemm: dict[int, tuple | None] = {}
@@ -112,24 +115,24 @@ class _Seq:
 
     def args(self, i: int) -> list[tuple[int, Tensor, float]]:
         """tensor_args of op i's row (worked out once per row)."""
-        return self.flow.args(int(self.r[i]))
+        return self.flow.args(self._r[i])
 
     def gemm_io(self, i: int) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
         """_gemm_io of op i's row (once per row)."""
-        a = int(self.r[i])
+        a = self._r[i]
         if a not in self._gemm:
             self._gemm[a] = _gemm_io(self.flow.args(a))
         return self._gemm[a]
 
     def name(self, i: int) -> str:
-        return self.names[self.r[i]]
+        return self.names[self._r[i]]
 
     def same(self, i: int, j: int) -> bool:
-        return 0 <= j < len(self.seq) and self.th[j] == self.th[i] and self.r[j] >= 0 and self.stream[j] >= 0 \
-            and self.stream[j] == self.stream[i]
+        st = self._st
+        return 0 <= j < len(st) and self._th[j] == self._th[i] and self._r[j] >= 0 and st[j] >= 0 and st[j] == st[i]
 
     def out(self, i: int) -> Tensor | None:
-        t = self.flow.output(int(self.r[i]))
+        t = self.flow.output(self._r[i])
         if t is None and self.name(i) in _SAME_SHAPE | {"gather"}:
             ts = self.args(i)
             if self.name(i) == "gather":  # gather(self, dim, index): the index's shape, self's dtype
@@ -139,22 +142,22 @@ class _Seq:
         return t
 
     def dense_args(self, i: int) -> list[bool] | None:
-        key = (int(self.r[i]), int(self.seq[i]))
+        key = (self._r[i], self._seq[i])
         if key not in self._dense:
             import msgspec
-            raw = self.strides[self.seq[i]]
+            raw = self.strides[key[1]]
             try:
                 st = msgspec.json.decode(raw) if raw else None
             except msgspec.DecodeError:
                 st = None
-            dims = self.flow.rows[self.r[i]].get("input_dims") or []
+            dims = self.flow.rows[key[0]].get("input_dims") or []
             self._dense[key] = ([dense(tuple(d), st[k]) if k < len(st) and isinstance(d, list) else True
                                  for k, d in enumerate(dims)] if isinstance(st, list) else None)
         return self._dense[key]
 
     def reads(self, i: int, t: Tensor) -> list[int]:
         """Argument positions of op i that read t densely (element-wise: up to size-1 dims)."""
-        hits = [k for k, _, _ in self.flow.reads(int(self.r[i]), t)]
+        hits = [k for k, _, _ in self.flow.reads(self._r[i], t)]
         d = self.dense_args(i)
         return [k for k in hits if d is None or k >= len(d) or d[k]]
 
@@ -316,7 +319,7 @@ def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | Non
         return None
     backward = q.name(c) in SOFTMAX_BWD
     back = _walk_back(q, c, ts[0][1])
-    out = q.flow.output(int(q.r[c]))
+    out = q.flow.output(q._r[c])
     fwd = _walk_forward(q, c, out) if out is not None else None
     if back is None or fwd is None:
         return None
@@ -360,8 +363,8 @@ def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | Non
         ts.remove(next(t for t in ts if t[0] == big)) if ts else None
         masks += sum(n * x for n, x in ts)
     facts = {"backward": backward, "bh": bh, "sq": sq, "sk": sk, "d": d, "dv": dv, "itemsize": isz,
-             "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": int(q.r[g1]),
-             "chain": [int(q.r[p]) for p in [g1] + pre + [c] + post + [g2]]}
+             "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": q._r[g1],
+             "chain": [q._r[p] for p in [g1] + pre + [c] + post + [g2]]}
     return positions, facts
 
 
