@@ -362,8 +362,13 @@ static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e
    (to nearest, ties to even) to a double. q has at least 55 bits, or is exact (sticky 0). */
 static double round_u128(unsigned __int128 q, int sticky, int exp2)
 {
+#if defined(__GNUC__)
     uint64_t hi = (uint64_t)(q >> 64), lo = (uint64_t)q;  /* n: the bit length of q */
     int n = hi ? 128 - __builtin_clzll(hi) : lo ? 64 - __builtin_clzll(lo) : 0;
+#else
+    int n = 0;
+    for (unsigned __int128 x = q; x; x >>= 1) n++;
+#endif
     if (n <= 53) return ldexp((double)(uint64_t)q, exp2);
     int drop = n - 53;
     unsigned __int128 mant = q >> drop, rem = q & (((unsigned __int128)1 << drop) - 1);
