@@ -13,6 +13,11 @@ are printed with their spread ((max - min) / median over the runs), and the goal
     report time <= 0.8 x floor;  report peak RSS <= 0.5 x floor's;  HTA load >= 8 x report time.
 pylo   = the same report with the Python loader (TRACEANA_PURE_PYTHON=1: no C scanner), to show
          what the scanner buys in the same session (--no-pylo skips it).
+before = with --baseline DIR: the same report from another traceana checkout (an older commit),
+         timed in the same rounds, for a before / after comparison on one machine at one time.
+Wall times are what the goals are stated in; each process's CPU time (user + system) is printed too:
+on a busy machine it is what other load disturbs least, and the ratios are given both ways.
+Traces default to the shared ones ($TRACEANA_SHARED/traces, else ../shared/traces).
 
 Set up the benchmark's own venv first (orjson, holistictraceanalysis, traceana editable):
 
@@ -33,7 +38,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "traces"
+SHARED = Path(os.environ.get("TRACEANA_SHARED") or REPO.parent / "shared") / "traces"
 DEFAULT = [SHARED / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
            SHARED / "hta/df_index_resolver.json.gz"]
 GOAL_FLOOR = 0.8  # report time <= 0.8 x floor
@@ -57,7 +62,9 @@ def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one child process (and
     its reaped children). CPU time is what other load on the machine disturbs least."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # run outside any checkout: `python -m traceana` puts the working directory first on sys.path, which
+    # would shadow PYTHONPATH's traceana (the --baseline checkout's)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -77,7 +84,7 @@ def spread(values: list[float]) -> float:
     return 100.0 * (max(values) - min(values)) / med if med else 0.0
 
 
-def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dict:
+def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True, baseline: Path | None = None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="traceana-bench-"))
     out = tmp / "report.html"
     # traceana runs from this checkout: give it compiled bytecode like an installed package has (pip
@@ -92,6 +99,11 @@ def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dic
     }
     if with_pylo:
         cmds["pylo"] = (cmds["report"][0], {**env, "TRACEANA_PURE_PYTHON": "1"})
+    if baseline is not None:
+        cmds["before"] = ([sys.executable, "-m", "traceana", "report", str(trace), "-o", str(tmp / "before.html"), "-q",
+                           "--force"], {**env, "PYTHONPATH": str(baseline) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                                        "PYTHONPYCACHEPREFIX": str(tmp / "pycache-before")})
+        run(*cmds["before"])  # its bytecode cache
     hta_dir = tmp / "hta"
     if with_hta:
         hta_dir.mkdir()
@@ -101,17 +113,20 @@ def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dic
     run(*cmds["report"])  # and traceana's bytecode cache
     t: dict[str, list[float]] = {k: [] for k in cmds}
     m: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
     construct: list[float] = []
     for _ in range(runs):
         for k, (cmd, e) in cmds.items():
-            w, r, _ = run(cmd, e)
+            w, r, c = run(cmd, e)
             t[k].append(w)
             m[k].append(r)
+            cpu[k].append(c)
             if k == "hta":
                 construct.append(float((tmp / "hta_load_s").read_text()))
     shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in t.items()}
     rss = {k: max(v) for k, v in m.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     size = trace.stat().st_size / 1e6
     from traceana.ranks.executor import uncompressed_size
 
@@ -120,12 +135,16 @@ def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dic
     sp = {k: spread(v) for k, v in t.items()}
 
     def line(label: str, k: str, extra: str = "") -> None:
-        print(f"  {label:33s}: median {med[k]:6.2f} s (spread {sp[k]:4.0f}%)   peak RSS {rss[k]:7.0f} MB{extra}")
+        print(f"  {label:33s}: median {med[k]:6.2f} s (spread {sp[k]:4.0f}%) CPU {cpu_med[k]:6.2f} s   "
+              f"peak RSS {rss[k]:7.0f} MB{extra}")
 
     line("floor  (gunzip + orjson.loads)", "floor")
     line("traceana report -> html", "report")
     res = {"trace": trace.name, "floor_s": med["floor"], "report_s": med["report"], "floor_mb": rss["floor"],
-           "report_mb": rss["report"], "spread_pct": sp}
+           "report_mb": rss["report"], "spread_pct": sp, "cpu": cpu_med}
+    if baseline is not None:
+        line(f"  before ({baseline.name})", "before")
+        res.update(before_s=med["before"], before_mb=rss["before"])
     if with_pylo:
         line("  the same, Python loader", "pylo", f"   (C scanner: {med['pylo'] / med['report']:.2f}x faster)")
         res.update(pylo_s=med["pylo"], pylo_mb=rss["pylo"])
@@ -135,14 +154,21 @@ def bench(trace: Path, runs: int, with_hta: bool, with_pylo: bool = True) -> dic
         res.update(hta_s=med["hta"], hta_mb=rss["hta"], hta_construct_s=c)
     r_floor = med["report"] / med["floor"]
     r_rss = rss["report"] / rss["floor"]
-    print(f"  report / floor: time {r_floor:.2f}x {'OK' if r_floor <= GOAL_FLOOR else 'MISSED'} (goal <= {GOAL_FLOOR}x)"
+    print(f"  report / floor: time {r_floor:.2f}x {'OK' if r_floor <= GOAL_FLOOR else 'MISSED'} (goal <= {GOAL_FLOOR}x; "
+          f"CPU time {cpu_med['report'] / cpu_med['floor']:.2f}x)"
           f"   peak RSS {r_rss:.2f}x {'OK' if r_rss <= GOAL_RSS else 'MISSED'} (goal <= {GOAL_RSS}x)")
+    if baseline is not None:
+        print(f"  before / floor: time {med['before'] / med['floor']:.2f}x (CPU {cpu_med['before'] / cpu_med['floor']:.2f}x)"
+              f"   peak RSS {rss['before'] / rss['floor']:.2f}x")
     if with_hta:
         r_hta = med["hta"] / med["report"]
         r_c = res["hta_construct_s"] / med["report"]
         print(f"  HTA load / report: {r_hta:.1f}x as whole processes {'OK' if r_hta >= GOAL_HTA else 'MISSED'} "
-              f"(goal >= {GOAL_HTA}x); {r_c:.1f}x counting only HTA's TraceAnalysis construction (its "
-              f"imports excluded, traceana's not); HTA RSS / report RSS {rss['hta'] / rss['report']:.1f}x")
+              f"(goal >= {GOAL_HTA}x; CPU time {cpu_med['hta'] / cpu_med['report']:.1f}x); {r_c:.1f}x counting only "
+              f"HTA's TraceAnalysis construction (its imports excluded, traceana's not); HTA RSS / report RSS "
+              f"{rss['hta'] / rss['report']:.1f}x")
+        if baseline is not None:
+            print(f"  HTA load / before: {med['hta'] / med['before']:.1f}x (CPU {cpu_med['hta'] / cpu_med['before']:.1f}x)")
     return res
 
 
@@ -152,6 +178,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-hta", action="store_true", help="skip HTA (it takes ~10 s a run)")
     ap.add_argument("--no-pylo", action="store_true", help="skip the Python-loader run")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                    help="another traceana checkout (e.g. `git worktree add /tmp/old <commit>`) timed alongside")
     args = ap.parse_args()
     traces = args.traces or [p for p in DEFAULT if p.exists()]
     if not traces:
@@ -164,7 +192,7 @@ def main() -> None:
         with_hta = False
     sys.path.insert(0, str(REPO))
     for t in traces:
-        bench(t, args.runs, with_hta, not args.no_pylo)
+        bench(t, args.runs, with_hta, not args.no_pylo, args.baseline)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ PKG = Path(__file__).resolve().parent.parent / "traceana"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the helpers every stage shares, and the files traceana writes
     ("traceana", "traceana.errors", "traceana.numbers", "traceana.arrays", "traceana.cxx_names", "traceana.units",
-     "traceana.output"),
+     "traceana.meter", "traceana.output"),
     ("traceana.load",),
     ("traceana.cost",),  # the formula library: OpCall -> Cost; knows nothing of traces
     ("traceana.link",),
@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: What may sit at the top of traceana/: the pipeline, the API and the shared helpers.
 TOP_LEVEL = {"__init__.py", "__main__.py", "analysis.py", "api.py", "arrays.py", "cxx_names.py", "document.py",
-             "errors.py", "numbers.py", "units.py"}
+             "errors.py", "meter.py", "numbers.py", "units.py"}
 
 
 def module_name(path: Path) -> str:

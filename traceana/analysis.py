@@ -26,6 +26,7 @@ from traceana.roofline.comm_split import topology as comm_topology
 from traceana.roofline.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.errors import BadInput
+from traceana.meter import OFF, Meter
 from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
@@ -92,25 +93,35 @@ class Parts:
 
 
 def analyze(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None,
-            progress: Callable[[float], None] | None = None) -> dict:
-    """`stage(name)` at each stage; `progress(fraction)` of the file read, while it loads."""
-    return analyze_trace(load_trace(path, stage, progress), options, stage)
+            progress: Callable[[float], None] | None = None, meter: Meter = OFF) -> dict:
+    """`stage(name)` at each stage; `progress(fraction)` of the file read, while it loads; `meter`: what
+    each stage visited and how long it took (traceana/meter.py)."""
+    return analyze_trace(_load(path, stage, progress, meter), options, stage, meter)
 
 
 def analyze_parts(path: str, options: Options = Options(), stage: Callable[[str], None] | None = None,
-                  progress: Callable[[float], None] | None = None) -> tuple[dict, Parts]:
+                  progress: Callable[[float], None] | None = None, meter: Meter = OFF) -> tuple[dict, Parts]:
     """analyze(), and the Parts it was computed from."""
-    return analyze_trace_parts(load_trace(path, stage, progress), options, stage)
+    return analyze_trace_parts(_load(path, stage, progress, meter), options, stage, meter)
 
 
-def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[str], None] | None = None) -> dict:
+def _load(path: str, stage: Callable[[str], None] | None, progress: Callable[[float], None] | None,
+          meter: Meter) -> Trace:
+    with meter.timed("load"):
+        trace = load_trace(path, stage, progress)
+    meter.visit("load", trace.n_events)
+    return trace
+
+
+def analyze_trace(trace: Trace, options: Options = Options(), stage: Callable[[str], None] | None = None,
+                  meter: Meter = OFF) -> dict:
     """`stage(name)` is told when link, cost and diagnose start (the progress bar)."""
-    return analyze_trace_parts(trace, options, stage)[0]
+    return analyze_trace_parts(trace, options, stage, meter)[0]
 
 
 def analyze_trace_parts(trace: Trace, options: Options = Options(),
-                        stage: Callable[[str], None] | None = None) -> tuple[dict, Parts]:
-    """analyze_trace(), and the Parts it was computed from."""
+                        stage: Callable[[str], None] | None = None, meter: Meter = OFF) -> tuple[dict, Parts]:
+    """analyze_trace(), and the Parts it was computed from. `meter`: each stage's visits and time."""
     if len(trace.names) > MAX_NAMES:
         raise BadInput(
             f"{trace.path}: {len(trace.names):,} distinct op and kernel names (more than {MAX_NAMES:,}): "
@@ -119,10 +130,14 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
             "sample or request id in it) are the usual cause: label with a fixed name instead")
     if stage:
         stage("link")
+    lap = meter.laps("")  # each part's time; its events counted as it goes
+    lap("link")
     links = link(trace)
+    meter.visit("link", len(trace.ops) + len(trace.launches) + len(trace.gpu) + len(trace.annotations))
     recorded_ops = len(trace.ops)  # graph replays' synthetic ops are appended after these
     trace, links, capture = attach_capture(trace, links, options.capture, options.find_capture)
     groups = group_ops(trace, links)
+    meter.visit("link", len(trace.ops) + len(trace.gpu))
     warnings = list(trace.warnings)
     dev_id, props = _primary_device(trace, warnings)
     device = match_device(props, key=options.device_key, peak_tflops=options.peak_tflops,
@@ -147,6 +162,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         achievable = _achievable(options.profile, device, device_dict, cpu_only, warnings)
     if stage:
         stage("cost")
+    lap("cost")
     sigs, counts = [g.call for g in groups], [g.count for g in groups]
     recovered = recover(sigs, counts, calls_named(trace, CONTEXT_OPS))
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
@@ -154,9 +170,10 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
                  copy_split(trace, g.events), achievable)
             for i, g in enumerate(groups)]
+    meter.visit("cost", len(trace.ops) + sum(len(g.events) for g in groups if g.events is not None))
     topo = comm_topology(trace)
     for r, g in zip(rows, groups):  # every collective a communication row: its link, transfer and wait
-        finish_comm(r, device_dict, topo, options.network_gbps, trace, links, g.events)
+        finish_comm(r, device_dict, topo, options.network_gbps, trace, links, g.events, meter)
     group_of = {id(r): g for r, g in zip(rows, groups)}
     rows.sort(key=lambda r: (-r["device_time_us"], r["name"], str(r["input_dims"]), str(r["input_types"])))
     for i, r in enumerate(rows, 1):
@@ -165,18 +182,30 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     if stage:
         stage("diagnose")
     ordered = [group_of[id(r)] for r in rows]
-    context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
+    lap("context")
+    context = {**run_context(trace, links, rows, capture, meter), "record_shapes": trace.record_shapes}
+    lap("modules.places")
     places = op_places(trace, links, recorded_ops)
-    memory = memory_section(trace, links, places)
+    meter.visit("modules.places", len(trace.python) + len(trace.ops) + len(trace.annotations))
+    lap("memory")
+    memory = memory_section(trace, links, places, meter=meter)
+    lap("kernels")
     kernels = kernel_view(trace, ordered, rows)  # every kernel by class x dtype x library, from its name
     classes = kernel_classes(trace, ordered, rows, kernels.cls)
     launch_sites(trace, links, ordered, rows)  # where kernels launched outside any op came from
-    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory, kernels)
-    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
+    meter.visit("kernels", 2 * len(trace.gpu))
+    lap("diagnose")
+    diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory, kernels, meter)
+    lap("timeline")
+    timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"], meter)
+    lap("modules.table")
     modules = module_table(places, trace, links, ordered, rows, total)  # also each row's module / source
+    meter.visit("modules.table", len(trace.gpu))
     finding_fields(diag["findings"], rows)
+    lap("coverage")
     coverage = _coverage(trace, links, rows, total)
     coverage["meta"] = _meta_note(options.meta, rows)
+    meter.visit("coverage", len(trace.gpu))
     acc = opaque_account(trace, rows, device_dict, total, context["compiled"])
     if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
         coverage["opaque_account"] = acc
@@ -191,7 +220,11 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
                                                    "unknown", "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
-    return {
+    lap("cpu")
+    cpu = _cpu(trace, device_dict.get("profile")) if cpu_only else None
+    meter.visit("cpu", 2 * len(trace.ops) if cpu_only else 0)
+    lap("explain")
+    analysis = {
         "schema": SCHEMA,
         "tool": {"name": "traceana", "version": __version__},
         "trace": {
@@ -223,7 +256,9 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         "projection": diag["projection"],
         "plan": plan,
         "warnings": warnings,
-    }, Parts(trace, links, ordered)
+    }
+    lap.stop()
+    return analysis, Parts(trace, links, ordered)
 
 
 def _cpu(trace: Trace, profile: dict | None, places=None) -> dict | None:

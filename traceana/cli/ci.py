@@ -13,14 +13,16 @@ import struct
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from traceana.cli.common import check_output
 from traceana.output.safe_write import write_bytes
 from traceana.errors import BadInput, GateFailed
-from traceana.compare.gates import Gate, evaluate, parse_all
+
+if TYPE_CHECKING:
+    from traceana.compare.gates import Gate
 
 FAIL_ON_HELP = ("Exit 1 when a condition trips (repeatable): time-regression=5%, op-regression=10% "
                 "(diff only), coverage<95%, unmodelled>2%, roof<40%:aten::mm (globs allowed).")
@@ -97,6 +99,10 @@ class Extras:
 def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
     """One stderr line per tripped condition, then GateFailed (exit 1) carrying the last one
     (main() prints it as the last line)."""
+    if not gates:  # no --fail-on: the gates' module is not even imported
+        return
+    from traceana.compare.gates import evaluate
+
     failures = evaluate(doc, gates)
     if not failures:
         return
@@ -109,7 +115,14 @@ def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
 
 def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = ()) -> Extras:
     """Parse the gates and check the image paths before any work is done."""
-    ex = Extras(gates=parse_all(opts.get("fail_on") or (), diff=False), svg=opts.get("svg"),
+    specs = opts.get("fail_on") or ()
+    if specs:
+        from traceana.compare.gates import parse_all
+
+        gates = parse_all(specs, diff=False)
+    else:
+        gates = []
+    ex = Extras(gates=gates, svg=opts.get("svg"),
                 png=opts.get("png"), md_image=opts.get("md_image"), long_md=bool(opts.get("long_md")))
     for flag, path in (("--svg", ex.svg), ("--png", ex.png)):
         if path is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -18,26 +19,27 @@ def _one_line(message: str) -> str:
     return term_text(message)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: the commands, each in the module of traceana/cli/ named for it
+COMMANDS = ("annotate", "calibrate", "devices", "diff", "record", "render", "report")
+
+
+class _Commands(click.Group):
+    """Each command imported when it is asked for: `traceana report` imports report.py and what it needs,
+    not the other commands' modules (the help listing imports them all)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in COMMANDS:
+            return self.commands.get(name)
+        return getattr(importlib.import_module(f"traceana.cli.{name}"), name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="traceana")
 def cli() -> None:
     """Explain every op of a PyTorch profiler trace against the GPU roofline."""
-
-
-def _register() -> None:
-    from traceana.cli import devices, report
-    from traceana.cli import annotate, calibrate, diff, record, render
-
-    cli.add_command(report.report)
-    cli.add_command(devices.devices)
-    cli.add_command(diff.diff)
-    cli.add_command(render.render)
-    cli.add_command(record.record)
-    cli.add_command(calibrate.calibrate)
-    cli.add_command(annotate.annotate)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,7 +55,8 @@ from math import prod
 import numpy as np
 
 from traceana import units as u
-from traceana.diagnose.dataflow import Flow, dense, reads, short, tensor_args
+from traceana.diagnose.dataflow import Flow, dense, short
+from traceana.meter import OFF, Meter
 
 WINDOW = 16  # ops searched on either side of a softmax
 # FlashAttention-2 reaches 50-73% of an A100's peak in the forward pass (Dao, "FlashAttention-2", 2023, sec. 4):
@@ -88,9 +89,9 @@ def _like(a: tuple[int, ...], b: tuple[int, ...], swapped: bool = False) -> bool
     return a[-2:] == b[-2:] or (swapped and a[-2:] == b[-2:][::-1])
 
 
-def _gemm_io(row: dict) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
-    """(A, B, dtype) of a batched matrix multiply: its last two matrix arguments."""
-    mats = [(s, d) for _, (s, d), _ in tensor_args(row) if len(s) >= 2]
+def _gemm_io(args: list) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
+    """(A, B, dtype) of a batched matrix multiply: its last two matrix arguments (args: its tensor_args)."""
+    mats = [(s, d) for _, (s, d), _ in args if len(s) >= 2]
     if len(mats) < 2:
         return None
     (a, dt), (b, _) = mats[-2], mats[-1]
@@ -104,21 +105,36 @@ class _Seq:
                  strides: list[bytes]) -> None:
         self.flow, self.seq, self.r, self.th, self.stream = flow, seq, r, th, stream
         self.strides = strides
+        # the same columns as lists: the walks read them one position at a time (a list index is several times
+        # cheaper than a numpy scalar's)
+        self._r, self._th, self._st, self._seq = r.tolist(), th.tolist(), stream.tolist(), seq.tolist()
         self.names = [short(x["name"]) if x["name"].startswith("aten::") else "" for x in flow.rows]
         self._dense: dict[tuple[int, int], list[bool] | None] = {}
+        self._gemm: dict[int, tuple | None] = {}
         self.memo: dict[tuple, tuple | None] = {}  # _walk_back's answers
 
+    def args(self, i: int) -> list[tuple[int, Tensor, float]]:
+        """tensor_args of op i's row (worked out once per row)."""
+        return self.flow.args(self._r[i])
+
+    def gemm_io(self, i: int) -> tuple[tuple[int, ...], tuple[int, ...], str] | None:
+        """_gemm_io of op i's row (once per row)."""
+        a = self._r[i]
+        if a not in self._gemm:
+            self._gemm[a] = _gemm_io(self.flow.args(a))
+        return self._gemm[a]
+
     def name(self, i: int) -> str:
-        return self.names[self.r[i]]
+        return self.names[self._r[i]]
 
     def same(self, i: int, j: int) -> bool:
-        return 0 <= j < len(self.seq) and self.th[j] == self.th[i] and self.r[j] >= 0 and self.stream[j] >= 0 \
-            and self.stream[j] == self.stream[i]
+        st = self._st
+        return 0 <= j < len(st) and self._th[j] == self._th[i] and self._r[j] >= 0 and st[j] >= 0 and st[j] == st[i]
 
     def out(self, i: int) -> Tensor | None:
-        t = self.flow.output(int(self.r[i]))
+        t = self.flow.output(self._r[i])
         if t is None and self.name(i) in _SAME_SHAPE | {"gather"}:
-            ts = tensor_args(self.flow.rows[self.r[i]])
+            ts = self.args(i)
             if self.name(i) == "gather":  # gather(self, dim, index): the index's shape, self's dtype
                 idx = next((s for k, (s, _), _ in ts if k == 2), None)
                 return (idx, ts[0][1][1]) if idx is not None and ts else None
@@ -126,28 +142,28 @@ class _Seq:
         return t
 
     def dense_args(self, i: int) -> list[bool] | None:
-        key = (int(self.r[i]), int(self.seq[i]))
+        key = (self._r[i], self._seq[i])
         if key not in self._dense:
             import msgspec
-            raw = self.strides[self.seq[i]]
+            raw = self.strides[key[1]]
             try:
                 st = msgspec.json.decode(raw) if raw else None
             except msgspec.DecodeError:
                 st = None
-            dims = self.flow.rows[self.r[i]].get("input_dims") or []
+            dims = self.flow.rows[key[0]].get("input_dims") or []
             self._dense[key] = ([dense(tuple(d), st[k]) if k < len(st) and isinstance(d, list) else True
                                  for k, d in enumerate(dims)] if isinstance(st, list) else None)
         return self._dense[key]
 
     def reads(self, i: int, t: Tensor) -> list[int]:
         """Argument positions of op i that read t densely (element-wise: up to size-1 dims)."""
-        hits = [k for k, _, _ in reads(self.flow.rows[self.r[i]], t)]
+        hits = [k for k, _, _ in self.flow.reads(self._r[i], t)]
         d = self.dense_args(i)
         return [k for k in hits if d is None or k >= len(d) or d[k]]
 
     def gemm_reads(self, i: int, t: Tensor) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
         """('A' or 'B', that operand, the other operand) when GEMM i reads t as an operand."""
-        io = _gemm_io(self.flow.rows[self.r[i]])
+        io = self.gemm_io(i)
         if io is None or (t[1] is not None and io[2] != t[1]):
             return None
         a, b, _ = io
@@ -159,8 +175,7 @@ class _Seq:
 
     def data_inputs(self, i: int, out: Tensor) -> list[Tensor]:
         """The operands of step i that may carry the chain: those as large as its output (copy_: the source)."""
-        row = self.flow.rows[self.r[i]]
-        ts = tensor_args(row)
+        ts = self.args(i)
         if self.name(i) == "copy_":
             return [(s, d) for k, (s, d), _ in ts if k == 1]
         n = prod(out[0])
@@ -182,7 +197,7 @@ def _walk_back(q: _Seq, c: int, t: Tensor, tries: int = 1) -> tuple[list[int], i
         name = q.name(j)
         got = None
         if name in GEMMS:
-            io = _gemm_io(q.flow.rows[q.r[j]])
+            io = q.gemm_io(j)
             out = io[0][:-1] + (io[1][-1],) if io else None
             if out is not None and _like(out, t[0]) and (t[1] is None or io[2] == t[1]):
                 got, tries = ([], j, out), 0
@@ -225,23 +240,35 @@ def _walk_forward(q: _Seq, c: int, t: Tensor) -> tuple[list[int], int, tuple] | 
     return None
 
 
-def _inside_fused(trace, at: np.ndarray) -> np.ndarray:
-    """Per op index in at: whether a fused attention op (by name) encloses it on its thread."""
+def _inside_fused(trace, at: np.ndarray, meter: Meter = OFF) -> np.ndarray:
+    """Per op index in at: whether a fused attention op (by name) encloses it on its thread. (The ops asked
+    about are softmaxes, never fused ops themselves.) One sort of the fused ops, then a search per thread."""
     ops, names = trace.ops, trace.names
     fused_codes = np.array([i for i, n in enumerate(names) if _FUSED.search(n) and "::" in n], dtype=np.int64)
     out = np.zeros(len(at), dtype=bool)
     if not len(fused_codes) or not len(at):
         return out
     f = np.flatnonzero(np.isin(ops.name, fused_codes))
-    for k, i in enumerate(at.tolist()):
-        m = (ops.thread[f] == ops.thread[i]) & (ops.ts[f] <= ops.ts[i]) & (ops.end[f] >= ops.end[i]) & (f != i)
-        out[k] = bool(m.any())
+    meter.visit("diagnose.attention", len(ops) + len(at))
+    if not len(f):
+        return out
+    f = f[np.lexsort((ops.ts[f], ops.thread[f]))]
+    f_th, f_ts, f_end = ops.thread[f], ops.ts[f], ops.end[f]
+    for th in np.unique(ops.thread[at]).tolist():
+        lo, hi = np.searchsorted(f_th, f_th.dtype.type(th), "left"), np.searchsorted(f_th, f_th.dtype.type(th), "right")
+        if lo == hi:
+            continue
+        q = np.flatnonzero(ops.thread[at] == th)
+        reach = np.maximum.accumulate(f_end[lo:hi])  # the latest end among the thread's fused ops started so far
+        k = np.searchsorted(f_ts[lo:hi], ops.ts[at[q]], "right") - 1  # the last one started by the op's start
+        out[q] = (k >= 0) & (reach[np.maximum(k, 0)] >= ops.end[at[q]])
+        meter.visit("diagnose.attention", len(at) + hi - lo)
     return out
 
 
-def _first_tensor(row: dict, arg: int = 0) -> Tensor | None:
-    """(shape, dtype) of the op's argument `arg` when it is a tensor."""
-    return next((t for k, t, _ in tensor_args(row) if k == arg), None)
+def _first_tensor(args: list, arg: int = 0) -> Tensor | None:
+    """(shape, dtype) of the op's argument `arg` when it is a tensor (args: its tensor_args)."""
+    return next((t for k, t, _ in args if k == arg), None)
 
 
 def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str | None, taken: set[int]) -> list[int]:
@@ -257,7 +284,7 @@ def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str 
 
 
 def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
-         op_us: np.ndarray) -> tuple[list[dict], np.ndarray]:
+         op_us: np.ndarray, meter: Meter = OFF) -> tuple[list[dict], np.ndarray]:
     """Groups of identical unfused attention chains, and the positions of seq they claim."""
     claimed = np.zeros(len(seq), dtype=bool)
     if len(seq) < 3:
@@ -265,13 +292,14 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
     q = _Seq(flow, seq, r, th, oe["stream"][seq], trace.ops.strides)
     centre = np.array([n in SOFTMAX_FWD or n in SOFTMAX_BWD for n in q.names], dtype=bool)
     at = np.flatnonzero((r >= 0) & centre[np.maximum(r, 0)])
-    inside = _inside_fused(trace, seq[at])
+    inside = _inside_fused(trace, seq[at], meter)
     # the probabilities a fused op's math fallback computed: a softmax backward of that shape is its backward
-    fused_p = {_first_tensor(flow.rows[r[c]]) for c in at[inside].tolist() if q.name(c) in SOFTMAX_FWD}
+    fused_p = {_first_tensor(flow.args(int(r[c]))) for c in at[inside].tolist() if q.name(c) in SOFTMAX_FWD}
     at = at[~inside]
     groups: dict[tuple, dict] = {}
+    meter.visit("diagnose.attention", len(seq) + (2 * WINDOW + 1) * len(at))  # each walk: WINDOW ops either side
     for c in at.tolist():
-        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.rows[r[c]], 1) in fused_p):
+        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.args(int(r[c])), 1) in fused_p):
             continue
         hit = _chain(q, c, claimed)
         if hit is None:
@@ -286,19 +314,18 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
 
 
 def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | None:
-    row = q.flow.rows[q.r[c]]
-    ts = tensor_args(row)
+    ts = q.args(c)
     if not ts or len(ts[0][1][0]) < 2:
         return None
     backward = q.name(c) in SOFTMAX_BWD
     back = _walk_back(q, c, ts[0][1])
-    out = q.flow.output(int(q.r[c]))
+    out = q.flow.output(q._r[c])
     fwd = _walk_forward(q, c, out) if out is not None else None
     if back is None or fwd is None:
         return None
     pre, g1, s_shape = back
     post, g2, (side, _, other) = fwd
-    io1 = _gemm_io(q.flow.rows[q.r[g1]])
+    io1 = q.gemm_io(g1)
     sq, sk = s_shape[-2], s_shape[-1]
     bh = prod(s_shape) // (sq * sk)
     k1 = io1[0][-1]  # contraction dim of the scores GEMM: D (forward) or Dv (dP = dO V^T)
@@ -321,23 +348,23 @@ def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | Non
                 positions.append(j)
                 break
     else:
-        io2 = _gemm_io(q.flow.rows[q.r[g2]])
+        io2 = q.gemm_io(g2)
         taken = set(positions)
         positions += _copies(q, g1 - 6, g1, [io1[0], io1[1]], dt, taken)
         positions += _copies(q, g1 - 6, g2, [io2[1] if side == "A" else io2[0]], dt, taken | set(positions))
     positions = sorted(set(positions))
-    isz = next((x for _, (s, t), x in tensor_args(q.flow.rows[q.r[g1]]) if t == dt), 4.0)
+    isz = next((x for _, (s, t), x in q.args(g1) if t == dt), 4.0)
     masks = 0.0
     for p in pre + post:  # each mask / bias operand read once by the fused kernel (not the chain's own tensor)
         if q.name(p) == "copy_":
             continue  # a cast: its other tensor is the destination it writes
-        ts = [(prod(s), x) for _, (s, _), x in tensor_args(q.flow.rows[q.r[p]]) if prod(s) > 1]
+        ts = [(prod(s), x) for _, (s, _), x in q.args(p) if prod(s) > 1]
         big = max((n for n, _ in ts), default=0)
         ts.remove(next(t for t in ts if t[0] == big)) if ts else None
         masks += sum(n * x for n, x in ts)
     facts = {"backward": backward, "bh": bh, "sq": sq, "sk": sk, "d": d, "dv": dv, "itemsize": isz,
-             "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": int(q.r[g1]),
-             "chain": [int(q.r[p]) for p in [g1] + pre + [c] + post + [g2]]}
+             "mask_bytes": masks, "dtype": dt, "scores": tuple(s_shape), "gemm_row": q._r[g1],
+             "chain": [q._r[p] for p in [g1] + pre + [c] + post + [g2]]}
     return positions, facts
 
 

@@ -22,6 +22,7 @@ from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_libra
 from traceana.link.attribute import Links, _parents
 from traceana.link.kernel_names import HEAD
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
 
 _GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
@@ -38,8 +39,9 @@ _P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
 class TraceView:
     """The trace's columns as the rules read them (computed once)."""
 
-    def __init__(self, trace: Trace, links: Links):
-        self.trace, self.links = trace, links
+    def __init__(self, trace: Trace, links: Links, meter: Meter = OFF):
+        self.trace, self.links, self.meter = trace, links, meter
+        meter.visit("context", len(trace.ops) + len(trace.launches) + len(trace.gpu) + len(trace.annotations))
         names = trace.names
         self.names = names
         # what the name rules read: each name's head (a kernel's template list can run to megabytes)
@@ -88,30 +90,42 @@ class TraceView:
             j = int(self.parent[j])
         return out[::-1]
 
-    def inner(self, i: int) -> np.ndarray:
-        """Ops nested in op i (i included), on its thread."""
+    def inner(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Per op in idx: the ops nested in it (itself included), on its thread, in (start, longest first)
+        order. One search per thread for all of them, then slices."""
         ops = self.trace.ops
-        p = int(self.pos[i])
-        hi = int(self.run_end[p])
-        k = int(np.searchsorted(self.sorted_ts[p:hi], ops.end[i], side="right"))  # a view: O(log n)
-        cand = self.order[p:p + k]
-        return cand[ops.end[cand] <= ops.end[i]]
+        p = self.pos[idx]
+        stop = np.empty(len(idx), dtype=np.int64)
+        for run in np.unique(self.run_end[p]).tolist():  # per thread (its run of sorted positions)
+            m = self.run_end[p] == run
+            lo = int(np.searchsorted(self.run_end, run, "left"))  # the run's first position
+            # ops of the run that start by the op's end (all those before it do: sorted by start)
+            stop[m] = lo + np.searchsorted(self.sorted_ts[lo:run], ops.end[idx[m]], side="right")
+        cand, which = _slices(self.order, p, stop)
+        keep = ops.end[cand] <= ops.end[idx][which]
+        return _split(cand[keep], which[keep], len(idx))
 
-    def events_in(self, thread: int, lo: float, hi: float) -> np.ndarray:
-        """GPU events launched on `thread` between lo and hi."""
-        if not len(self.la_order):
-            return np.zeros(0, np.int64)
-        key = self.la_thread.dtype.type(thread)  # a Python int would make numpy cast the whole array per call
-        a = int(np.searchsorted(self.la_thread, key, side="left"))
-        b = int(np.searchsorted(self.la_thread, key, side="right"))
-        x = a + int(np.searchsorted(self.la_ts[a:b], lo, side="left"))
-        y = a + int(np.searchsorted(self.la_ts[a:b], hi, side="right"))
-        lids = np.sort(self.la_order[x:y])
-        if not len(lids):
-            return np.zeros(0, np.int64)
+    def events_in(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+        """Per (thread, lo, hi): the GPU events launched on that thread between lo and hi, by launch (each
+        launch's events in their order). One search per thread for all of them, then slices."""
+        n = len(thread)
+        if not len(self.la_order) or not n:
+            return [np.zeros(0, np.int64) for _ in range(n)]
+        x, y = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        for th in np.unique(thread).tolist():
+            m = thread == th
+            key = self.la_thread.dtype.type(th)  # a Python int would make numpy cast the whole array
+            a = int(np.searchsorted(self.la_thread, key, side="left"))
+            b = int(np.searchsorted(self.la_thread, key, side="right"))
+            x[m] = a + np.searchsorted(self.la_ts[a:b], lo[m], side="left")
+            y[m] = a + np.searchsorted(self.la_ts[a:b], hi[m], side="right")
+        lids, which = _slices(self.la_order, x, y)
+        o = np.lexsort((lids, which))  # each call's launches in launch order
+        lids, which = lids[o], which[o]
         u = np.searchsorted(self.ev_launch, lids, side="left")
         v = np.searchsorted(self.ev_launch, lids, side="right")
-        return np.concatenate([self.ev_by_launch[p:q] for p, q in zip(u.tolist(), v.tolist())]) if len(u) else u
+        ev, k = _slices(self.ev_by_launch, u, v)
+        return _split(ev, which[k], n)
 
     def phase(self, t: np.ndarray) -> np.ndarray:
         """'forward' / 'backward' / 'optimizer' per time: in an optimizer window, optimizer; in a
@@ -177,12 +191,30 @@ class TraceView:
             sel = idx[src.thread[idx] == th]
             s, e = merge(src.ts[sel], src.end[sel])
             on = np.flatnonzero(la.thread == th)
+            self.meter.visit("context", len(la))
             hit[on[inside(la.ts[on], s, e) >= 0]] = True
         ev = (self.gpu_launch >= 0) & hit[np.maximum(self.gpu_launch, 0)]
         return float(gpu.dur[ev].sum())
 
     def kernel_us(self, idx: np.ndarray) -> float:
         return float(self.trace.gpu.dur[idx].sum()) if len(idx) else 0.0
+
+
+def _slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """values[lo[0]:hi[0]], values[lo[1]:hi[1]], ... concatenated, and which slice each item came from."""
+    n = np.maximum(hi - lo, 0)
+    total = int(n.sum())
+    which = np.repeat(np.arange(len(lo), dtype=np.int64), n)
+    if not total:
+        return values[:0], which
+    first = np.concatenate(([0], np.cumsum(n)[:-1]))
+    return values[np.arange(total, dtype=np.int64) - first[which] + lo[which]], which
+
+
+def _split(items: np.ndarray, which: np.ndarray, n: int) -> list[np.ndarray]:
+    """items (grouped by which, in order) as n arrays, one per slice."""
+    ends = np.cumsum(np.bincount(which, minlength=n)).tolist()
+    return [items[a:z] for a, z in zip([0] + ends[:-1], ends)]
 
 
 def _algorithm(name: str, extra: dict) -> str | None:
@@ -271,10 +303,12 @@ def collectives(r: TraceView) -> list[Call]:
             last[th] = float(ops.end[i])
         outer_a = np.array(outer, dtype=np.int64)
         phases = r.phase(ops.ts[outer_a])
+        inners = r.inner(outer_a)
+        evs = r.events_in(ops.thread[outer_a], ops.ts[outer_a], ops.end[outer_a])
         for k, i in enumerate(outer):
             th = ops.thread[i]
             parents = [r.op_name[j] for j in r.ancestors(i)]
-            inner = r.inner(i)
+            inner = inners[k]
             extra: dict = {}
             for j in inner.tolist():
                 extra.update(dict(ops.extra.get(j, ())))
@@ -287,11 +321,12 @@ def collectives(r: TraceView) -> list[Call]:
             n_in, n_out = _elements(r.op_name[i], ops.dims[i], ops.concrete[i], extra, algo)
             if n_in is None and extra:
                 n_in, n_out = _elements("", b"", b"", extra, algo)
-            ev = r.events_in(int(th), float(ops.ts[i]), float(ops.end[i]))
+            ev = evs[k]
             if algo is None and len(ev):
                 kinds = [collective_kind(r.names[c]) for c in trace.gpu.name[ev].tolist()]
                 algo = next((_KIND_ALGO[x] for x in kinds if x in _KIND_ALGO), None)
             covered[ev] = True
+            r.meter.visit("context", len(inner) + len(ev) + len(parents))
             out.append(Call(name=r.op_name[i], algo=algo, ts=float(ops.ts[i]), end=float(ops.end[i]), thread=int(th),
                              phase=phases[k], parents=parents, gpu_us=float(trace.gpu.dur[ev].sum()), n_in=n_in,
                              n_out=n_out, op=i, library=None))
@@ -340,40 +375,47 @@ def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
     if not len(gemm):
         return []
     out = []
-    by_thread: dict[int, np.ndarray] = {}
+    by_end: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per thread: its matmuls by end, and their ends
+    by_start: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ... by start (ties: by end), and their starts
     for th in np.unique(ops.thread[gemm]).tolist():
         g = gemm[ops.thread[gemm] == th]
-        by_thread[th] = g[np.argsort(ops.end[g], kind="stable")]
+        g = g[np.argsort(ops.end[g], kind="stable")]
+        by_end[th] = g, ops.end[g]
+        g = g[np.argsort(ops.ts[g], kind="stable")]
+        by_start[th] = g, ops.ts[g]
+    r.meter.visit("context", len(gemm))
     coll_ts = {}
     for c in calls:
         coll_ts.setdefault(c.thread, []).append(c.ts)
     for th in coll_ts:
         coll_ts[th] = np.sort(np.array(coll_ts[th]))
-    for c in calls:
+    for c in calls:  # each call: a few searches over its thread's sorted matmuls and collectives
         if c.op < 0 or c.phase != "forward" or c.algo not in ("all_reduce", "reduce_scatter", "all_gather"):
             continue
-        g = by_thread.get(c.thread)
-        if g is None:
+        if c.thread not in by_end:
             continue
+        r.meter.visit("context", 2)
         cts = coll_ts[c.thread]
         if c.algo in ("all_reduce", "reduce_scatter"):
-            before = g[ops.end[g] <= c.ts]
-            if not len(before) or c.n_in is None:
+            g, end = by_end[c.thread]
+            k = int(np.searchsorted(end, c.ts, "right"))  # the matmuls that ended by the call's start
+            if not k or c.n_in is None:
                 continue
-            j = int(before[-1])
-            prev_coll = cts[cts < c.ts]
-            if len(prev_coll) and prev_coll[-1] > ops.end[j]:
+            j = int(g[k - 1])
+            p = int(np.searchsorted(cts, c.ts, "left"))  # the previous collective on the thread
+            if p and cts[p - 1] > ops.end[j]:
                 continue
             # the matmul's output = the message: several matmuls nested (linear > addmm) agree
             if _gemm_io(r, j)[1] == c.n_in:
                 out.append(c)
         else:
-            after = g[ops.ts[g] >= c.end]
-            if not len(after) or c.n_out is None:
+            g, ts = by_start[c.thread]
+            k = int(np.searchsorted(ts, c.end, "left"))  # the first matmul that started after the call ended
+            if k == len(g) or c.n_out is None:
                 continue
-            j = int(after[np.argmin(ops.ts[after])])
-            next_coll = cts[cts > c.ts]
-            if len(next_coll) and next_coll[0] < ops.ts[j]:
+            j = int(g[k])
+            p = int(np.searchsorted(cts, c.ts, "right"))  # the next collective on the thread
+            if p < len(cts) and cts[p] < ops.ts[j]:
                 continue
             if _gemm_io(r, j)[0] == c.n_out:
                 out.append(c)

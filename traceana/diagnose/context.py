@@ -52,6 +52,7 @@ import numpy as np
 
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.diagnose.collective_calls import Call, TraceView, collectives, on_a_matmul
+from traceana.meter import OFF, Meter
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
@@ -233,11 +234,12 @@ def _parallelism(r: TraceView, mode: str) -> tuple[list[str], dict[str, list[dic
     return [k for k in ("DP", "FSDP", "TP", "EP", "PP") if ev[k]], ev
 
 
-def run_context(trace: Trace, links: Links, rows: Sequence[dict] | None = None, capture: dict | None = None) -> dict:
+def run_context(trace: Trace, links: Links, rows: Sequence[dict] | None = None, capture: dict | None = None,
+                meter: Meter = OFF) -> dict:
     """analysis["context"]: mode, graph replay, torch.compile and parallelism, each with its
     evidence (see the module doc). `rows` are not needed by the rules (they read the trace);
     `capture` is analysis["trace"]["capture"] when graph replays met their capture."""
-    r = TraceView(trace, links)
+    r = TraceView(trace, links, meter)
     mode, mode_ev = _mode(r)
     replay = _graph_replay(r, capture)
     compiled = _compiled(r)

@@ -311,6 +311,23 @@ class Flow:
         self._feeds: dict[tuple[int, int], tuple[tuple[int, ...], float] | None] = {}
         self._reads_output: dict[tuple[int, int], bool] = {}
         self._breaks: dict[int, str | None] = {}
+        self._args: dict[int, list[tuple[int, Tensor, float]]] = {}
+        self._reads: dict[tuple[int, Tensor], list[tuple[int, tuple[int, ...], float | None]]] = {}
+
+    def args(self, a: int) -> list[tuple[int, Tensor, float]]:
+        """tensor_args of row a."""
+        got = self._args.get(a)
+        if got is None:
+            got = self._args[a] = tensor_args(self.rows[a])
+        return got
+
+    def reads(self, b: int, t: Tensor) -> list[tuple[int, tuple[int, ...], float | None]]:
+        """reads(row b, t)."""
+        key = (b, t)
+        got = self._reads.get(key)
+        if got is None:
+            got = self._reads[key] = reads(self.rows[b], t)
+        return got
 
     def output(self, a: int) -> Tensor | None:
         if a not in self._output:

@@ -41,6 +41,7 @@ from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 
 FUSABLE_BOUNDS = ("memory", "latency")
 REPEAT_WINDOW = 8  # ops back in which a repeated signature marks a parallel branch
@@ -207,7 +208,7 @@ def _strides(raw: bytes, cache: dict[bytes, object]) -> object:
     return cache[raw]
 
 
-def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]) -> np.ndarray:
+def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray], meter: Meter = OFF) -> np.ndarray:
     """ok[i]: seq[i] -> seq[i + 1] is a producer -> consumer link."""
     ops, rows = trace.ops, flow.rows
     r = oe["row"][seq]
@@ -248,7 +249,7 @@ def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]
                                                                   for k in args)
             if strided[key]:
                 continue
-        if multi and _read_elsewhere(flow, r, th, all_ts, s_ts, by_ts, i):
+        if multi and _read_elsewhere(flow, r, th, all_ts, s_ts, by_ts, i, meter):
             continue
         ok[i] = inlink[i + 1] = True
     return ok
@@ -277,7 +278,7 @@ def _repeats(strides: list[bytes], seq: np.ndarray, r: np.ndarray, th: np.ndarra
 
 
 def _read_elsewhere(flow: Flow, r: np.ndarray, th: np.ndarray, ts: np.ndarray, s_ts: np.ndarray,
-                    by_ts: np.ndarray, i: int) -> bool:
+                    by_ts: np.ndarray, i: int, meter: Meter = OFF) -> bool:
     """An op of another thread that ran between seq[i] and seq[i + 1] reads a tensor like seq[i]'s output
     (s_ts: ts sorted, by_ts: the order that sorts it)."""
     a = int(r[i])
@@ -285,6 +286,7 @@ def _read_elsewhere(flow: Flow, r: np.ndarray, th: np.ndarray, ts: np.ndarray, s
         return False
     lo, hi = np.searchsorted(s_ts, ts[i], "right"), np.searchsorted(s_ts, ts[i + 1], "left")
     ks = by_ts[lo:hi]
+    meter.visit("diagnose.fusion", len(ks) + 1)
     for k in ks[th[ks] != th[i]].tolist():
         if r[k] >= 0 and flow.reads_output(int(r[k]), a):
             return True
@@ -303,7 +305,7 @@ def _neighbour(flow: Flow, r: np.ndarray, th: np.ndarray, i: int, j: int) -> str
 
 
 def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
-           device: dict | None = None) -> list[dict]:
+           device: dict | None = None, meter: Meter = OFF) -> list[dict]:
     """Groups of identical fusable chains, most time saved first: unfused attention (attention.py) first
     claims its ops, the element-wise chains are then sought among the rest (no op saved twice).
     device: the resolved device (its DRAM bandwidth prices the fused attention kernel)."""
@@ -311,6 +313,7 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     if not rows or len(ops) == 0 or len(trace.gpu) == 0:
         return []
     oe = _op_events(trace, links, ev_row)
+    meter.visit("diagnose.fusion", len(ops) + len(trace.gpu))
     owned = np.flatnonzero(oe["row"] >= 0)
     if len(owned) < 2:
         return []
@@ -318,8 +321,9 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     flow = Flow(rows)
     r, th = oe["row"][seq], ops.thread[seq]
     op_us = links.op_device_us
-    att, claimed = attention.find(trace, flow, seq, r, th, oe, op_us)
-    ok = _linked(trace, flow, seq, oe) & ~claimed[:-1] & ~claimed[1:]
+    att, claimed = attention.find(trace, flow, seq, r, th, oe, op_us, meter)
+    ok = _linked(trace, flow, seq, oe, meter) & ~claimed[:-1] & ~claimed[1:]
+    meter.visit("diagnose.fusion", len(seq))
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     # fresh[k]: seq[k]'s output is a new tensor (not in place, or a copy_ filling a fresh one)

@@ -13,6 +13,7 @@ from traceana.diagnose.ledger import (GRAPH_LAUNCH, IDLE_CAUSES, LAUNCH_GAP_US, 
                                       graph_calls, median_gap)
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 
 TOP_GAPS = 5
 
@@ -24,10 +25,11 @@ def _label(trace: Trace, ev: int, ev_row: np.ndarray, rows: list[dict]) -> str:
     return trace.names[int(trace.gpu.name[ev])][:120]
 
 
-def _cpu_doing(trace: Trace, thread: int | None, start: float, end: float) -> str | None:
+def _cpu_doing(trace: Trace, thread: int | None, start: float, end: float, meter: Meter = OFF) -> str | None:
     """The outermost op or annotation (not a ProfilerStep) running on `thread` across the gap's middle."""
     if thread is None:
         return None
+    meter.visit("diagnose.gaps", len(trace.ops) + len(trace.annotations))  # a pass over both
     mid = (start + end) / 2
     best, best_ts = None, np.inf
     for src in (trace.ops, trace.annotations):
@@ -43,7 +45,8 @@ def _cpu_doing(trace: Trace, thread: int | None, start: float, end: float) -> st
     return best
 
 
-def largest_gaps(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict]) -> list[dict]:
+def largest_gaps(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict],
+                 meter: Meter = OFF) -> list[dict]:
     """The TOP_GAPS longest idle gaps: where, how long, why, and what the CPU was doing."""
     gpu, la = trace.gpu, trace.launches
     code = acc.gap_codes()
@@ -52,6 +55,7 @@ def largest_gaps(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, r
         ev = int(acc.gap_event[i])
         start, length = float(acc.gap_start[i]), float(acc.gap_len[i])
         before = np.flatnonzero((gpu.device == gpu.device[ev]) & (gpu.ts + gpu.dur <= start + 1e-6))
+        meter.visit("diagnose.gaps", len(gpu))  # a pass over the events per gap (TOP_GAPS of them)
         prev = int(before[np.argmax(gpu.ts[before] + gpu.dur[before])]) if len(before) else -1
         launch = int(links.gpu_launch[ev])
         call = int(acc.gap_sync_call[i])
@@ -62,7 +66,7 @@ def largest_gaps(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, r
                     "next": _label(trace, ev, ev_row, rows), "next_row": rows[r]["id"] if r >= 0 else None,
                     "prev": _label(trace, prev, ev_row, rows) if prev >= 0 else None,
                     "cpu_call": trace.names[int(la.name[call])] if call >= 0 else None,
-                    "cpu_doing": _cpu_doing(trace, thread, start, start + length)})
+                    "cpu_doing": _cpu_doing(trace, thread, start, start + length, meter)})
     return out
 
 
@@ -146,7 +150,7 @@ def _top_level(trace: Trace, thread: int) -> tuple[np.ndarray, np.ndarray, np.nd
     return ts[top], end[top], code[top]
 
 
-def host_activity(trace: Trace, links: Links, acc: Account) -> dict[str, float]:
+def host_activity(trace: Trace, links: Links, acc: Account, meter: Meter = OFF) -> dict[str, float]:
     """host_dispatch idle by what the launching thread was doing at each gap's middle: the outermost op
     or annotation running there (e.g. `enumerate(DataLoader)#...`, `Optimizer.step#...`), else "other"."""
     la = trace.launches
@@ -161,6 +165,7 @@ def host_activity(trace: Trace, links: Links, acc: Account) -> dict[str, float]:
     thread = np.where(launch >= 0, la.thread[np.maximum(launch, 0)], -1)
     for th in np.unique(thread).tolist():
         m = thread == th
+        meter.visit("diagnose.gaps", len(thread) + len(trace.ops) + len(trace.annotations) + len(trace.launches))
         ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
         j = np.searchsorted(ts, mid[m], side="right") - 1
         hit = (j >= 0) & (end[np.maximum(j, 0)] >= mid[m]) if len(ts) else np.zeros(int(m.sum()), dtype=bool)
@@ -203,7 +208,7 @@ _WAIT_CALLS = ("StreamWaitEvent", "StreamWaitValue", "cuStreamWaitEvent")
 
 
 def wait_finding(trace: Trace, links: Links, ledger: dict, acc: Account, ev_row: np.ndarray,
-                 rows: list[dict]) -> dict | None:
+                 rows: list[dict], meter: Meter = OFF) -> dict | None:
     """stream_wait idle: the next work was already launched yet started late, and nothing of this device
     ran meanwhile: it waited on an event, another stream or device, or a graph dependency that the
     trace does not show running. A note (saving 0): what it waited for decides what can be recovered."""
@@ -216,6 +221,7 @@ def wait_finding(trace: Trace, links: Links, ledger: dict, acc: Account, ev_row:
     i = int(gaps[np.argmax(acc.gap_len[gaps])])
     ev, start, length = int(acc.gap_event[i]), float(acc.gap_start[i]), float(acc.gap_len[i])
     la = trace.launches
+    meter.visit("diagnose.gaps", 2 * len(la))  # two passes over the launches for the longest gap
     launch = int(links.gpu_launch[ev])
     where = _label(trace, ev, ev_row, rows)
     detail = f"The longest: {u.us(length)} before {where}"
@@ -231,7 +237,7 @@ def wait_finding(trace: Trace, links: Links, ledger: dict, acc: Account, ev_row:
             j = max(waits, key=lambda j: la.ts[j])
             wait_call = names[int(la.name[j])]
             detail += f"; its stream was told to wait by {wait_call} {u.us(lt - float(la.ts[j]))} before the launch"
-        doing = _cpu_doing(trace, th, start, start + length)
+        doing = _cpu_doing(trace, th, start, start + length, meter)
         mid = start + length / 2
         held = np.flatnonzero((la.thread == th) & (la.ts <= mid) & (la.end >= mid))
         if len(held):  # a runtime call spanning the gap's middle: the thread sat in it (often a blocking copy)

@@ -40,6 +40,7 @@ from traceana import units as u
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
 from traceana.link.attribute import Links, helper_ops, innermost_ops
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps as profiler_steps
 
 #: The curve keeps at most this many points per device (the peak among them, exactly).
@@ -102,7 +103,7 @@ def _unattributed(trace: Trace, owner: np.ndarray) -> np.ndarray:
 
 
 def memory_section(trace: Trace, links: Links | None = None, places=None, max_points: int = MAX_POINTS,
-                   top: int = TOP) -> dict:
+                   top: int = TOP, meter: Meter = OFF) -> dict:
     """analysis["memory"]: per device peaks, steps, curve and the ops holding memory (docs/analysis-schema.md).
     places: modules.attribute.Places (each op's module path), for the modules holding memory at the peak."""
     m = getattr(trace, "memory", None)
@@ -125,6 +126,7 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
     why = _unattributed(trace, owner)
     for k in np.unique(key).tolist():
         idx = np.flatnonzero(key == k)
+        meter.visit("memory", len(key) + len(idx))  # the device's events, found by a pass over all
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
         d = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
         d["unattributed"] = _unattributed_note(m.nbytes[idx].astype(np.float64), why[idx], d)

@@ -22,8 +22,9 @@ import numpy as np
 from traceana import units as u
 from traceana.link.copies import classify
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
-from traceana.link.attribute import Links
+from traceana.link.attribute import Links, _parents
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 
 _SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
 _TO_HOST = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy", "aten::_copy_from",
@@ -73,18 +74,67 @@ def _kind(op: str | None, call: str, direction: str | None) -> str:
     return "explicit"
 
 
-def _enclosing(trace: Trace, thread: int, ts: float, end: float) -> tuple[list[int], int]:
-    """(CPU ops enclosing [ts, end] on a thread, outermost first; the innermost user annotation or -1)."""
-    ops = trace.ops
-    eps = 1e-3  # µs: the clock's resolution at epoch-scale timestamps
-    m = np.flatnonzero((ops.thread == thread) & (ops.ts <= ts + eps) & (ops.end >= end - eps))
-    m = m[np.lexsort((-ops.end[m], ops.ts[m]))]
-    ann = trace.annotations
-    a = np.flatnonzero((ann.thread == thread) & (ann.ts <= ts + eps) & (ann.end >= end - eps))
-    names = trace.names
-    a = [int(i) for i in a if not names[int(ann.name[i])].startswith("ProfilerStep#")]
-    inner = max(a, key=lambda i: ann.ts[i]) if a else -1
-    return m.tolist(), inner
+EPS_US = 1e-3  # µs: the clock's resolution at epoch-scale timestamps
+
+
+class _Nesting:
+    """Intervals (ops, or annotations) of each thread by start, longest first, with their nesting parents:
+    the intervals enclosing a call are found by one search and a climb, bounded by the nesting depth."""
+
+    def __init__(self, thread: np.ndarray, ts: np.ndarray, end: np.ndarray, keep: np.ndarray | None = None) -> None:
+        idx = np.arange(len(ts), dtype=np.int64) if keep is None else np.flatnonzero(keep)
+        self.order = idx[np.lexsort((-end[idx], ts[idx], thread[idx]))]
+        self.thread, self.ts, self.end = thread[self.order], ts[self.order], end[self.order]
+        bounds = np.flatnonzero(np.diff(self.thread)) + 1
+        starts = np.concatenate(([0], bounds)) if len(self.order) else np.zeros(0, np.int64)
+        stops = np.concatenate((bounds, [len(self.order)])) if len(self.order) else np.zeros(0, np.int64)
+        self.parent = _parents(self.ts, self.end, np.repeat(starts, stops - starts)) if len(self.order) else self.order
+
+    def enclosing(self, thread: int, ts: float, end: float, meter: Meter = OFF) -> list[int]:
+        """Indices of the intervals on `thread` enclosing [ts, end], innermost first."""
+        key = self.thread.dtype.type(thread) if len(self.thread) else thread
+        lo = int(np.searchsorted(self.thread, key, "left"))
+        hi = int(np.searchsorted(self.thread, key, "right"))
+        c = lo + int(np.searchsorted(self.ts[lo:hi], ts + EPS_US, "right")) - 1
+        out: list[int] = []
+        steps = 2
+        while c >= lo:  # climb from the last interval started by ts to the first that is still running at end
+            steps += 1
+            if self.end[c] >= end - EPS_US:
+                out.append(int(self.order[c]))
+            c = int(self.parent[c])
+        meter.visit("diagnose.stalls", steps)
+        return out
+
+
+class _Calls:
+    """What describe_call looks up, indexed once: op and annotation nesting, launches by (thread, start), and
+    the GPU events of each launch."""
+
+    def __init__(self, trace: Trace, links: Links) -> None:
+        ops, ann, la = trace.ops, trace.annotations, trace.launches
+        self.ops = _Nesting(ops.thread, ops.ts, ops.end)
+        step = np.fromiter((n.startswith("ProfilerStep#") for n in trace.names), dtype=bool, count=len(trace.names))
+        self.ann = _Nesting(ann.thread, ann.ts, ann.end, ~step[ann.name] if len(ann) else None)
+        self.la_order = np.lexsort((la.ts, la.thread))
+        self.la_thread, self.la_ts = la.thread[self.la_order], la.ts[self.la_order]
+        self.ev = np.argsort(links.gpu_launch, kind="stable")  # GPU events by launch, in event order per launch
+        self.ev_launch = links.gpu_launch[self.ev]
+
+    def events_of(self, launches: np.ndarray) -> np.ndarray:
+        """The GPU events of these launches, by launch, each launch's in event order."""
+        a = np.searchsorted(self.ev_launch, launches, "left")
+        b = np.searchsorted(self.ev_launch, launches, "right")
+        return np.concatenate([self.ev[p:q] for p, q in zip(a.tolist(), b.tolist())]) if len(a) else a
+
+    def launches_in(self, thread: int, lo: float, hi: float) -> np.ndarray:
+        """Launches on `thread` that started in [lo, hi]."""
+        key = self.la_thread.dtype.type(thread)
+        a = int(np.searchsorted(self.la_thread, key, "left"))
+        b = int(np.searchsorted(self.la_thread, key, "right"))
+        x = a + int(np.searchsorted(self.la_ts[a:b], lo, "left"))
+        y = a + int(np.searchsorted(self.la_ts[a:b], hi, "right"))
+        return self.la_order[x:y]
 
 
 def _behind(trace: Trace, chain: list[int]) -> int:
@@ -99,25 +149,32 @@ def _behind(trace: Trace, chain: list[int]) -> int:
     return pick
 
 
-def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], call: int) -> dict:
-    """What one blocking runtime call was: its name, copy direction, the op and annotation behind it."""
+def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], call: int,
+                  index: _Calls | None = None, meter: Meter = OFF) -> dict:
+    """What one blocking runtime call was: its name, copy direction, the op and annotation behind it.
+    `index`: _Calls(trace, links), built once for many calls; the work per call is then bounded by the
+    call's own op nesting and the events its op launched."""
+    q = index if index is not None else _Calls(trace, links)
     la, gpu, names = trace.launches, trace.gpu, trace.names
     name = names[int(la.name[call])]
-    mine = np.flatnonzero(links.gpu_launch == call)
+    mine = q.events_of(np.array([call]))
     direction = memory = None
     for e in mine.tolist():
         if gpu.kind[e] == 1:
             direction, memory = classify(names[int(gpu.name[e])])
             break
-    chain, ann = _enclosing(trace, int(la.thread[call]), float(la.ts[call]), float(la.end[call]))
+    th, ts, end = int(la.thread[call]), float(la.ts[call]), float(la.end[call])
+    chain = q.ops.enclosing(th, ts, end, meter)[::-1]  # outermost first
+    anns = q.ann.enclosing(th, ts, end, meter)
+    ann = anns[0] if anns else -1
     op = _behind(trace, chain)
     op_name = names[int(trace.ops.name[op])] if op >= 0 else None
     # the ops' rows: GPU events launched on this thread while the op ran
     ids: list[str] = []
     if op >= 0:
-        o_ts, o_end = float(trace.ops.ts[op]), float(trace.ops.end[op])
-        near = np.flatnonzero((la.thread == la.thread[call]) & (la.ts >= o_ts) & (la.ts <= o_end))
-        ev = np.flatnonzero(np.isin(links.gpu_launch, near))
+        near = q.launches_in(th, float(trace.ops.ts[op]), float(trace.ops.end[op]))
+        ev = q.events_of(np.sort(near))
+        meter.visit("diagnose.stalls", len(mine) + len(near) + len(ev))
         for r in np.unique(ev_row[ev]).tolist():
             if r >= 0 and rows[r]["id"] not in ids:
                 ids.append(rows[r]["id"])
@@ -130,17 +187,19 @@ def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dic
 
 
 def stalls(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict],
-           steps: int) -> list[dict]:
+           steps: int, meter: Meter = OFF) -> list[dict]:
     """The ledger's sync idle grouped by (op behind the call, call): largest first."""
     m = acc.gap_sync_us > 0
     if not m.any():
         return []
+    index = _Calls(trace, links)  # sorts once: ops, annotations, launches, events
+    meter.visit("diagnose.stalls", len(trace.ops) + len(trace.annotations) + len(trace.launches) + len(trace.gpu))
     calls, us = acc.gap_sync_call[m], acc.gap_sync_us[m]
     uniq, inv = np.unique(calls, return_inverse=True)
     per_call = np.bincount(inv, weights=us)
     groups: dict[tuple, dict] = {}
     for c, t in zip(uniq.tolist(), per_call.tolist()):
-        d = describe_call(trace, links, ev_row, rows, int(c))
+        d = describe_call(trace, links, ev_row, rows, int(c), index, meter)
         key = (d["op"], d["label"])
         g = groups.get(key)
         if g is None:

@@ -37,6 +37,7 @@ from traceana.link.attribute import Links
 from traceana.diagnose.buckets import buckets
 from traceana.diagnose.timeline_cpu import cpu_tracks, name_table, pick_threads, step_thread
 from traceana.load.model import Trace
+from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps as profiler_steps
 from traceana.link.steps import cover, merge
 
@@ -52,13 +53,14 @@ _ROUND = 2  # µs decimals kept (10 ns)
 
 
 def step_timeline(trace: Trace, links: Links, groups: Sequence, rows: list[dict], primary: int | None,
-                  accs: dict | None = None) -> dict | None:
+                  accs: dict | None = None, meter: Meter = OFF) -> dict | None:
     """analysis["timeline"]: the representative window of device `primary` (None without GPU events).
     groups[i] is the signature Group behind rows[i]; accs the ledger's Account per device."""
     gpu = trace.gpu
     if primary is None or not len(gpu):
         return None
     ev_row = bd.event_rows(len(gpu), groups)
+    meter.visit("timeline", len(gpu) + len(trace.ops) + len(trace.launches))
     cat = _TO_BD[lg.event_categories(trace, ev_row, rows)]
     on = np.flatnonzero(gpu.device == primary)
     if not len(on):

@@ -43,10 +43,26 @@ enum { J_OK = 0, J_MORE, J_BAD, J_UNSUP };
 
 #define MAX_DEPTH 200
 
+/* JSON whitespace, by byte. */
+static const unsigned char WS[256] = {[' '] = 1, ['\n'] = 1, ['\r'] = 1, ['\t'] = 1};
+
+static inline uint64_t load64(const unsigned char *q);
+
 static inline const char *skip_ws(const char *p, const char *e)
 {
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    while (p < e) {
+        unsigned char c = (unsigned char)*p;
+        if (c > ' ' || !WS[c])
+            return p;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+        if (c == ' ' && e - p >= 8) {  /* a run of spaces (the indentation): up to eight a step */
+            uint64_t v = load64((const unsigned char *)p) ^ 0x2020202020202020ULL;
+            p += v ? (__builtin_ctzll(v) >> 3) : 8;  /* the first byte that is not a space */
+            continue;
+        }
+#endif
         p++;
+    }
     return p;
 }
 
@@ -58,6 +74,25 @@ static int hexval(unsigned char c)
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
+}
+
+/* Eight bytes at a time (SWAR): a word of the text, and whether any of its bytes is one a string scan must
+   stop at ('"', '\\', a control character below 0x20, or a byte >= 0x80 that starts UTF-8 to check). Each
+   test is exact about whether such a byte is present (not where), which is all the skip needs. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t load64(const unsigned char *q)
+{
+    uint64_t v;
+    memcpy(&v, q, 8);
+    return v;
+}
+
+static inline uint64_t str_stop(uint64_t v)
+{
+    uint64_t quote = v ^ (ONES * '"'), slash = v ^ (ONES * '\\');
+    return ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | ((v - ONES * 0x20) & ~v) | v;
 }
 
 /* Length of the valid UTF-8 sequence at q (first byte >= 0x80), 0 if invalid, -1 if cut. */
@@ -86,6 +121,16 @@ static int scan_str(const char *p, const char *e, const char **out, int *esc)
     const unsigned char *q = (const unsigned char *)p + 1, *E = (const unsigned char *)e;
     int has = 0;
     for (;;) {
+        while (E - q >= 8) {  /* plain ASCII: eight bytes a step */
+            uint64_t m = str_stop(load64(q)) & HIGHS;
+            if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+                q += __builtin_ctzll(m) >> 3;  /* the first byte to look at (the lowest flag is exact) */
+#endif
+                break;
+            }
+            q += 8;
+        }
         while (q < E && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80)
             q++;
         if (q >= E) return J_MORE;
@@ -317,8 +362,13 @@ static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e
    (to nearest, ties to even) to a double. q has at least 55 bits, or is exact (sticky 0). */
 static double round_u128(unsigned __int128 q, int sticky, int exp2)
 {
+#if defined(__GNUC__)
+    uint64_t hi = (uint64_t)(q >> 64), lo = (uint64_t)q;  /* n: the bit length of q */
+    int n = hi ? 128 - __builtin_clzll(hi) : lo ? 64 - __builtin_clzll(lo) : 0;
+#else
     int n = 0;
     for (unsigned __int128 x = q; x; x >>= 1) n++;
+#endif
     if (n <= 53) return ldexp((double)(uint64_t)q, exp2);
     int drop = n - 53;
     unsigned __int128 mant = q >> drop, rem = q & (((unsigned __int128)1 << drop) - 1);

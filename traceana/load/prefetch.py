@@ -31,7 +31,7 @@ _streams: dict[str, Scan] = {}
 
 #: bytes of JSON text per piece, and pieces the queue holds at most
 PIECE = 8 << 20
-DEPTH = 8  # 64 MB of text: a 50 MB trace is inflated whole while the interpreter imports
+DEPTH = 3  # 24 MB of text: the inflating keeps ahead of the scanner, which is the slower of the two
 _READ = 1 << 20  # compressed bytes read at a time
 
 

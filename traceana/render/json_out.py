@@ -1,4 +1,10 @@
-"""The analysis as a JSON document: sorted keys, strict JSON (no NaN), stable bytes."""
+"""The analysis as a JSON document: sorted keys, strict JSON (no NaN), stable bytes.
+
+The analysis is plain data (docs/analysis-schema.md): mappings with string keys, lists, strings, numbers,
+booleans, None, and here and there a numpy number or a tuple. msgspec encodes that in C (keys sorted, NaN
+and infinities as null, numpy values through their tolist()), which to_json_safe's rules give too; a value
+msgspec would encode otherwise (a non-string key, a lone surrogate) takes the Python walk instead.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 
 _AS_IS = frozenset({str, int, bool, type(None)})  # exact types: to_json_safe keeps such values unchanged
@@ -54,20 +62,52 @@ def to_json_safe(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+def _hook(value: Any) -> Any:
+    """What msgspec cannot encode itself, as to_json_safe has it: numpy values as their tolist(), else str()."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            return tolist()
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_hook, order="sorted")
+
+
+def _encode(value: Any) -> bytes | None:
+    """Compact JSON of value with sorted keys (NaN and infinities null), or None when msgspec refuses it
+    (a key that is not a string, a string no UTF-8 holds): the caller then takes the Python walk."""
+    try:
+        return _ENCODER.encode(value)
+    except (TypeError, ValueError, UnicodeEncodeError, OverflowError, RecursionError):
+        return None
+
+
 def as_saved(value: Any, _depth: int = 0) -> Any:
     """json.loads(render_json(value)) without the text: to_json_safe's copy with every mapping's
-    keys in sorted order (what the saved document holds and `render` reads back), in one pass
-    and no encoding (100,000 op rows: seconds less than through JSON text and back)."""
+    keys in sorted order (what the saved document holds and `render` reads back): encoded once by
+    msgspec and decoded again (both in C), or, for what msgspec refuses, one Python pass."""
+    if _depth == 0:
+        raw = _encode(value)
+        if raw is not None:
+            return msgspec.json.decode(raw)
+    return _walk(value, _depth)
+
+
+def _walk(value: Any, _depth: int = 0) -> Any:
+    """as_saved by a Python pass over the value."""
     if _depth > 64:
         return None
     if isinstance(value, Mapping):
         items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
-        return {k: as_saved(v, _depth + 1) for k, v in items}
+        return {k: _walk(v, _depth + 1) for k, v in items}
     if isinstance(value, (list, tuple)):
         kinds = set(map(type, value))
         if kinds <= _AS_IS or (kinds <= _NUMBERS and _finite(value)):
             return list(value)
-        return [as_saved(v, _depth + 1) for v in value]
+        return [_walk(v, _depth + 1) for v in value]
     return to_json_safe(value, _depth)
 
 
@@ -111,7 +151,11 @@ def _parts(value: Any, level: int):
             yield from _parts(v, level + 1)
         yield "\n" + " " * level + "]"
         return
-    text = json.dumps(to_json_safe(value, level), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
+    raw = _encode(value)
+    if raw is not None:  # msgspec writes floats in their shortest form without an exponent where it can
+        text = msgspec.json.format(raw, indent=1).decode("utf-8")
+    else:
+        text = json.dumps(to_json_safe(value, level), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
     if level:
         text = text.replace("\n", "\n" + " " * level)  # strings escape their newlines: only the indent's match
     yield _NUMBER_LIST.sub(_one_line, text)

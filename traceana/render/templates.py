@@ -17,7 +17,7 @@ import os
 from importlib import resources
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
@@ -115,10 +115,27 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     return _QuietCache(path)
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    """`x.y` on one of the view's dicts looks the key up first: jinja's own order (the attribute, then the
+    key) raises and catches an AttributeError for every cell of every table first. A name that is an
+    attribute of dict (items, get, ...) keeps jinja's order, so the result is the same either way."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """The jinja2 environment for the reports: autoescaped, strict JSON, sorted keys."""
-    env = jinja2.Environment(
+    env = _Environment(
         bytecode_cache=_bytecode_cache(),
         loader=jinja2.FunctionLoader(_load),
         autoescape=True,

@@ -44,6 +44,7 @@ import numpy as np
 from traceana import units as u
 from traceana.link.comm_kernels import is_comm_kernel, is_comm_op
 from traceana.link.steps import collective_kind
+from traceana.meter import OFF, Meter
 
 _KIND_ALGO = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather",
               "AllToAll": "all_to_all", "Broadcast": "broadcast", "SendRecv": "send_recv",
@@ -131,7 +132,7 @@ def algorithm_of(name: str, kernels: Sequence[str]) -> str | None:
     return None
 
 
-def issuer(trace: Any, links: Any, events: Any) -> str | None:
+def issuer(trace: Any, links: Any, events: Any, meter: Meter = OFF) -> str | None:
     """The name of the communication op that issued a row's first kernel: the op itself, or the
     nearest op enclosing it on its thread that names a collective (record_param_comms recorded
     under c10d::allreduce_ says all_reduce through it)."""
@@ -141,6 +142,7 @@ def issuer(trace: Any, links: Any, events: Any) -> str | None:
     if op < 0:
         return None
     ops, names = trace.ops, trace.names
+    meter.visit("cost", len(ops))  # a scan of the ops per unsized collective signature
     enc = np.flatnonzero((ops.thread == ops.thread[op]) & (ops.ts <= ops.ts[op]) & (ops.end >= ops.end[op]))
     enc = enc[np.argsort(-ops.ts[enc], kind="stable")]  # innermost first
     for j in enc.tolist():
@@ -151,7 +153,7 @@ def issuer(trace: Any, links: Any, events: Any) -> str | None:
 
 
 def finish(row: dict, device: dict, topo: dict, network_gbps: float | None = None, trace: Any = None,
-           links: Any = None, events: Any = None) -> None:
+           links: Any = None, events: Any = None, meter: Meter = OFF) -> None:
     """Make a collective row a communication row with its link and transfer / wait (in place);
     rows that are not communication are left as they are. trace / links / events (the row's GPU
     events) let an unsized row name the collective that issued it."""
@@ -160,7 +162,7 @@ def finish(row: dict, device: dict, topo: dict, network_gbps: float | None = Non
     comm = row.get("comm")
     sized = bool(comm) and comm.get("bytes_per_rank") is not None
     if not sized:
-        _unsized(row, device, topo, issuer(trace, links, events))
+        _unsized(row, device, topo, issuer(trace, links, events, meter))
         return
     n = comm.get("group_size")
     where, why = placement(n, topo)
