@@ -64,7 +64,7 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
             result = feed.scan(pieces, progress)
         finally:
             pieces.close()
-    if result is None or pieces.error is not None:
+    if result is None or pieces.error is not None or not pieces.whole:
         return None
     if "late_names" not in result or "gp_ord" not in result:  # a scanner built from an older _scan.c: Python's turn
         return None
