@@ -161,6 +161,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     ordered = [group_of[id(r)] for r in rows]
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     places = op_places(trace, links, recorded_ops)
+    warnings.extend(places.warnings)
     memory = memory_section(trace, links, places)
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
