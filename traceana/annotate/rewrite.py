@@ -144,7 +144,8 @@ def insert(ev: bytes, payload: bytes, args: bytes | None = None) -> bytes | None
     if args is None:
         try:
             args = bytes(_ARGS.decode(ev).args)
-        except (msgspec.DecodeError, msgspec.ValidationError):  # JSON msgspec refuses (NaN, bad UTF-8...)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # JSON msgspec refuses (NaN,
+            # bad UTF-8, nested past its limit...)
             return _insert_slow(ev, payload)
     if not args:  # no args: add one
         inner = ev[1:-1].strip()
@@ -349,7 +350,7 @@ class Rewriter:
             text = b"".join((b"[", memoryview(buf)[start:cut], b"]"))
             try:
                 raws = _RAW_LIST.decode(text)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # (nested past its limit)
                 continue
             self._emit_events(raws, buf, start, cut, text)
             t.pos = cut
