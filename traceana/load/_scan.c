@@ -1645,6 +1645,7 @@ typedef struct {
 
 static int oput(obuf *o, const char *s, size_t n)
 {
+    if (!n) return 0; /* (nothing to copy: o->p may still be NULL, and memcpy(NULL, s, 0) is undefined) */
     if (o->n + n > o->cap) {
         size_t cap = o->cap ? o->cap : 1 << 16;
         while (cap < o->n + n) cap *= 2;
@@ -1694,12 +1695,13 @@ static int event_args(const char *p, const char *e, tok *args, const char **clos
     }
 }
 
-/* splice(buf, pos, after, codes, k, payloads) -> (out, pos, after, k, annotated, skipped, state)
+/* splice(buf, pos, after, codes, k, payloads, key) -> (out, pos, after, k, annotated, skipped, state)
 
    Copies the events of a traceEvents list from buf[pos:] to `out`, byte for byte, with
-   `"traceana":payloads[codes[k]]` inserted before the closing brace of the args of the k-th event
-   (counted from the list's start) when codes[k] >= 0 (an event with no args gets
-   `"args":{"traceana":{...,"args_added":true}}`; one whose args is not an object is copied as it
+   `KEY:payloads[codes[k]]` inserted before the closing brace of the args of the k-th event
+   (counted from the list's start) when codes[k] >= 0; KEY is `key`, a JSON string with its quotes
+   (b'"traceana"': the key the file does not use, traceana.annotate.keys). An event with no args gets
+   `"args":{KEY:{...,"args_added":true}}`; one whose args is not an object is copied as it
    is and counted as skipped). `after`: pos is just after an event (a separator comes next), else at
    an event. It stops at the list's `]` (state SP_END, pos at it), where the buffer ends before a
    whole event or separator (SP_MORE: call again with more text from pos), at an event it leaves to
@@ -1712,7 +1714,11 @@ static PyObject *splice(PyObject *self, PyObject *args)
     Py_ssize_t pos, k;
     int after;
     PyObject *payloads;
-    if (!PyArg_ParseTuple(args, "y*npy*nO!", &buf, &pos, &after, &codes, &k, &PyList_Type, &payloads)) return NULL;
+    const char *key;
+    Py_ssize_t key_n;
+    if (!PyArg_ParseTuple(args, "y*npy*nO!y#", &buf, &pos, &after, &codes, &k, &PyList_Type, &payloads, &key,
+                          &key_n))
+        return NULL;
     const char *base = buf.buf, *e = base + buf.len, *p = base + (pos < 0 ? 0 : pos), *q;
     const int32_t *code = codes.buf;
     Py_ssize_t n_codes = codes.len / (Py_ssize_t)sizeof(int32_t), annotated = 0, skipped = 0;
@@ -1756,8 +1762,8 @@ static PyObject *splice(PyObject *self, PyObject *args)
             if (a.t == T_OBJ) {
                 const char *at = a.p + a.n - 1; /* the args' closing brace */
                 int empty = skip_ws(a.p + 1, at) == at;
-                if (oput(&o, copied, (size_t)(at - copied)) ||
-                    oput(&o, empty ? "\"traceana\":" : ",\"traceana\":", empty ? 11 : 12) || oput(&o, ps, pn)) {
+                if (oput(&o, copied, (size_t)(at - copied)) || oput(&o, ",", empty ? 0 : 1) ||
+                    oput(&o, key, (size_t)key_n) || oput(&o, ":", 1) || oput(&o, ps, pn)) {
                     bad = 2;
                     break;
                 }
@@ -1765,8 +1771,8 @@ static PyObject *splice(PyObject *self, PyObject *args)
                 annotated++;
             } else if (a.t == T_ABSENT) {
                 int empty = skip_ws(start + 1, close) == close;
-                if (oput(&o, copied, (size_t)(close - copied)) ||
-                    oput(&o, empty ? "\"args\":{\"traceana\":" : ",\"args\":{\"traceana\":", empty ? 19 : 20) ||
+                if (oput(&o, copied, (size_t)(close - copied)) || oput(&o, ",", empty ? 0 : 1) ||
+                    oput(&o, "\"args\":{", 8) || oput(&o, key, (size_t)key_n) || oput(&o, ":", 1) ||
                     oput(&o, ps, pn - 1) || oput(&o, added, sizeof added - 1)) {
                     bad = 2;
                     break;
@@ -1799,7 +1805,8 @@ static PyObject *splice(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef scan_functions[] = {
-    {"splice", splice, METH_VARARGS, "splice(buf, pos, after, codes, k, payloads): traceEvents with verdicts added"},
+    {"splice", splice, METH_VARARGS,
+     "splice(buf, pos, after, codes, k, payloads, key): traceEvents with verdicts added under key"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1819,7 +1826,8 @@ PyMODINIT_FUNC PyInit__scan(void)
     Unsupported = PyErr_NewException("traceana.load._scan.Unsupported", PyExc_ValueError, NULL);
     Py_INCREF(&ScannerType);
     if (!Unsupported || PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) ||
-        PyModule_AddObject(m, "Unsupported", Unsupported)) {
+        PyModule_AddObject(m, "Unsupported", Unsupported) ||
+        PyModule_AddIntConstant(m, "SPLICE_KEYED", 1)) { /* splice takes the args key (annotate/keys.py) */
         Py_DECREF(m);
         return NULL;
     }

@@ -27,7 +27,7 @@ from traceana.load.columns import _blocks, _small_codes, assemble
 from traceana.load.comm_args import comm_record
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
-from traceana.load.schema import DOC_DECODER
+from traceana.load.schema import DOC_DECODER, header_member
 
 try:
     from traceana.load import feed
@@ -79,7 +79,7 @@ def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
     """The document's other keys (deviceProperties, distributedInfo, ...) as the typed decoder
     reads them."""
     enc = msgspec.json.encode
-    text = b"{" + b",".join(enc(k) + b":" + v for k, v in keys) + b"}"
+    text = b"{" + b",".join(enc(k) + b":" + v for k, v in header_member(keys)) + b"}"
     return DOC_DECODER.decode(text)
 
 

@@ -13,8 +13,9 @@ tool, a pyproject.toml that depends on it). Per format:
 - SVG: the `<!-- traceana roofline chart -->` comment on the line right after the root <svg> tag;
 - PNG: the tEXt chunk "Software: traceana" right after IHDR (cli/ci.tag_png writes it);
 - an annotated trace (`traceana annotate`, .json or .json.gz): the text starts with the document's
-  first member `{"traceana":{"schema":"traceana.annotated/…"` (a .gz is inflated for its first bytes);
-  a profiler never writes a top-level "traceana" member, let alone first.
+  first member `{"traceana":{"schema":"traceana.annotated/…"` (or "traceana_N": the key annotate
+  chose because the input used "traceana"; a .gz is inflated for its first bytes); a profiler never
+  writes such a member, let alone first, and a user's own top-level "traceana" member has no schema.
 
 An empty (or blank) file is nobody's: it may be a placeholder the user made on purpose.
 """
@@ -36,7 +37,8 @@ _SVG = re.compile(rb'\A<\?xml version="1\.0" encoding="UTF-8"\?>\n<svg xmlns="ht
                   rb'[^<>\n]*>\n<!-- traceana roofline chart -->\n')
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JSON_START = re.compile(rb'\A\{\n( +)"')
-_ANNOTATED = b'{"traceana":{"schema":"traceana.annotated/'
+_ANNOTATED = re.compile(rb'\{"traceana(?:_[1-9][0-9]{0,8})?":\{"schema":"traceana\.annotated/')
+_ANNOTATED_LEN = len(b'{"traceana_999999999":{"schema":"traceana.annotated/')
 _GZIP = b"\x1f\x8b"
 
 
@@ -58,12 +60,24 @@ def written_by_traceana(path: str) -> bool:
         if head.startswith(_PNG):
             return _png_tagged(head)
         if head.startswith(_GZIP):
-            return _inflated_head(head).startswith(_ANNOTATED)
-        if head.startswith(_ANNOTATED):
+            return bool(_ANNOTATED.match(_inflated_head(head)))
+        if _ANNOTATED.match(head):
             return True
         if head.startswith(b"{"):
             return _json_schema(fh, head)
         return _tail(fh, len(MD_MARKER) + 2) == ("\n" + MD_MARKER + "\n").encode()
+
+
+def annotated(path: str) -> bool:
+    """Is the file at `path` an annotated trace traceana wrote (its marker first, a .gz inflated)?"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD)
+    except OSError:
+        return False
+    if head.startswith(_GZIP):
+        head = _inflated_head(head)
+    return bool(_ANNOTATED.match(head.lstrip(b" \t\r\n")))
 
 
 def _tail(fh, n: int) -> bytes:
@@ -75,7 +89,7 @@ def _tail(fh, n: int) -> bytes:
 def _inflated_head(head: bytes) -> bytes:
     """The first bytes of a gzip file's text (b"" when they cannot be inflated)."""
     try:
-        return zlib.decompressobj(31).decompress(head, len(_ANNOTATED))
+        return zlib.decompressobj(31).decompress(head, _ANNOTATED_LEN)
     except zlib.error:
         return b""
 
