@@ -162,7 +162,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     context = {**run_context(trace, links, rows, capture), "record_shapes": trace.record_shapes}
     places = op_places(trace, links, recorded_ops)
     warnings.extend(places.warnings)
-    memory = memory_section(trace, links, places)
+    memory = memory_section(trace, links, places, warnings=warnings)
     diag = diagnose(trace, links, ordered, rows, device_dict, total, context, memory)
     timeline = step_timeline(trace, links, ordered, rows, diag["timeline"]["primary"], diag["accounts"])
     modules = module_table(places, trace, links, ordered, rows, total)  # also each row's module / source
