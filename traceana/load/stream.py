@@ -86,9 +86,11 @@ def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
 def _late(table: list, local: list, seen: dict | None = None) -> np.ndarray:
     """int32 codes of the local table's entries in `table` (new ones appended, in local order);
     `seen`: table's entries -> codes, kept up to date across calls."""
+    out = np.empty(len(local), np.int32)
+    if not local:  # (no python_function / [memory] events: no map of every name to build)
+        return out
     if seen is None:
         seen = {v: i for i, v in enumerate(table)}
-    out = np.empty(len(local), np.int32)
     for i, v in enumerate(local):
         code = seen.get(v)
         if code is None:
