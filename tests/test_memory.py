@@ -367,3 +367,34 @@ def test_modules_holding_memory_at_the_peak():
     assert any(r["module"].startswith("Qwen2Model") for r in mods)
     # without modules recorded (no places given), no such list
     assert "modules_at_peak" not in mem.memory_section(t, links)["devices"][0]
+
+
+# ---------------------------------------------------------------------------- impossible byte counts
+
+def _mem_event(ts, nbytes, tot, res, addr):
+    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "s": "t",
+            "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": nbytes, "Total Allocated": tot,
+                     "Total Reserved": res}}
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["scanner", "python"])
+def test_impossible_byte_counts_are_left_out_with_a_warning(tmp_path, monkeypatch, pure):
+    """Six [memory] events on cuda:0, three impossible: Total Allocated 1e30 (and Bytes 1e30), a negative Total
+    Allocated, Bytes 2**60 (over 1 PiB). Before: accepted, the peak was 1e30 bytes, no warning. Now the peak is
+    the largest plausible total, 6144 bytes, from the three plausible events."""
+    if pure:
+        monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
+    ev = [synth.op("aten::mm", 10, 50, 1, [[64, 64], [64, 64]]), synth.launch(20, 1, 1),
+          synth.kernel("ampere_sgemm_64x64_nn", 30, 20, 1, 1),
+          _mem_event(12, 1024, 1024, 2 << 20, 1000), _mem_event(13, 4096, 5120, 2 << 20, 2000),
+          _mem_event(14, 1e30, 1e30, 2 << 20, 3000), _mem_event(15, -1024, -3000, 2 << 20, 1000),
+          _mem_event(16, 1024, 6144, 2 << 20, 4000), _mem_event(17, 2**60, 6144 + 2**60, 2 << 20, 5000)]
+    a = analyze(synth.write(tmp_path, synth.trace(ev)))
+    d = a["memory"]["devices"][0]
+    # plausible totals 1024, 5120, 6144 (the events at 12, 13 and 16 µs): the peak 6144, 4 µs after the first
+    assert d["peak_allocated_bytes"] == 6144.0 and d["peak_at_us"] == 4.0 and d["events"] == 3 and d["allocations"] == 3
+    assert d["allocated_bytes"] == 1024 + 4096 + 1024
+    warn = [w for w in a["warnings"] if "[memory] event" in w]
+    assert warn == ["3 of 6 [memory] events with impossible byte counts (a negative total, or more than 1 PiB; "
+                    "first: Total Allocated = 1e+30 at 14.000 µs) left out of the memory peaks and curve"]
+    assert max(d["curve"]["allocated"]) == 6144

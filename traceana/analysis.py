@@ -188,7 +188,8 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     places = op_places(trace, links, recorded_ops)
     meter.visit("modules.places", len(trace.python) + len(trace.ops) + len(trace.annotations))
     lap("memory")
-    memory = memory_section(trace, links, places, meter=meter)
+    warnings.extend(places.warnings)
+    memory = memory_section(trace, links, places, meter=meter, warnings=warnings)
     lap("kernels")
     kernels = kernel_view(trace, ordered, rows)  # every kernel by class x dtype x library, from its name
     classes = kernel_classes(trace, ordered, rows, kernels.cls)

@@ -106,10 +106,13 @@ def count(per_device: dict[int, dict[str, tuple]]) -> int:
     return sum(len(tr[TFLOPS][0]) + len(tr[DRAM][0]) + 2 * len(tr[IDLE][0]) for tr in per_device.values())
 
 
-def encoded(per_device: dict[int, dict[str, tuple]]) -> Iterator[bytes]:
-    """The counter events as JSON text, comma-separated, a batch at a time (no leading comma)."""
+def encoded(per_device: dict[int, dict[str, tuple]], cat: str = CAT) -> Iterator[bytes]:
+    """The counter events as JSON text, comma-separated, a batch at a time (no leading comma); `cat`: their
+    category (the annotation's key: annotate/keys.py)."""
     batch: list[dict] = []
     for ev in events(per_device):
+        if cat != CAT:
+            ev["cat"] = cat
         batch.append(ev)
         if len(batch) == _BATCH:
             yield _ENC.encode(batch)[1:-1]

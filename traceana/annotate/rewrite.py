@@ -14,7 +14,7 @@ UTF-8, or an event longer than what is buffered), the next event is delimited by
 An event the analysis gave a verdict (its place in the list, the loader's ordinal) gets
 `"traceana": {...}` inserted before the closing brace of its args object, or `"args": {"traceana":
 {..., "args_added": true}}` before its own closing brace when it has no args; nothing else of
-it changes. The counter events follow the last event. Memory: the current piece, the one event
+it changes. ("traceana" is the key the input does not use: keys.py; "traceana_1" when it does.) The counter events follow the last event. Memory: the current piece, the one event
 that straddles two pieces, and the output of one piece, whatever the size of the file.
 """
 
@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 import msgspec
 import numpy as np
 
+from traceana.annotate.keys import KEY
 from traceana.errors import BadInput
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -45,6 +46,7 @@ _SCALAR = re.compile(rb"[^ \t\r\n,\]}]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*[,\]]")
 _ARGS_KEY = re.compile(rb'"args"[ \t\r\n]*:[ \t\r\n]*\Z')
 _BLANK = frozenset(b" \t\r\n")
+_MARKED = b'{"schema":"traceana.annotated/'  # how annotate's header starts (write.header)
 _CUT_TRIES = 4
 _WINDOW = 1 << 16
 
@@ -138,17 +140,19 @@ def _value_end(buf: bytes, pos: int) -> int | None:
     return end if end < len(buf) else None
 
 
-def insert(ev: bytes, payload: bytes, args: bytes | None = None) -> bytes | None:
+def insert(ev: bytes, payload: bytes, args: bytes | None = None, key: bytes = b'"traceana"') -> bytes | None:
     """The event with `"traceana": payload` added to its args (None when its args is not an object,
-    or the event cannot be read). `args`: the text of its args value when already decoded (b"": none)."""
+    or the event cannot be read). `args`: the text of its args value when already decoded (b"": none).
+    `key`: the member's name as JSON (with its quotes)."""
     if args is None:
         try:
             args = bytes(_ARGS.decode(ev).args)
-        except (msgspec.DecodeError, msgspec.ValidationError):  # JSON msgspec refuses (NaN, bad UTF-8...)
-            return _insert_slow(ev, payload)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # JSON msgspec refuses (NaN,
+            # bad UTF-8, nested past its limit...)
+            return _insert_slow(ev, payload, key)
     if not args:  # no args: add one
         inner = ev[1:-1].strip()
-        return (ev[:-1] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
+        return (ev[:-1] + (b',' if inner else b'') + b'"args":{' + key + b':' + payload[:-1]
                 + b',"args_added":true}}}')
     if args[0] != 0x7B:  # {
         return None
@@ -165,11 +169,11 @@ def insert(ev: bytes, payload: bytes, args: bytes | None = None) -> bytes | None
         if pos < 0:
             return None
     close = pos + n - 1
-    sep = b'"traceana":' if _WS.match(args, 1).end() == n - 1 else b',"traceana":'
+    sep = key + b':' if _WS.match(args, 1).end() == n - 1 else b',' + key + b':'
     return b"".join((ev[:close], sep, payload, ev[close:]))
 
 
-def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
+def _insert_slow(ev: bytes, payload: bytes, key: bytes) -> bytes | None:
     """insert() by the tokenizer alone: the event's top-level members one by one."""
     try:
         if ev[:1] != b"{":
@@ -177,17 +181,17 @@ def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
         pos = _WS.match(ev, 1).end()
         while ev[pos:pos + 1] == b'"':
             end = _value_end(ev, pos)
-            key = ev[pos:end]
+            name = ev[pos:end]
             pos = _WS.match(ev, end).end() + 1  # the colon
             pos = _WS.match(ev, pos).end()
             end = _value_end(ev, pos)
             if end is None:
                 return None
-            if key == b'"args"':
+            if name == b'"args"':
                 if ev[pos:pos + 1] != b"{":
                     return None
                 close = end - 1
-                sep = b'"traceana":' if not ev[pos + 1:close].strip() else b',"traceana":'
+                sep = key + b':' if not ev[pos + 1:close].strip() else b',' + key + b':'
                 return ev[:close] + sep + payload + ev[close:]
             pos = _WS.match(ev, end).end()
             if ev[pos:pos + 1] != b",":
@@ -196,7 +200,7 @@ def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
         if ev[pos:pos + 1] != b"}":
             return None
         inner = ev[1:pos].strip()
-        return (ev[:pos] + (b',' if inner else b'') + b'"args":{"traceana":' + payload[:-1]
+        return (ev[:pos] + (b',' if inner else b'') + b'"args":{' + key + b':' + payload[:-1]
                 + b',"args_added":true}}' + ev[pos:])
     except (TypeError, IndexError):
         return None
@@ -205,10 +209,12 @@ def _insert_slow(ev: bytes, payload: bytes) -> bytes | None:
 class Rewriter:
     """One pass over the text: `run(pieces)` emits the annotated text. `codes[k]`: the payload index of
     the k-th event of traceEvents (-1: none). `counters`: the added events' JSON, comma-separated
-    batches. `header`: the JSON object put first in the document under "traceana"."""
+    batches. `header`: the JSON object put first in the document under `key` ("traceana", or the
+    first "traceana_N" the input does not use: keys.py), the args key of every verdict too."""
 
     def __init__(self, codes: np.ndarray, payloads: list[bytes], counters: Iterable[bytes], header: bytes,
-                 emit: Callable[[bytes], None]) -> None:
+                 emit: Callable[[bytes], None], key: str = "traceana") -> None:
+        self.key = msgspec.json.encode(key)  # as JSON, with its quotes
         self.codes = codes
         self.payloads = payloads
         self.counters = counters
@@ -230,12 +236,12 @@ class Rewriter:
                 c = t.skip_ws()
         if c == 0x5B:  # [ a bare event list: written as {"traceana": ..., "traceEvents": [...]}
             t.pos += 1
-            self.emit(b'{"traceana":' + self.header + b',"traceEvents":[')
+            self.emit(b'{' + self.key + b':' + self.header + b',"traceEvents":[')
             self._events(t)
             self.emit(b"]}")
         elif c == 0x7B:  # {
             t.pos += 1
-            self.emit(b'{"traceana":' + self.header + b",")
+            self.emit(b'{' + self.key + b':' + self.header + b",")
             self._document(t)
         else:
             raise BadInput("not a JSON object or list")
@@ -258,14 +264,17 @@ class Rewriter:
                 key = msgspec.json.decode(t.buf[t.pos:end])
             except msgspec.DecodeError:
                 key = None  # a key msgspec cannot read is not one of traceana's
-            if first and key == "traceana":
-                raise BadInput("already annotated by traceana; annotate the original trace")
             t.pos = end
             if t.skip_ws() != 0x3A:  # :
                 raise BadInput("not a JSON object")
             t.pos += 1
             c = t.skip_ws()
-            if key == "traceEvents" and c == 0x5B and not seen:
+            if first and isinstance(key, str) and KEY.match(key) and c == 0x7B and self._marked(t):
+                raise BadInput("already annotated by traceana; annotate the original trace")
+            if key == "traceEvents" and seen:
+                raise BadInput("two top-level 'traceEvents' lists (a JSON reader keeps the last, and so did "
+                               "the analysis); keep one")
+            if key == "traceEvents" and c == 0x5B:
                 seen = True
                 t.pos += 1
                 t.copying(False)  # the text up to and with the `[`
@@ -289,6 +298,13 @@ class Rewriter:
                 return
             raise BadInput("not a JSON object")
 
+    @staticmethod
+    def _marked(t: _Text) -> bool:
+        """Does the object at pos start with traceana's marker (`{"schema":"traceana.annotated/`, as
+        annotate writes its header)? A user's own "traceana" member does not."""
+        t.need(len(_MARKED))
+        return t.buf.startswith(_MARKED, t.pos)
+
     def _events(self, t: _Text) -> None:
         """From just after `[` to just after the matching `]`: the events, then the counters."""
         c = t.skip_ws()
@@ -307,7 +323,7 @@ class Rewriter:
         after = False
         while True:
             out, t.pos, after, k, annotated, skipped, state = self.splice(
-                t.buf, t.pos, after, self.codes, self.events, self.payloads)
+                t.buf, t.pos, after, self.codes, self.events, self.payloads, self.key)
             self.emit(out)
             self.events, self.annotated, self.skipped = k, self.annotated + annotated, self.skipped + skipped
             if state == _SP_END:
@@ -349,7 +365,7 @@ class Rewriter:
             text = b"".join((b"[", memoryview(buf)[start:cut], b"]"))
             try:
                 raws = _RAW_LIST.decode(text)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # (nested past its limit)
                 continue
             self._emit_events(raws, buf, start, cut, text)
             t.pos = cut
@@ -374,13 +390,43 @@ class Rewriter:
         # the args of every event of the run in one decode (the text decoded once already: valid)
         args = _ARGS_LIST.decode(text) if text is not None else None
         for p, c in zip(hit.tolist(), codes[hit].tolist()):
-            new = insert(bytes(raws[p]), payloads[c], None if args is None else bytes(args[p].args))
+            new = insert(bytes(raws[p]), payloads[c], None if args is None else bytes(args[p].args), self.key)
             if new is None:
                 self.skipped += 1
                 continue
             parts[p] = new
             self.annotated += 1
         self.emit(b",".join(parts))
+
+
+def top_level_keys(pieces: Iterable[bytes]) -> list[str | None]:
+    """The names of the document's top-level members, in order (None for one msgspec cannot read), by the
+    tokenizer alone: for telling why the events did not match the analysis (two traceEvents lists)."""
+    t = _Text(pieces, lambda _: None)
+    if t.skip_ws() == 0xEF:
+        t.need(3)
+        t.pos += 3 if t.buf.startswith(b"\xef\xbb\xbf", t.pos) else 0
+    if t.skip_ws() != 0x7B:
+        return []
+    t.pos += 1
+    keys: list[str | None] = []
+    while t.skip_ws() == 0x22:
+        end = t.value_end()
+        try:
+            keys.append(msgspec.json.decode(t.buf[t.pos:end]))
+        except msgspec.DecodeError:
+            keys.append(None)
+        t.pos = end
+        if t.skip_ws() != 0x3A:
+            break
+        t.pos += 1
+        if t.skip_ws() is None:
+            break
+        t.pos = t.value_end()
+        if t.skip_ws() != 0x2C:
+            break
+        t.pos += 1
+    return keys
 
 
 _SP_MORE, _SP_END, _SP_SLOW, _SP_TOO_MANY = range(4)  # splice's states (_scan.c)
@@ -393,6 +439,8 @@ def _splice():
     try:
         from traceana.load import _scan
     except ImportError:
+        return None
+    if not getattr(_scan, "SPLICE_KEYED", 0):  # built from an older _scan.c: its splice writes "traceana" only
         return None
     return getattr(_scan, "splice", None)
 

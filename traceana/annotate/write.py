@@ -8,6 +8,8 @@ the text is read again; write() streams the original file through rewrite.Rewrit
 The annotated document starts with `{"traceana":{"schema":"traceana.annotated/1",...},` — the
 marker ownership.py reads to tell an annotated trace traceana wrote (inflating the first bytes of a
 .gz) — followed by the original document's members, unchanged but for the added args and events.
+Every addition lives under one key, "traceana" unless the input uses that string (then "traceana_1",
+...: keys.py), found in a first pass over the text, so stripping gives back every user value.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import numpy as np
 from traceana import __version__
 from traceana.analysis import Parts
 from traceana.annotate import counters
-from traceana.annotate.rewrite import Rewriter
+from traceana.annotate.keys import free_key
+from traceana.annotate.rewrite import Rewriter, top_level_keys
 from traceana.annotate.verdicts import event_codes
 from traceana.errors import BadInput
 from traceana.output.safe_write import replace_file
 
 SCHEMA = "traceana.annotated/1"
-#: the first bytes of every annotated trace traceana writes (inflated, for .gz)
+#: the first bytes of every annotated trace traceana writes (inflated, for .gz), when its key is "traceana"
 MARKER = b'{"traceana":{"schema":"' + SCHEMA.encode() + b'"'
 _OUT_PIECE = 1 << 20
 PIECE = 2 << 20  # bytes of text per piece
@@ -59,12 +62,13 @@ def prepare(analysis: dict, parts: Parts) -> Prepared:
     return Prepared(codes, payloads, tracks, counters.count(tracks))
 
 
-def header(source: str, prep: Prepared) -> bytes:
-    """The document's first member's value (its first key is `schema`: the ownership marker)."""
+def header(source: str, prep: Prepared, key: str = "traceana") -> bytes:
+    """The document's first member's value (its first key is `schema`: the ownership marker). `key`: the
+    member's name, the args key and the added events' category (keys.free_key)."""
     head = {"schema": SCHEMA, "tool": f"traceana {__version__}", "source": source,
-            "args_key": "traceana", "events_cat": counters.CAT, "counter_events": prep.n_counters,
-            "strip": "remove this member, args.traceana from every event (and args itself where "
-                     "args.traceana.args_added is true), and every event whose cat is 'traceana': the original"}
+            "args_key": key, "events_cat": key, "counter_events": prep.n_counters,
+            "strip": f"remove this member, args.{key} from every event (and args itself where "
+                     f"args.{key}.args_added is true), and every event whose cat is '{key}': the original"}
     return msgspec.json.encode(head)
 
 
@@ -110,20 +114,27 @@ def _deflater():
 
 def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Written:
     """Stream `trace_path` (the file `st` describes: the one analysed) into `out`, annotated."""
-    head = header(os.path.basename(trace_path), prep)
+    try:
+        with open(trace_path, "rb") as fh:
+            key = free_key(text_pieces(fh))
+    except (OSError, EOFError, zlib.error, _zlib().error) as exc:
+        raise _read_error(trace_path, exc) from None
+    head = header(os.path.basename(trace_path), prep, key)
     done: list[Written] = []
 
     def fill(fd: int) -> None:
         sink = _Sink(fd, out.endswith(".gz"))
-        rw = Rewriter(prep.codes, prep.payloads, counters.encoded(prep.tracks), head, sink)
+        rw = Rewriter(prep.codes, prep.payloads, counters.encoded(prep.tracks, key), head, sink, key)
         try:
             with open(trace_path, "rb") as fh:
                 rw.run(text_pieces(fh))
         except BadInput as exc:
+            _two_lists(trace_path)
             raise BadInput(f"{trace_path}: cannot annotate: {exc}") from None
         except (OSError, EOFError, zlib.error, _zlib().error) as exc:
             raise _read_error(trace_path, exc) from None
         if rw.events != len(prep.codes):
+            _two_lists(trace_path)
             raise BadInput(f"{trace_path}: cannot annotate: {rw.events} events in traceEvents, "
                            f"{len(prep.codes)} when it was analysed (events that could not be read, or it changed)")
         if _key(os.stat(trace_path)) != _key(st):
@@ -133,6 +144,19 @@ def write(trace_path: str, st: os.stat_result, out: str, prep: Prepared) -> Writ
 
     replace_file(out, fill)
     return done[0]
+
+
+def _two_lists(trace_path: str) -> None:
+    """BadInput when the document has two top-level traceEvents members (the real reason its events and
+    the analysis's differ: the loaders read the last list, as JSON readers do; the rewrite met the first)."""
+    try:
+        with open(trace_path, "rb") as fh:
+            n = top_level_keys(text_pieces(fh)).count("traceEvents")
+    except (BadInput, OSError, EOFError, zlib.error, _zlib().error):
+        return
+    if n > 1:
+        raise BadInput(f"{trace_path}: cannot annotate: {n} top-level 'traceEvents' lists (a JSON reader keeps "
+                       "the last, and so did the analysis); keep one")
 
 
 def text_pieces(fh, piece: int = PIECE) -> Iterator[bytes]:

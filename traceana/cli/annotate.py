@@ -30,6 +30,10 @@ def check_annotate_output(out: str, trace: str, force: bool) -> None:
         raise BadInput(f"{out}: the annotated trace is a .json or .json.gz file, or a Perfetto .pftrace "
                        "(gzip when the name ends in .gz)")
     check_output(out, [trace], force)
+    from traceana.output.ownership import annotated
+
+    if annotated(trace):  # before any work (the rewrite would refuse it too, after the analysis)
+        raise BadInput(f"{trace}: already annotated by traceana; annotate the original trace")
 
 
 def annotate_file(trace: str, out: str, prep, st: os.stat_result):

@@ -8,7 +8,6 @@ enforces the gates, so a failing build still has its report.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections.abc import Callable, Mapping
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from traceana.cli.common import check_output
+from traceana.cli.common import check_output, distinct_outputs
 from traceana.output.safe_write import write_bytes
 from traceana.errors import BadInput, GateFailed
 
@@ -113,8 +112,10 @@ def enforce_gates(doc: Mapping[str, Any], gates: list[Gate]) -> None:
     raise GateFailed(f"--fail-on {failures[-1]}")
 
 
-def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = ()) -> Extras:
-    """Parse the gates and check the image paths before any work is done."""
+def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs: tuple[str, ...] = (),
+            others: tuple[tuple[str, str | None], ...] = ()) -> Extras:
+    """Parse the gates and check the image paths before any work is done: no two outputs (-o, --svg,
+    --png and `others`, e.g. ("--annotate", path)) name the same file."""
     specs = opts.get("fail_on") or ()
     if specs:
         from traceana.compare.gates import parse_all
@@ -125,11 +126,12 @@ def prepare(opts: Mapping[str, Any], inputs: list[str], force: bool, *, outputs:
     ex = Extras(gates=gates, svg=opts.get("svg"),
                 png=opts.get("png"), md_image=opts.get("md_image"), long_md=bool(opts.get("long_md")))
     for flag, path in (("--svg", ex.svg), ("--png", ex.png)):
-        if path is None:
-            continue
-        if path == "-" or os.path.realpath(path) in {os.path.realpath(o) for o in outputs if o != "-"}:
+        if path == "-":
             raise BadInput(f"{flag} {path}: needs a file of its own")
-        check_output(path, inputs, force)
+    distinct_outputs([*(("-o", o) for o in outputs), *others, ("--svg", ex.svg), ("--png", ex.png)])
+    for path in (ex.svg, ex.png):
+        if path is not None:
+            check_output(path, inputs, force)
     return ex
 
 

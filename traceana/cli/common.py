@@ -62,6 +62,23 @@ def check_output(out: str, inputs: list[str], force: bool) -> None:
         raise BadInput(f"{out}: directory {parent} does not exist")
 
 
+def distinct_outputs(named) -> None:
+    """BadInput when two outputs, (flag, path) pairs, name the same file: the same path once symlinks are
+    resolved, or the same existing file by device and inode (a hard link). Checked before any work, so a
+    second output never replaces the first (`--annotate X.json --svg X.json` wrote the chart over the
+    annotated trace). "-" (stdout) and None (not asked) are no files."""
+    seen: list[tuple[str, str, str]] = []
+    for flag, path in named:
+        if path is None or path == "-":
+            continue
+        real = os.path.realpath(path)
+        for flag0, path0, real0 in seen:
+            if real == real0 or _same_file(path, path0):
+                same = "" if path == path0 else f" ({path0})"
+                raise BadInput(f"{flag} {path}: is also the {flag0} output{same}; give each output a file of its own")
+        seen.append((flag, path, real))
+
+
 def _same_file(a: str, b: str) -> bool:
     """Hard links and other aliases realpath cannot see (same device and inode)."""
     try:

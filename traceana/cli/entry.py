@@ -66,7 +66,19 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(_one_line(f"traceana: internal error ({type(exc).__name__}: {str(exc)[:300]}); "
                              "rerun with TRACEANA_DEBUG=1 and report it"), err=True)
         return 3
+    finally:
+        _stop_threads()
     return 0
+
+
+def _stop_threads() -> None:
+    """Stop and join the reading started ahead of the load (traceana.load.prefetch), whatever
+    the command did: finished, failed before it loaded, or was interrupted. No thread of a
+    command outlives it (a process that runs many commands, like the test suite, kept each
+    failed command's scan thread blocked on its queue)."""
+    prefetch = sys.modules.get("traceana.load.prefetch")
+    if prefetch is not None:
+        prefetch.discard()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import sys
 import click
 
 from traceana.cli.ci import ci_options, prepare
-from traceana.cli.common import check_output, parse_peaks
+from traceana.cli.common import check_output, distinct_outputs, parse_peaks
 from traceana.output.names import default_output
 from traceana.output.safe_write import write_text
 
@@ -110,6 +110,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
     if len(traces) > 1 or os.path.isdir(traces[0]):
         from traceana.cli.ranks import report_ranks
 
+        distinct_outputs((("-o", output), ("--svg", ci.get("svg")), ("--png", ci.get("png"))))
+
         return report_ranks(traces, output, fmt, force, quiet, executor, jobs, ci,
                             Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                                     bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
@@ -117,6 +119,8 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
                                     network_gbps=network_gbps, profile=prof), hta, allow_missing=allow_missing)
     trace = traces[0]
     out = output or default_output(trace)
+    outputs = (("-o", out), ("--annotate", annotate_path), ("--svg", ci.get("svg")), ("--png", ci.get("png")))
+    distinct_outputs(outputs)  # no output written over another (before any work, before any other check)
     if fmt is None:
         fmt = "html" if out == "-" else format_for_path(out)
     check_output(out, [trace], force)
@@ -127,14 +131,12 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
 
         st = _regular_file(trace)
         check_annotate_output(annotate_path, trace, force)
-        if os.path.realpath(annotate_path) == os.path.realpath(out):
-            raise BadInput(f"{annotate_path}: is also the report's output")
     if hta:
         from traceana.diagnose.hta_views import available
 
         if not available():
             raise BadInput("--hta needs Holistic Trace Analysis and pandas: pip install 'traceana[hta]'")
-    extras = prepare(ci, [trace], force, outputs=(out,))
+    extras = prepare(ci, [trace], force, outputs=(out,), others=(("--annotate", annotate_path),))
     opts = Options(device_key=device_key, peak_tflops=parse_peaks(peak_tflops),
                    bandwidth_gbps=bandwidth_gbps, explain_top=top, hta=hta, meta=meta,
                    launch_floor_us=launch_floor_us, host_link_gbps=host_link_gbps, capture=capture,

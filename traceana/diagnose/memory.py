@@ -29,6 +29,10 @@ with the other host-synchronous calls (ledger.SYNC_CALLS): the GPU idle it cause
 once, and `churn_finding` names it with its fix; the CPU time the calls take is reported, never claimed
 as a saving. `fragmentation_finding` is about memory, not time: it saves nothing and says so.
 
+Events whose byte counts no allocator can hold (a negative Total Allocated or Total Reserved, or any
+count above MAX_BYTES: a trace written by hand or damaged) are left out of everything here, with a
+warning naming how many and the worst value: one such event would otherwise be the device's peak.
+
 Everything is sorts, searchsorted and bincount over the memory events: no per-event Python loop.
 """
 
@@ -58,6 +62,9 @@ FRAG_MIN_BYTES = 1 << 30
 #: ... and by at least this share of what is reserved.
 FRAG_MIN_SHARE = 0.25
 NO_OP = "(outside any recorded op)"
+#: No device or host memory holds a pebibyte: a byte count above it (or a negative total) is not one an
+#: allocator reported, and the event is left out (with a warning).
+MAX_BYTES = float(1 << 50)
 HOW_TO_RECORD = ("no [memory] events in this trace: record with torch.profiler.profile(profile_memory=True) "
                  "to see peak memory per device and step, the allocation curve and the ops that hold memory "
                  "at the peak")
@@ -103,13 +110,17 @@ def _unattributed(trace: Trace, owner: np.ndarray) -> np.ndarray:
 
 
 def memory_section(trace: Trace, links: Links | None = None, places=None, max_points: int = MAX_POINTS,
-                   top: int = TOP, meter: Meter = OFF) -> dict:
+                   top: int = TOP, meter: Meter = OFF, warnings: list[str] | None = None) -> dict:
     """analysis["memory"]: per device peaks, steps, curve and the ops holding memory (docs/analysis-schema.md).
-    places: modules.attribute.Places (each op's module path), for the modules holding memory at the peak."""
+    places: modules.attribute.Places (each op's module path), for the modules holding memory at the peak.
+    warnings: gets one line when events with impossible byte counts were left out (implausible())."""
     m = getattr(trace, "memory", None)
     calls = allocator_calls(trace)
     if m is None or not len(m):
         return {"recorded": False, "note": HOW_TO_RECORD, "t0_us": None, "devices": [], "allocator": calls}
+    bad, line = implausible(m)
+    if line and warnings is not None:
+        warnings.append(line)
     names = trace.names
     owner = owner_ops(trace, links)
     owner_name = np.where(owner >= 0, trace.ops.name[np.maximum(owner, 0)] if len(trace.ops) else -1, -1)
@@ -120,12 +131,14 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
         owner_mod = np.where(owner >= 0, places.module[np.maximum(owner, 0)], -1)
         mod_paths = ["/".join(p) for p in places.paths]  # the module tables' notation (modules/table.py SEP)
     nums, st, se = profiler_steps(trace)
-    t0 = float(min(m.ts.min(), st.min())) if len(nums) else float(m.ts.min())  # times in the section: µs from t0
+    ok = ~bad
+    first = float(m.ts[ok].min()) if ok.any() else float(m.ts.min())
+    t0 = float(min(first, st.min())) if len(nums) else first  # times in the section: µs from t0
     key = m.device_type.astype(np.int64) * (1 << 40) + (m.device.astype(np.int64) + 1)
     devices = []
     why = _unattributed(trace, owner)
-    for k in np.unique(key).tolist():
-        idx = np.flatnonzero(key == k)
+    for k in np.unique(key[ok]).tolist():
+        idx = np.flatnonzero((key == k) & ok)
         meter.visit("memory", len(key) + len(idx))  # the device's events, found by a pass over all
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
         d = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
@@ -139,6 +152,26 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
     devices.sort(key=lambda d: (d["type"] == "cpu", -d["peak_allocated_bytes"], d["device"]))
     return {"recorded": True, "note": None, "t0_us": t0, "devices": devices, "allocator": calls,
             "steps": len(nums)}
+
+
+def implausible(m) -> tuple[np.ndarray, str | None]:
+    """(per memory event: its byte counts are impossible, the warning line or None). Impossible: a
+    negative Total Allocated or Total Reserved, or Bytes or a total beyond MAX_BYTES (a free's Bytes is
+    negative: that is how frees are written)."""
+    tot, res = m.total_allocated.astype(np.float64), m.total_reserved.astype(np.float64)
+    nb = np.abs(m.nbytes.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        bad = (tot < 0) | (tot > MAX_BYTES) | (res < 0) | (res > MAX_BYTES) | (nb > MAX_BYTES)
+    n = int(bad.sum())
+    if not n:
+        return bad, None
+    i = int(np.flatnonzero(bad)[0])
+    worst = next((f"{name} = {v:,.4g}" for name, v in (("Total Allocated", tot[i]), ("Total Reserved", res[i]),
+                                                        ("Bytes", float(m.nbytes[i])))
+                  if np.isfinite(v) and (v < 0 and name != "Bytes" or abs(v) > MAX_BYTES)), "")
+    return bad, (f"{n:,} of {len(m):,} [memory] event{'s' if n != 1 else ''} with impossible byte counts (a negative "
+                 f"total, or more than 1 PiB; first: {worst} at {float(m.ts[i]):.3f} µs) left out of the memory "
+                 "peaks and curve")
 
 
 def _device(m, idx: np.ndarray, owner_name: np.ndarray, names: list[str], nums: list[int], st: np.ndarray,

@@ -40,9 +40,20 @@ class Group:
     events: np.ndarray | None = field(default=None, compare=False, repr=False)  # its GPU event indices
 
 
-def _tuplify(v):
+#: nesting levels an argument value keeps (a TensorList's dims nest 2 deep): a deeper value is no shape
+#: and is read as not recorded (its nesting is the trace's: no recursion may follow it)
+MAX_NEST = 16
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _tuplify(v, depth: int = 0):
     if isinstance(v, list):
-        return tuple(_tuplify(x) for x in v)
+        if depth >= MAX_NEST:
+            raise _TooDeep
+        return tuple(_tuplify(x, depth + 1) for x in v)
     return v
 
 
@@ -53,7 +64,7 @@ def _decode(raw: bytes):
         return None
     try:
         return _tuplify(msgspec.json.decode(raw))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError, _TooDeep):  # (RecursionError: nested past msgspec's limit)
         return None
 
 

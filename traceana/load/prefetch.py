@@ -14,6 +14,12 @@ Two ways, chosen by `start(path, pieces=...)`:
 Any failure in the thread is kept, not raised: the loader then reads the file again its own
 way and reports it, so errors are unchanged. Only the standard library here, so starting
 costs nothing.
+
+No thread outlives its work: every one is stopped (an event checked around each queue put and
+get, and between pieces) and joined on every way out: the load taken over, the command failing
+before it loads (`discard()`, which the command line runs when any command ends), an iterator
+left unfinished (its generator's close stops the producer). A scan or read started and then
+forgotten used to stay blocked on its queue for the life of the process, holding its pieces.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ _BLANK = b" \t\r\n"
 _QUOTE_OR_ESCAPE = re.compile(rb'\\.|"', re.S)
 
 
-def read_text(path: str) -> bytearray:
+def read_text(path: str, stop: threading.Event | None = None) -> bytearray:
     """The file's text (gzip inflated a bounded piece at a time, its CRC and size checked),
     bounded by what the text holds, not by how long it is:
     - a UTF-8 byte-order mark at the start is dropped;
@@ -53,13 +59,16 @@ def read_text(path: str) -> bytearray:
       MAX_BLANK of it; a run inside a string (spaces only: JSON strings hold no raw newline or
       tab) is kept whole.
     A bytearray (grown in place, never copied whole: peak = text + a piece). OSError, EOFError
-    and zlib.error as the file and zlib raise them."""
+    and zlib.error as the file and zlib raise them. `stop`: when set, reading ends at the next
+    piece (Stopped: the text is not whole)."""
     out = bytearray()
     blank = 0  # length of the whitespace run `out` ends with
     strings = _Strings()
     started = False
     with open(path, "rb") as fh:
         for text in _inflated(fh):
+            if stop is not None and stop.is_set():
+                raise Stopped(path)
             if not started:
                 if not out and text[:3] == b"\xef\xbb\xbf":
                     text = text[3:]
@@ -88,6 +97,10 @@ def read_text(path: str) -> bytearray:
             out += text
             blank = blank + len(text) if not body else len(text) - len(text.rstrip(_BLANK))
     return out
+
+
+class Stopped(Exception):
+    """A read stopped before its end (the reading was discarded)."""
 
 
 class _Strings:
@@ -159,7 +172,8 @@ class Pieces:
     """The file's JSON text as pieces of about PIECE bytes, produced by a daemon thread (gzip
     inflated, its CRC and size checked by zlib) into a queue of DEPTH pieces. Iterate it once;
     when the thread failed, iteration ends early and `error` holds why (the caller then reads
-    the file its own way). `done` is the fraction of the file read so far (the progress bar)."""
+    the file its own way); `whole` says whether every piece was handed over (not when closed
+    meanwhile). `done` is the fraction of the file read so far (the progress bar)."""
 
     def __init__(self, path: str, st: os.stat_result) -> None:
         self.path = path
@@ -167,6 +181,7 @@ class Pieces:
         self.size = max(st.st_size, 1)
         self.read = 0
         self.error: BaseException | None = None
+        self.whole = False  # iteration reached the end marker: every piece was handed over
         self._q: queue.Queue = queue.Queue(DEPTH)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traceana-pieces", daemon=True)
@@ -210,15 +225,35 @@ class Pieces:
         self._put(None)
 
     def __iter__(self) -> Iterator[bytes]:
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
-            yield item
+        """The pieces in order; ends early when closed (or the producer ended without its end
+        marker). Left unfinished, the generator's close (or its collection) stops the producer."""
+        try:
+            while not self._stop.is_set():
+                try:
+                    item = self._q.get(timeout=0.1)
+                except queue.Empty:
+                    if not self._thread.is_alive() and self._q.empty():
+                        break
+                    continue
+                if item is None:
+                    self.whole = True
+                    return
+                if self._stop.is_set():
+                    break
+                yield item
+        finally:
+            self._stop.set()
 
     def close(self) -> None:
-        """Stop the thread (it ends at its next piece) and drop what it queued."""
+        """Stop the thread (it ends at its next piece or queue put), drop what it queued, and
+        wait for it to end."""
         self._stop.set()
+        self._drain()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self._drain()
+
+    def _drain(self) -> None:
         try:
             while True:
                 self._q.get_nowait()
@@ -253,7 +288,9 @@ class Scan:
         try:
             from traceana.load import feed
 
-            self._out.append(feed.scan(self.pieces))
+            out = feed.scan(self.pieces)
+            if self.pieces.whole:  # (closed meanwhile: a part of the text, of no use)
+                self._out.append(out)
         except BaseException:  # noqa: BLE001 - (an import or memory error) the loader then reads the Python way
             pass
         finally:
@@ -265,10 +302,14 @@ class Scan:
             self._thread.join(0.1)
             if progress is not None:
                 progress(self.pieces.done)
+        self.pieces.close()
         return self._out[0] if self._out else None
 
     def close(self) -> None:
+        """Stop the producer (the scan then ends at the text it has) and wait for both threads."""
         self.pieces.close()
+        self._thread.join()
+        self._out.clear()
 
 
 def start(path: str, pieces: bool | None = None) -> None:
@@ -287,16 +328,17 @@ def start(path: str, pieces: bool | None = None) -> None:
         _streams[path] = Scan(Pieces(path, st))
         return
     box: list = []
+    stop = threading.Event()
 
     def work() -> None:
         try:
-            box.append(read_text(path))
+            box.append(read_text(path, stop))
         except BaseException:  # noqa: BLE001 - read_bytes reads again and says what is wrong
             pass
 
     t = threading.Thread(target=work, name="traceana-prefetch", daemon=True)
     t.start()
-    _jobs[path] = (t, box, _key(st))
+    _jobs[path] = (t, box, _key(st), stop)
 
 
 def take(path: str, st: os.stat_result) -> bytes | None:
@@ -307,7 +349,7 @@ def take(path: str, st: os.stat_result) -> bytes | None:
     job = _jobs.pop(path, None)
     if job is None:
         return None
-    t, box, key = job
+    t, box, key, _ = job
     t.join()
     if box and key == _key(st):
         return box[0]
@@ -324,8 +366,14 @@ def take_scan(path: str, st: os.stat_result) -> Scan | None:
 
 
 def discard() -> None:
-    """Forget any prefetch (whole reads finish on their own: daemons; producers are stopped)."""
+    """Stop every prefetch not taken over and wait for its threads to end (whole reads stop at
+    their next piece; scans at the text they have)."""
+    jobs, streams = list(_jobs.values()), list(_streams.values())
     _jobs.clear()
-    for job in _streams.values():
-        job.close()
     _streams.clear()
+    for t, _, _, stop in jobs:
+        stop.set()
+    for scan in streams:
+        scan.close()
+    for t, _, _, _ in jobs:
+        t.join()

@@ -19,7 +19,7 @@ from traceana.load import pftrace
 from traceana.load import prefetch
 from traceana.load import stream
 from traceana.load.model import Trace
-from traceana.load.schema import LIST_DECODER, TraceDoc
+from traceana.load.schema import LIST_DECODER, TraceDoc, adopt_header
 from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.layer_weights import attach_layer_weights
 from traceana.load.columns import (  # noqa: F401  (re-exported)
@@ -143,6 +143,8 @@ def _load_python(path: str, stage: Callable[[str], None] | None) -> Trace:
         raw = None
     except _READ_ERRORS as exc:  # not JSON msgspec reads: _decode decides from this error alone
         raw, first = None, exc
+    if raw is not None:
+        adopt_header(raw, data)  # an annotated trace's header under "traceana_N"
     trace = _load_chunked(path, raw, stage) if raw is not None else None
     if trace is None:
         try:

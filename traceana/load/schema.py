@@ -6,6 +6,7 @@ once per distinct signature later, not once per event.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Union
 
 import msgspec
@@ -105,6 +106,35 @@ class TraceDoc(Struct, forbid_unknown_fields=False):
     traceName: Union[str, None] = None
     # an annotated trace's header (traceana.annotate): the counter events it added are not the profiler's
     traceana: Union[dict[str, Any], None] = None
+
+
+#: the header `traceana annotate` puts first: under "traceana", or "traceana_N" when the input already used
+#: the string "traceana" (traceana.annotate.keys); its value starts with this
+ANNOTATED_SCHEMA = b'{"schema":"traceana.annotated/'
+ANNOTATED_KEY = re.compile(r"traceana_[1-9][0-9]{0,8}\Z")
+_ANNOTATED_START = re.compile(rb'(?:\xef\xbb\xbf)?[ \t\r\n]*\{"(traceana_[1-9][0-9]{0,8})":\{"schema":"traceana\.annotated/')
+
+
+def header_member(keys: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The document's top-level (key, raw value) pairs with annotate's header, when it is the first under
+    a "traceana_N" key, moved to "traceana" (where TraceDoc reads it; a user's own "traceana" member,
+    the reason for the suffix, is dropped: it is not the profiler's either)."""
+    if keys and ANNOTATED_KEY.match(keys[0][0]) and bytes(keys[0][1]).startswith(ANNOTATED_SCHEMA):
+        return [("traceana", keys[0][1])] + [kv for kv in keys[1:] if kv[0] != "traceana"]
+    return keys
+
+
+def adopt_header(doc: TraceDoc, text: bytes) -> None:
+    """doc.traceana = annotate's header when the text starts with it under a "traceana_N" key (one more
+    decode of the text, skipping all but that member: only for such files)."""
+    m = _ANNOTATED_START.match(bytes(text[:64]))
+    if m is None:
+        return
+    head = msgspec.defstruct("_Head", [(m.group(1).decode(), Union[dict[str, Any], None], None)])
+    try:
+        doc.traceana = getattr(msgspec.json.decode(text, type=head), m.group(1).decode())
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        pass
 
 
 DOC_DECODER = msgspec.json.Decoder(TraceDoc)

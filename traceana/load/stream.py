@@ -28,7 +28,7 @@ from traceana.load.columns import _blocks, _small_codes, assemble
 from traceana.load.comm_args import comm_both
 from traceana.load.decode import _as_int, _finite
 from traceana.load.model import Trace
-from traceana.load.schema import DOC_DECODER
+from traceana.load.schema import DOC_DECODER, header_member
 
 try:
     from traceana.load import feed
@@ -65,7 +65,7 @@ def load(path: str, st: os.stat_result, progress: Callable[[float], None] | None
             result = feed.scan(pieces, progress)
         finally:
             pieces.close()
-    if result is None or pieces.error is not None:
+    if result is None or pieces.error is not None or not pieces.whole:
         return None
     if "late_names" not in result or "gp_ord" not in result:  # a scanner built from an older _scan.c: Python's turn
         return None
@@ -104,16 +104,18 @@ def _document(keys: list[tuple[str, bytes]]) -> msgspec.Struct:
     """The document's other keys (deviceProperties, distributedInfo, ...) as the typed decoder
     reads them."""
     enc = msgspec.json.encode
-    text = b"{" + b",".join(enc(k) + b":" + v for k, v in keys) + b"}"
+    text = b"{" + b",".join(enc(k) + b":" + v for k, v in header_member(keys)) + b"}"
     return DOC_DECODER.decode(text)
 
 
 def _late(table: list, local: list, seen: dict | None = None) -> np.ndarray:
     """int32 codes of the local table's entries in `table` (new ones appended, in local order);
     `seen`: table's entries -> codes, kept up to date across calls."""
+    out = np.empty(len(local), np.int32)
+    if not local:  # (no python_function / [memory] events: no map of every name to build)
+        return out
     if seen is None:
         seen = {v: i for i, v in enumerate(table)}
-    out = np.empty(len(local), np.int32)
     for i, v in enumerate(local):
         code = seen.get(v)
         if code is None:

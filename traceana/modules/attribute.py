@@ -15,7 +15,9 @@ the forward op that created the node; the backward op takes that forward op's mo
 Frames recorded inside the node itself (activation checkpointing recomputes the forward there; a custom
 autograd.Function's backward is Python) come first.
 
-All passes are numpy over the whole trace: no Python loop runs per frame or per op.
+All passes are numpy over the whole trace: no Python loop runs per frame or per op. Every walk up the
+call tree is bounded: a frame that is its own ancestor (its parent ids loop back to it) is cut there,
+with a warning; module paths are parent pointers (modules/paths.py), cut at paths.MAX_DEPTH modules.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
+from traceana.modules.paths import MAX_DEPTH, Paths
 
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
@@ -46,12 +49,13 @@ class Places:
     frame: np.ndarray  # int64 index into frames, -1 unknown
     phase: np.ndarray  # int8 index into PHASES
     via_forward: np.ndarray  # bool: a backward op placed through its forward op's sequence number
-    paths: list[tuple[str, ...]] = field(default_factory=list)  # module instance names from the top
+    paths: Paths = field(default_factory=Paths)  # module instance names from the top (paths[i]: a tuple)
     frames: list[Frame] = field(default_factory=list)
     seq_recorded: bool = False  # the trace has sequence numbers (backward ops can be placed)
     # bool per op: inside autograd's AccumulateGrad node (gradients summed into .grad, DDP's reducer hooks):
     # backward work of no module
     accumulate: np.ndarray | None = None
+    warnings: list[str] = field(default_factory=list)  # call trees cut (cycles, modules nested too deep)
 
 
 def places(trace: Trace, links=None, first_replayed: int | None = None) -> Places:
@@ -65,8 +69,9 @@ def places(trace: Trace, links=None, first_replayed: int | None = None) -> Place
     frame = np.full(n, -1, dtype=np.int64)
     phase = np.zeros(n, dtype=np.int8)
     via = np.zeros(n, dtype=bool)
-    paths: list[tuple[str, ...]] = []
+    paths = Paths()
     frames: list[Frame] = []
+    warnings: list[str] = []
     py = getattr(trace, "python", None)
     source = None
     # when the op's module / user frame started (a Call stack or Module Hierarchy has no times: never inside
@@ -75,7 +80,7 @@ def places(trace: Trace, links=None, first_replayed: int | None = None) -> Place
     opt = np.zeros(n, dtype=bool)
     if py is not None and len(py) and n:
         source = "python_function"
-        module, frame, m_start, f_start, opt = _from_python(trace, paths, frames, q_ts, q_end)
+        module, frame, m_start, f_start, opt = _from_python(trace, paths, frames, q_ts, q_end, warnings)
         mh = getattr(ops, "module_hierarchy", None) or {}
         if mh:  # a TorchScript model called from Python: its ops have no module entry, their hierarchy says it
             scripted = np.full(n, -1, dtype=np.int64)
@@ -91,8 +96,11 @@ def places(trace: Trace, links=None, first_replayed: int | None = None) -> Place
         if cs:
             source = source or "call_stack"
             _frames_from_stacks(cs, frame, frames, None if mh else (module, paths))
+    if paths.cut:
+        warnings.append(f"{paths.cut:,} recorded module path{'s' if paths.cut != 1 else ''} deeper than {MAX_DEPTH} "
+                        f"modules: what ran deeper counts in the module at depth {MAX_DEPTH}")
     if not n:
-        return Places(source, module, frame, phase, via, paths, frames)
+        return Places(source, module, frame, phase, via, paths, frames, warnings=warnings)
     phase[opt | _inside_named(trace, OPTIM_PREFIXES, q_ts, q_end, ops.thread)] = OPTIMIZER
     node = _enclosing_node(trace, q_ts, q_end)
     back = node >= 0
@@ -116,7 +124,7 @@ def places(trace: Trace, links=None, first_replayed: int | None = None) -> Place
             need_f[take] = frame[take] < 0
             frame[need_f] = frame[fwd[need_f]]
             via[need_m | need_f] = True
-    return Places(source, module, frame, phase, via, paths, frames, seq_ok, accumulate)
+    return Places(source, module, frame, phase, via, paths, frames, seq_ok, accumulate, warnings)
 
 
 def _query_times(trace: Trace, links, first: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -138,10 +146,17 @@ def _query_times(trace: Trace, links, first: int | None) -> tuple[np.ndarray, np
 
 # --- python_function events -------------------------------------------------------------------------------
 
-def _from_python(trace: Trace, paths: list, frames: list, q_ts: np.ndarray, q_end: np.ndarray):
+def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_end: np.ndarray,
+                 warnings: list[str]):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
-    parent = _parent_index(py)
+    parent, cut = _cut_cycles(_parent_index(py))
+    if len(cut):
+        f = int(cut[0])
+        pid = int(py.py_id[f])
+        warnings.append(f"{len(cut):,} Python call{'s' if len(cut) != 1 else ''} recorded as {'their' if len(cut) != 1 else 'its'} own "
+                        f"ancestor (parent ids that loop back), cut there: e.g. {names[py.name[f]][:120]!r} "
+                        f"(Python id {pid}) is read as a top-level call")
     if not (py.parent >= 0).any():  # no parent ids recorded: the call tree from time nesting instead
         parent = _nesting_parents(py.thread, py.ts, py.end)
     codes = np.flatnonzero(np.bincount(py.name, minlength=len(names)))  # the frame names present
@@ -169,7 +184,7 @@ def _from_python(trace: Trace, paths: list, frames: list, q_ts: np.ndarray, q_en
     mod_anc = _nearest(parent, is_mod)
     user_anc = _nearest(parent, is_user)
     opt_anc = _nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
-    path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths)
+    path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths, warnings)
     inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
     n = len(ops)
     has = inner >= 0
@@ -221,6 +236,41 @@ def _parent_index(py) -> np.ndarray:
     return out
 
 
+def _cut_cycles(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parent with every cycle cut, the frames cut). A frame whose parent ids loop back to it (its own
+    parent, or frames naming each other, which only equal starts let through) would make every walk up
+    the tree endless: in each cycle, the frame recorded first becomes a root. Frames whose chain reaches
+    a root are found by pointer doubling (log2(frames) rounds); only those that do not are walked one by
+    one, each once."""
+    n = len(parent)
+    jump = parent.copy()
+    live = np.flatnonzero(jump >= 0)
+    for _ in range(max(1, n.bit_length()) + 1):  # 2**rounds > n: every chain that ends has ended
+        if not len(live):
+            return parent, np.zeros(0, dtype=np.int64)
+        jump[live] = jump[jump[live]]
+        live = live[jump[live] >= 0]
+    if not len(live):
+        return parent, np.zeros(0, dtype=np.int64)
+    par = parent.copy()
+    seen = np.full(n, -1, dtype=np.int64)  # the walk that reached each frame first
+    cut = []
+    for start in live.tolist():  # frames on a cycle or leading into one
+        if seen[start] >= 0:
+            continue
+        walk = []
+        v = start
+        while v >= 0 and seen[v] < 0:
+            seen[v] = start
+            walk.append(v)
+            v = int(par[v])
+        if v >= 0 and seen[v] == start:  # this walk closed a cycle: v is on it
+            first = min(walk[walk.index(v):])
+            par[first] = -1
+            cut.append(first)
+    return par, np.array(sorted(cut), dtype=np.int64)
+
+
 def _nearest(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """For each frame, the nearest frame at or above it (itself, its parent, ...) with `flag`; -1 when none.
     Pointer doubling over the frames not yet resolved: about log2(depth) rounds."""
@@ -239,41 +289,74 @@ def _nearest(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
 
 
 def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, name: np.ndarray,
-                  names: list[str], paths: list) -> np.ndarray:
+                  names: list[str], paths: Paths, warnings: list[str]) -> np.ndarray:
     """Path index per module frame (-1 for other frames): the names of its module ancestors from the top.
-    Paths are numbered level by level (a vectorised pass per nesting level of modules, ~10 levels)."""
+    Paths are numbered level by level (a vectorised pass per nesting level of modules, at most MAX_DEPTH);
+    a module frame nested deeper takes the path of its ancestor at that depth (found by pointer jumps)."""
     n = len(parent)
     path_of = np.full(n, -1, dtype=np.int64)
     mods = np.flatnonzero(is_mod)
-    if not len(mods):
+    m = len(mods)
+    if not m:
         return path_of
-    up = np.full(n, -1, dtype=np.int64)  # the enclosing module frame of each module frame
+    at_mod = np.full(n, -1, dtype=np.int64)
+    at_mod[mods] = np.arange(m)
     p = parent[mods]
-    up[mods] = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
-    depth = np.zeros(len(mods), dtype=np.int64)  # module ancestors of each module frame (~10 rounds)
-    cur = up[mods]
-    while (cur >= 0).any():
-        live = cur >= 0
-        depth += live
-        cur[live] = up[cur[live]]
-    key_paths: dict[tuple[int, int], int] = {}
-    tuples: list[tuple[str, ...]] = []
-    for d in range(int(depth.max()) + 1):
-        at = mods[depth == d]
-        par = np.where(up[at] >= 0, path_of[np.maximum(up[at], 0)], -1)
-        span = len(names) + 1
-        uniq, inv = np.unique((par + 1) * span + name[at].astype(np.int64), return_inverse=True)
+    anc = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
+    up = np.where(anc >= 0, at_mod[np.maximum(anc, 0)], -1)  # each module frame's enclosing one (among mods)
+    depth = _depths(up)
+    deep = np.flatnonzero(depth >= MAX_DEPTH)
+    mine = np.full(m, -1, dtype=np.int64)  # path per module frame
+    label: dict[int, str] = {}
+    span = len(names) + 1
+    for d in range(min(int(depth.max()), MAX_DEPTH - 1) + 1):
+        at = np.flatnonzero(depth == d)
+        par = np.where(up[at] >= 0, mine[np.maximum(up[at], 0)], -1)
+        uniq, inv = np.unique((par + 1) * span + name[mods[at]].astype(np.int64), return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
         for u, key in enumerate(uniq.tolist()):  # per distinct path, not per frame
-            pp, code = key // span - 1, key % span
-            k = (pp, code)
-            if k not in key_paths:
-                key_paths[k] = len(tuples)
-                tuples.append((tuples[pp] if pp >= 0 else ()) + (module_name(names[code]) or names[code],))
-            ids[u] = key_paths[k]
-        path_of[at] = ids[inv.reshape(-1)]
-    paths.extend(tuples)
+            code = key % span
+            nm = label.get(code)
+            if nm is None:
+                nm = label[code] = module_name(names[code]) or names[code]
+            ids[u] = paths.child(key // span - 1, nm)
+        mine[at] = ids[inv.reshape(-1)]
+    if len(deep):
+        mine[deep] = mine[_ancestor(up, deep, depth[deep] - (MAX_DEPTH - 1))]
+        first = int(mods[deep[np.argmin(depth[deep])]])
+        warnings.append(f"{len(deep):,} module call{'s' if len(deep) != 1 else ''} nested deeper than {MAX_DEPTH} modules "
+                        f"(from {names[name[first]][:120]!r} down) count in their ancestor at depth {MAX_DEPTH}")
+    path_of[mods] = mine
     return path_of
+
+
+def _depths(up: np.ndarray) -> np.ndarray:
+    """Ancestors of each node (up: its parent, -1 for a root; no cycles): pointer jumping, each round
+    doubling the distance covered, so log2(depth) rounds."""
+    dist = (up >= 0).astype(np.int64)
+    jump = up.copy()
+    live = np.flatnonzero(jump >= 0)
+    while len(live):
+        j = jump[live]
+        dist[live] += dist[j]
+        jump[live] = jump[j]
+        live = live[jump[live] >= 0]
+    return dist
+
+
+def _ancestor(up: np.ndarray, nodes: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The k-th ancestor of each node (k no more than its depth): its bits, lowest first, each a jump of
+    2**bit; the jump table doubled each round, so log2(max k) rounds."""
+    cur = nodes.copy()
+    k = k.copy()
+    jump = up.copy()
+    while (k > 0).any():
+        b = (k & 1) == 1
+        cur[b] = jump[cur[b]]
+        k >>= 1
+        if (k > 0).any():
+            jump = np.where(jump >= 0, jump[np.maximum(jump, 0)], -1)
+    return cur
 
 
 def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np.ndarray:
@@ -434,34 +517,27 @@ def _frames_from_stacks(stacks: dict[int, str], frame: np.ndarray, frames: list,
                     p = tuple(f"{u.file.rsplit('/', 1)[-1]}:{u.line} {u.function}" for u in reversed(user))
                     pa = path_ids.get(p, -1)
                     if pa < 0:
-                        pa = path_ids[p] = len(calls[1])
-                        calls[1].append(p)
+                        pa = path_ids[p] = calls[1].add(p)
             k = seen[text] = (fr, pa)
         frame[i] = k[0]
         if calls is not None:
             calls[0][i] = k[1]
 
 
-def _from_text(texts: dict[int, str], module: np.ndarray, paths: list, parse) -> None:
+def _from_text(texts: dict[int, str], module: np.ndarray, paths: Paths, parse) -> None:
     """Each op's module path from its "Module Hierarchy" (one parse per distinct text). TorchScript's
     profiling executor inlines submodules into a top written "TOP()" (no class): named by the top class the
     trace records elsewhere, when it records one."""
-    seen: dict[str, int] = {}
-    ids: dict[tuple, int] = {}
-    first = len(paths)
+    parsed: dict[str, tuple] = {}
+    for text in texts.values():
+        if text not in parsed:
+            parsed[text] = parse(text) or ()
+    tops = {p[0] for p in parsed.values() if p and p[0] != "TOP"}
+    top = tops.pop() if len(tops) == 1 else None
+    ids: dict[str, int] = {}
+    for text, p in parsed.items():
+        if top is not None and p and p[0] == "TOP":
+            p = (top,) + p[1:]
+        ids[text] = paths.add(p)
     for i, text in texts.items():
-        k = seen.get(text)
-        if k is None:
-            p = parse(text)
-            k = -1
-            if p:
-                k = ids.get(p, -1)
-                if k < 0:
-                    k = ids[p] = len(paths)
-                    paths.append(p)
-            seen[text] = k
-        module[i] = k
-    tops = {p[0] for p in paths[first:] if p[0] != "TOP"}
-    if len(tops) == 1:
-        top = tops.pop()
-        paths[first:] = [(top,) + p[1:] if p[0] == "TOP" else p for p in paths[first:]]
+        module[i] = ids[text]

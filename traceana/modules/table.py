@@ -17,6 +17,7 @@ from traceana.link.attribute import CAUSE_KEYS, Links
 from traceana.load.model import Trace
 from traceana.modules.attribute import PHASES, Places
 from traceana.modules.frames import module_class
+from traceana.modules.paths import Paths
 from traceana.link.signatures import BY_KERNEL, Group
 
 # where the time of events with no module goes: (key, label)
@@ -170,64 +171,69 @@ def _table(t: np.ndarray, f: np.ndarray, b: np.ndarray, tb: np.ndarray, total_us
 def _tree(places: Places, t, fl, by, tb, top: dict[int, list[str]], total_us: float) -> tuple[list[dict], list[dict]]:
     """Module nodes depth-first (children by time), each with inclusive totals, its own (self) time, and its
     forward / backward split; nodes that took no device time are left out. Also the same figures per module
-    class (by_class)."""
+    class (by_class). The paths are a tree of parent pointers (modules/paths.py): nodes are the paths with
+    figures and their ancestors, totals summed up one level at a time, the order made with a stack."""
     paths = places.paths
-    used = np.flatnonzero(t.sum(axis=1) + fl.sum(axis=1) + by.sum(axis=1) > 0).tolist()
-    index: dict[tuple, int] = {}
-    keys: list[tuple] = []
-    src: list[int] = []
-    dst: list[int] = []
-    own: dict[int, int] = {}  # node -> the path entry whose own ops it holds
-    for pid in used:  # per path with time, its prefixes: a few thousand tuples, not events
-        p = paths[pid]
-        for d in range(1, len(p) + 1):
-            k = index.get(p[:d])
-            if k is None:
-                k = index[p[:d]] = len(keys)
-                keys.append(p[:d])
-            src.append(pid)
-            dst.append(k)
-        own[index[p]] = pid
-    n = len(keys)
-    acc = [np.zeros((n,) + x.shape[1:]) for x in (t, fl, by, tb)]
-    for a, x in zip(acc, (t, fl, by, tb)):
-        np.add.at(a, np.array(dst, dtype=np.int64), x[np.array(src, dtype=np.int64)])
-    figures = _table(*acc, total_us)
-    total = acc[0].sum(axis=1).tolist()
+    n_paths = len(paths)
+    parent = np.array(paths.parent, dtype=np.int64)
+    level = np.array(paths.depth, dtype=np.int64)
+    node = np.zeros(n_paths, dtype=bool)
+    up = np.flatnonzero(t.sum(axis=1) + fl.sum(axis=1) + by.sum(axis=1) > 0)
+    while len(up):  # the paths with figures and every ancestor of theirs (a round per level)
+        node[up] = True
+        up = parent[up]
+        up = up[up >= 0]
+        up = up[~node[up]]
+    acc = [x.astype(np.float64, copy=True) for x in (t, fl, by, tb)]
+    for d in range(int(level.max()) if n_paths else 0, 1, -1):  # deepest first: each level into its parents
+        at = np.flatnonzero(node & (level == d))
+        for a in acc:
+            np.add.at(a, parent[at], a[at])
+    keep = np.flatnonzero(node)
+    total = acc[0].sum(axis=1)
     self_t = t.sum(axis=1)
-    children: dict[tuple, list[int]] = {}
-    for k, p in enumerate(keys):
-        children.setdefault(p[:-1], []).append(k)
+    children: dict[int, list[int]] = {}
+    for k in keep.tolist():
+        children.setdefault(int(parent[k]), []).append(k)
+    names = paths.name
+    for kids in children.values():
+        kids.sort(key=lambda k: (-total[k], names[k]))
+    figures = dict(zip(keep.tolist(), _table(*(a[keep] for a in acc), total_us)))
     out: list[dict] = []
+    at_out: dict[int, int] = {}
     cls = _class_of(places.source)
-
-    def walk(parent_key: tuple, parent_idx: int) -> None:
-        for k in sorted(children.get(parent_key, []), key=lambda k: (-total[k], keys[k])):
-            p = keys[k]
-            me = len(out)
-            pid = own.get(k)
-            out.append({"path": SEP.join(p), "name": p[-1], "class": cls(p[-1]), "depth": len(p) - 1,
-                        "parent": parent_idx, "self_time_us": float(self_t[pid]) if pid is not None else 0.0,
-                        "ops": top.get(pid, []) if pid is not None else [], **figures[k]})
-            walk(p, me)
-
-    walk((), -1)
-    return out, _by_class(keys, cls, acc, total_us)
+    stack = list(reversed(children.get(-1, [])))
+    while stack:  # depth first, children by time (a stack, not recursion: depth is the trace's)
+        k = stack.pop()
+        at_out[k] = len(out)
+        p = paths[k]
+        pk = int(parent[k])
+        out.append({"path": SEP.join(p), "name": p[-1], "class": cls(p[-1]), "depth": len(p) - 1,
+                    "parent": at_out[pk] if pk >= 0 else -1, "self_time_us": float(self_t[k]),
+                    "ops": top.get(k, []), **figures[k]})
+        stack.extend(reversed(children.get(k, [])))
+    return out, _by_class(paths, keep, cls, acc, total_us)
 
 
 #: by_class lists at most this many classes
 TOP_CLASSES = 30
 
 
-def _by_class(keys: list[tuple], cls, acc: list[np.ndarray], total_us: float) -> list[dict]:
+def _by_class(paths, keep: np.ndarray, cls, acc: list[np.ndarray], total_us: float) -> list[dict]:
     """Per module class (all its instances: "LlamaMLP x 24"), its inclusive figures: the time of each node
     not inside another node of its own class (a Sequential in a Sequential counts once). Classes overlap
-    one another (a decoder layer holds its MLP): each row is that class's share, not a partition."""
-    names = [cls(p[-1]) or p[-1] for p in keys]
+    one another (a decoder layer holds its MLP): each row is that class's share, not a partition.
+    `keep`: the tree's nodes (path numbers, each after its parent)."""
+    name_of: dict[int, str] = {}
+    classes: dict[int, frozenset] = {}  # the classes of each node's ancestors (a set per distinct chain)
     pick: dict[str, list[int]] = {}
-    for k, p in enumerate(keys):
-        c = names[k]
-        if any((cls(q) or q) == c for q in p[:-1]):
+    for k in keep.tolist():
+        nm = paths.name[k]
+        c = name_of[k] = cls(nm) or nm
+        pk = paths.parent[k]
+        above = classes.get(pk, frozenset()) if pk >= 0 else frozenset()
+        classes[k] = above if c in above else above | {c}
+        if c in above:
             continue  # inside an instance of its own class: already counted there
         pick.setdefault(c, []).append(k)
     if not pick:
@@ -278,10 +284,12 @@ def _row_fields(rows: list[dict], places: Places, ev_row, mod, phase, fr, dur) -
             c = memo[x] = of(x)
         return c
 
-    cpaths: dict[tuple, int] = {}
-    cpath_of = np.array([cpaths.setdefault(tuple(cls(x) for x in p), len(cpaths)) for p in places.paths] + [-1],
-                        dtype=np.int64)
-    cnames = list(cpaths)
+    cpaths = Paths()  # the class paths ("LlamaModel/LlamaDecoderLayer/LlamaMLP"), as parent pointers too
+    cp: list[int] = []
+    for pk, nm in zip(places.paths.parent, places.paths.name):  # parents come first
+        cp.append(cpaths.child(cp[pk] if pk >= 0 else -1, cls(nm)))
+    cpath_of = np.array(cp + [-1], dtype=np.int64)
+    n_c = len(cpaths)
     for r in rows:
         r.update({"module": None, "module_class": None, "module_instances": 0, "module_share": None,
                   "source": None, "source_function": None, "phase": None})
@@ -291,13 +299,13 @@ def _row_fields(rows: list[dict], places: Places, ev_row, mod, phase, fr, dur) -
     if m.any():
         c = cpath_of[mod[m]]
         best_c = _best(ev_row[m], c, dur[m], n)
-        inst = _best(ev_row[m] * (len(cnames) + 1) + c, mod[m], dur[m], None)
-        n_inst = _distinct_per(ev_row[m] * (len(cnames) + 1) + c, mod[m])
+        inst = _best(ev_row[m] * (n_c + 1) + c, mod[m], dur[m], None)
+        n_inst = _distinct_per(ev_row[m] * (n_c + 1) + c, mod[m])
         share = _share(ev_row[m], c, dur[m], best_c, n)
         for i in np.flatnonzero(best_c >= 0).tolist():
-            k = i * (len(cnames) + 1) + int(best_c[i])
+            k = i * (n_c + 1) + int(best_c[i])
             r = rows[i]
-            r["module_class"] = SEP.join(cnames[int(best_c[i])])
+            r["module_class"] = SEP.join(cpaths[int(best_c[i])])
             r["module"] = SEP.join(places.paths[inst[k]])
             r["module_instances"] = int(n_inst[k])
             r["module_share"] = float(share[i] / rt[i]) if rt[i] > 0 else None

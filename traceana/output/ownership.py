@@ -13,9 +13,10 @@ tool, a pyproject.toml that depends on it). Per format:
 - SVG: the `<!-- traceana roofline chart -->` comment on the line right after the root <svg> tag;
 - PNG: the tEXt chunk "Software: traceana" right after IHDR (cli/ci.tag_png writes it);
 - an annotated trace (`traceana annotate`, .json or .json.gz): the text starts with the document's
-  first member `{"traceana":{"schema":"traceana.annotated/…"` (a .gz is inflated for its first bytes);
-  a profiler never writes a top-level "traceana" member, let alone first; an annotated .pftrace: its
-  first packet's metadata entry "traceana" holds that header.
+  first member `{"traceana":{"schema":"traceana.annotated/…"` (or "traceana_N": the key annotate
+  chose because the input used "traceana"; a .gz is inflated for its first bytes); a profiler never
+  writes such a member, let alone first, and a user's own top-level "traceana" member has no schema;
+  an annotated .pftrace: its first packet's metadata entry "traceana" holds that header.
 
 An empty (or blank) file is nobody's: it may be a placeholder the user made on purpose.
 """
@@ -37,7 +38,8 @@ _SVG = re.compile(rb'\A<\?xml version="1\.0" encoding="UTF-8"\?>\n<svg xmlns="ht
                   rb'[^<>\n]*>\n<!-- traceana roofline chart -->\n')
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JSON_START = re.compile(rb'\A\{\n( +)"')
-_ANNOTATED = b'{"traceana":{"schema":"traceana.annotated/'
+_ANNOTATED = re.compile(rb'\{"traceana(?:_[1-9][0-9]{0,8})?":\{"schema":"traceana\.annotated/')
+_ANNOTATED_LEN = len(b'{"traceana_999999999":{"schema":"traceana.annotated/')
 _GZIP = b"\x1f\x8b"
 
 
@@ -60,12 +62,24 @@ def written_by_traceana(path: str) -> bool:
             return _png_tagged(head)
         if head.startswith(_GZIP):
             inflated = _inflated_head(head)
-            return inflated.startswith(_ANNOTATED) or _perfetto_annotated(inflated)
-        if head.startswith(_ANNOTATED) or _perfetto_annotated(head):
+            return bool(_ANNOTATED.match(inflated)) or _perfetto_annotated(inflated)
+        if _ANNOTATED.match(head) or _perfetto_annotated(head):
             return True
         if head.startswith(b"{"):
             return _json_schema(fh, head)
         return _tail(fh, len(MD_MARKER) + 2) == ("\n" + MD_MARKER + "\n").encode()
+
+
+def annotated(path: str) -> bool:
+    """Is the file at `path` an annotated trace traceana wrote (its marker first, a .gz inflated)?"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD)
+    except OSError:
+        return False
+    if head.startswith(_GZIP):
+        head = _inflated_head(head)
+    return bool(_ANNOTATED.match(head.lstrip(b" \t\r\n")))
 
 
 def _tail(fh, n: int) -> bytes:
@@ -77,7 +91,7 @@ def _tail(fh, n: int) -> bytes:
 def _inflated_head(head: bytes) -> bytes:
     """The first bytes of a gzip file's text (b"" when they cannot be inflated)."""
     try:
-        return zlib.decompressobj(31).decompress(head, 128)
+        return zlib.decompressobj(31).decompress(head, max(_ANNOTATED_LEN, 128))
     except zlib.error:
         return b""
 

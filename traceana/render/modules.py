@@ -18,6 +18,11 @@ HTML_MIN_PCT = 0.05
 #: The markdown lists at most this many lines, of modules over MD_MIN_PCT of the device time.
 MD_NODES = 14
 MD_MIN_PCT = 2.0
+#: names of a chain of modules shown as one markdown item, at most (its first and last ones)
+MD_CHAIN = 16
+#: module levels the HTML tree draws (an analysis has at most modules.paths.MAX_DEPTH; a hand-made
+#: document may nest its nodes deeper: those are not drawn, as the template nests one element a level)
+HTML_DEPTH = 64
 
 
 def short_path(path: Any, keep: int = 2) -> str:
@@ -87,15 +92,24 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
     kept = set(keep)
     # a kept node's ancestors are kept too (a child never takes more time than its parent, so they are)
     built: dict[int, dict[str, Any]] = {}
+    level: dict[int, int] = {}
+    dropped: set[int] = set()
     roots: list[dict[str, Any]] = []
     for i, n in enumerate(nodes):
         if i not in kept:
+            continue
+        p = int(num(n.get("parent")) if num(n.get("parent")) is not None else -1)
+        if p in dropped or (p in kept and p not in built):  # under a node not drawn (too deep, or after it)
+            dropped.add(i)
+            continue
+        level[i] = level[p] + 1 if p in built else 0
+        if level[i] >= HTML_DEPTH:
+            dropped.add(i)
             continue
         item = {"name": text(n.get("name"), 300), "title": text(n.get("path"), 3000),
                 "cells": _node_line(n), "ops": [link(o) for o in seq(n.get("ops"))[:5]], "children": [],
                 "open": False}
         built[i] = item
-        p = int(num(n.get("parent")) if num(n.get("parent")) is not None else -1)
         (built[p]["children"] if p in built else roots).append(item)
     _open(roots)
     other = [{"name": text(o.get("label"), 300), "cells": _node_line(o)} for o in seq(m.get("other"))
@@ -110,16 +124,18 @@ def modules_view(a: Mapping[str, Any], link) -> dict[str, Any] | None:
             "what": "CPU self time" if m.get("time") == "cpu_self" else "Device time",
             "source": text(m.get("source"), 40), "roots": roots, "other": other, "by_source": by_source,
             "by_class": by_class,
-            "shown": len(kept), "total": len(nodes)}
+            "shown": len(built), "total": len(nodes)}
 
 
 def _open(level: list[dict[str, Any]]) -> None:
     """Open the top modules, and below an open one its submodules when they are few (a model's dozens of
-    layers stay folded, one click away)."""
-    for item in level:
+    layers stay folded, one click away). A stack, not recursion: the depth is the document's."""
+    todo = list(level)
+    while todo:
+        item = todo.pop()
         item["open"] = True
         if 0 < len(item["children"]) <= 4:
-            _open(item["children"])
+            todo.extend(item["children"])
 
 
 def markdown_items(a: Mapping[str, Any], limit: int = MD_NODES,
@@ -135,19 +151,23 @@ def markdown_items(a: Mapping[str, Any], limit: int = MD_NODES,
     for i, n in enumerate(nodes):
         children.setdefault(int(num(n.get("parent")) if num(n.get("parent")) is not None else -1), []).append(i)
     out: list[tuple[int, str, str, bool]] = []
-
-    def walk(parent: int, depth: int) -> None:
-        for i in children.get(parent, []):
-            if len(out) >= limit or (num(nodes[i].get("pct")) or 0.0) < min_pct:
-                continue
-            names, j = [text(nodes[i].get("name"), 120)], i
-            while len(children.get(j, [])) == 1 and _same_time(nodes[j], nodes[children[j][0]]):
-                j = children[j][0]
-                names.append(text(nodes[j].get("name"), 120))
-            out.append((depth, "/".join(names), _md_cells(nodes[j]), True))
-            walk(j, depth + 1)
-
-    walk(-1, 0)
+    stack = [(i, 0) for i in reversed(children.get(-1, []))]
+    seen: set[int] = set()  # (a hand-made document's parents may loop)
+    while stack:  # depth first, a stack: the depth is the document's
+        i, depth = stack.pop()
+        if i in seen or len(out) >= limit or (num(nodes[i].get("pct")) or 0.0) < min_pct:
+            continue
+        seen.add(i)
+        names, j = [text(nodes[i].get("name"), 120)], i
+        while (len(children.get(j, [])) == 1 and children[j][0] not in seen
+               and _same_time(nodes[j], nodes[children[j][0]])):
+            j = children[j][0]
+            seen.add(j)
+            names.append(text(nodes[j].get("name"), 120))
+        if len(names) > MD_CHAIN:  # (a hand-made document's chain: its ends)
+            names = names[:MD_CHAIN // 2] + ["…"] + names[-(MD_CHAIN // 2):]
+        out.append((depth, "/".join(names), _md_cells(nodes[j]), True))
+        stack.extend((k, depth + 1) for k in reversed(children.get(j, [])))
     for o in seq(m.get("other")):
         if isinstance(o, Mapping) and (num(o.get("pct")) or 0.0) >= min_pct and len(out) < limit + 3:
             out.append((0, text(o.get("label"), 200), _md_cells(o), False))

@@ -40,7 +40,7 @@ def sniff(path: str) -> tuple[str | None, bytes]:
     data = read_bytes(path)
     try:
         doc = msgspec.json.decode(data, type=_Sniff)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # (nested past msgspec's limit)
         return None, data
     return (doc.schema if isinstance(doc.schema, str) else None), data
 
@@ -48,14 +48,18 @@ def sniff(path: str) -> tuple[str | None, bytes]:
 def load_document(path: str) -> dict[str, Any]:
     """A saved analysis or diff, validated; BadInput for anything else (a trace included)."""
     schema, data = sniff(path)
-    if schema is None:
-        try:
-            msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise BadInput(f"{path}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
-        raise BadInput(f"{path}: not a saved traceana analysis (no 'schema' field); for a profiler "
-                       "trace use `traceana report`")
-    return validate(decode(data, schema), path)
+    try:
+        if schema is None:
+            try:
+                msgspec.json.decode(data)
+            except msgspec.DecodeError as exc:
+                raise BadInput(f"{path}: not valid JSON ({str(exc).splitlines()[0][:200]})") from None
+            raise BadInput(f"{path}: not a saved traceana analysis (no 'schema' field); for a profiler "
+                           "trace use `traceana report`")
+        doc = decode(data, schema)
+    except RecursionError:  # nested deeper than any document traceana writes (it nests a dozen levels)
+        raise BadInput(f"{path}: not a saved traceana document (JSON nested too deeply)") from None
+    return validate(doc, path)
 
 
 #: op ids kept per finding of a saved analysis: the analysis writes at most 50, the renderers

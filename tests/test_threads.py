@@ -1,0 +1,112 @@
+"""No thread outlives its command (issue 28): the reading started ahead of the load
+(traceana.load.prefetch) is stopped and joined on every way out, success or error.
+
+Before: every `traceana report` that failed after starting its read (a refused output name, a bad
+option) left its scan thread blocked on the piece queue for the rest of the process; the next
+command's start closed the queue under it. In the full test suite 10-15 such threads piled up."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+
+import pytest
+
+from tests import synth as s
+from tests.conftest import SAMPLES
+from traceana.analysis import analyze
+from traceana.cli import main
+from traceana.load import prefetch
+
+T4 = str(SAMPLES / "t4_seed_pow_mul.json")
+MLP = str(SAMPLES / "cpu_mlp_train.json.gz")
+
+
+@pytest.fixture(params=["c", "python"])
+def loader(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setenv("TRACEANA_PURE_PYTHON", "1")
+    return request.param
+
+
+def _threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate())
+
+
+def _same_threads(before: list[str]) -> None:
+    assert threading.active_count() == len(before), (before, _threads())
+    assert _threads() == before
+
+
+def test_commands_leave_no_thread(tmp_path, capsys, loader):
+    before = _threads()
+    assert main(["report", T4, "-o", str(tmp_path / "r.md"), "-q"]) == 0
+    _same_threads(before)
+    assert main(["report", MLP, "-o", str(tmp_path / "m.json"), "-q"]) == 0
+    _same_threads(before)
+    analyze(T4)
+    _same_threads(before)
+    assert main(["diff", T4, T4, "-o", str(tmp_path / "d.md"), "-q"]) == 0
+    _same_threads(before)
+    assert main(["annotate", T4, "-o", str(tmp_path / "a.json.gz"), "-q"]) == 0
+    _same_threads(before)
+
+
+def test_error_paths_leave_no_thread(tmp_path, capsys, loader):
+    """Each way a command fails after its read started: a refused output name (20 times over: each
+    used to leave a scan thread blocked for good), a missing folder, a bad option, a file that is
+    not JSON, a truncated gzip (the producer fails), an annotate output it will not overwrite."""
+    before = _threads()
+    for _ in range(20):
+        assert main(["report", T4, "-o", str(tmp_path / "r.txt")]) == 2  # unknown extension
+    _same_threads(before)
+    assert main(["report", T4, "-o", str(tmp_path / "nodir" / "r.html")]) == 2
+    assert main(["report", T4, "--bandwidth-gbps", "-1", "-o", str(tmp_path / "r.md")]) == 2
+    assert main(["report", str(tmp_path / "missing.json"), "-o", str(tmp_path / "r.md")]) == 2
+    _same_threads(before)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": ')
+    assert main(["report", str(bad), "-o", str(tmp_path / "b.md"), "-q"]) == 2
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(json.dumps(s.trace([s.kernel("k", 10, 5, 1)] * 2000)).encode())[:-200])
+    assert main(["report", str(cut), "-o", str(tmp_path / "c.md"), "-q"]) == 2
+    _same_threads(before)
+    mine = tmp_path / "mine.json"
+    mine.write_text("{}")
+    assert main(["annotate", T4, "-o", str(mine)]) == 2  # a file traceana did not write
+    assert main(["diff", T4, str(bad), "-o", str(tmp_path / "d.md")]) == 2
+    _same_threads(before)
+    assert "was not written by traceana" in capsys.readouterr().err
+
+
+def test_an_unfinished_iteration_stops_its_producer(tmp_path, monkeypatch):
+    """Pieces read a piece at a time; the consumer takes one and walks away: closing the generator
+    (as its collection does) stops the producer, which ends instead of waiting on a full queue."""
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 10)
+    monkeypatch.setattr(prefetch, "DEPTH", 2)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(s.trace([s.kernel(f"k{i}", 10 + i, 5, i) for i in range(2000)])))
+    before = _threads()
+    pieces = prefetch.Pieces(str(p), p.stat())
+    it = iter(pieces)
+    assert len(next(it)) >= 1 << 10
+    it.close()
+    pieces._thread.join(5)
+    assert not pieces._thread.is_alive() and not pieces.whole
+    _same_threads(before)
+    # and close() alone (nothing iterated) ends the producer too, waiting for it
+    pieces = prefetch.Pieces(str(p), p.stat())
+    pieces.close()
+    _same_threads(before)
+
+
+def test_a_started_read_is_stopped_by_discard(tmp_path, loader):
+    """prefetch.start, then the command fails before it loads: discard (which the command line runs
+    whatever the command did) stops and joins the reading, whichever way it was started."""
+    before = _threads()
+    for _ in range(5):
+        prefetch.start(MLP)
+    prefetch.discard()
+    assert not prefetch._streams and not prefetch._jobs
+    _same_threads(before)
