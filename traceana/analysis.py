@@ -213,7 +213,9 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
         coverage["opaque_advice"].update(account_advice(acc))
         warnings.append(account_line(acc))
     warnings.extend(_coverage_warnings(trace, coverage, classes))
+    lap("cpu")
     cpu = _cpu(trace, device_dict.get("profile"), places) if cpu_only else None
+    meter.visit("cpu", 2 * len(trace.ops) if cpu_only else 0)
     findings, plan = diag["findings"], diag["plan"]
     if cpu is not None and cpu.get("findings") is not None:  # a CPU-only run: its levers, modules and account
         findings, plan, modules = cpu.pop("findings"), cpu.pop("plan"), cpu.pop("modules")
@@ -221,9 +223,6 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
                                                    "unknown", "unmodelled", "opaque")}
     for r in rows:
         by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["device_time_us"]
-    lap("cpu")
-    cpu = _cpu(trace, device_dict.get("profile")) if cpu_only else None
-    meter.visit("cpu", 2 * len(trace.ops) if cpu_only else 0)
     lap("explain")
     analysis = {
         "schema": SCHEMA,

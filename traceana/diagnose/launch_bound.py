@@ -28,11 +28,11 @@ def launch_findings(latency: list[dict], total_us: float, facts: dict | None,
     floor = facts.get("kernel_floor_us") if facts else None
     if floor is not None and n:
         fixed = n * floor
-        fixed_how = (f"{n:,.0f} kernels x {u.us(floor)} (the {facts.get('kernel_floor_pct', 5)}th percentile of "
+        fixed_how = (f"{u.plural(n, 'kernel')} x {u.us(floor)} (the {facts.get('kernel_floor_pct', 5)}th percentile of "
                      "this device's kernel durations: what its shortest kernels take, whatever their work)")
     else:
         fixed = sum(r["count"] * (r.get("launch_floor_us") or 0.0) for r in latency)
-        fixed_how = f"{n:,.0f} kernels x the model's launch floor"
+        fixed_how = f"{u.plural(n, 'kernel')} x the model's launch floor"
     busy = min(fixed, t)
     if facts and facts.get("lat_exposed_us") is not None:
         busy = min(busy, facts["lat_exposed_us"])  # hidden under other streams' work, fewer kernels save nothing

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from traceana.load.columns import GPU_KIND, LEGACY_CATS, MEMORY_NAME, _ROLE, _blocks, _groups, _small_codes, assemble
-from traceana.load.comm_args import comm_extra
+from traceana.load.comm_args import comm_extra, comm_ids
 from traceana.load.decode import _finite
 from traceana.load.model import Trace
 from traceana.load.pftrace import infer
@@ -43,7 +43,10 @@ DTYPES = {"ev_kind": np.int8, "ev_track": np.uint64, "ev_name": np.int32, "ev_ca
 _I63 = (1 << 63) - 1
 _EMPTY = b""
 _COMM_KEYS = {"in_msg_nelems": "In msg nelems", "out_msg_nelems": "Out msg nelems", "group_size": "Group size",
-              "comm_dtype": "dtype", "collective_name": "Collective name", "pg_ranks": "Process Group Ranks"}
+              "comm_dtype": "dtype", "collective_name": "Collective name", "pg_ranks": "Process Group Ranks",
+              # which call of which group (load.comm_args.comm_ids: the cross-rank matching's keys)
+              "comm_seq": "Seq", "pg_name": "Process Group Name", "in_split": "In split size",
+              "out_split": "Out split size", "src_rank": "Src Rank", "dst_rank": "Dst Rank"}
 #: the args the Trace is built from (the decoder keeps only these; the rest are not read)
 WANTED = frozenset(k.encode() for k in (
     "External id", "external id", "correlation", "Input Dims", "Input type", "Input Strides", "Concrete Inputs",
@@ -238,10 +241,11 @@ def build(path: str, result: dict) -> Trace:
 
     cols = _role_columns(t, args, role, gkind, rows, pyr, mer, row_name, row_thread, kernel_code, ts, dur, end,
                          tracks, track, corr_field, strings)
-    comm = cols.pop("comm")
+    comm, comm_id = cols.pop("comm"), cols.pop("comm_ids")
     _drop_warnings(result, int((kind == OPEN).sum()), warnings)
     trace = assemble(path, doc, warnings, names, threads, cols, counts)
     trace.ops.extra.update(comm)
+    trace.ops.comm_ids.update(comm_id)
     return trace
 
 
@@ -295,6 +299,7 @@ def _role_columns(t, args: Args, role, gkind, rows, pyr, mer, row_name, row_thre
 
     # cpu ops
     comm: dict[int, tuple] = {}
+    comm_id: dict[int, tuple] = {}
     cols.update({"op_name": row_name[op].astype(i32), "op_thread": row_thread[op].astype(i32), "op_ts": ts[op],
                  "op_end": end[op], "op_ext": args.ids("External id", op, fallback="external id")[0],
                  "op_seq": args.ids("Sequence number", op)[0],
@@ -309,10 +314,14 @@ def _role_columns(t, args: Args, role, gkind, rows, pyr, mer, row_name, row_thre
         sel = op[comm_rows[with_args]]
         fields = {attr: args.values(key, sel) for attr, key in _COMM_KEYS.items()}
         for i, p in enumerate(comm_rows[with_args].tolist()):
-            ex = comm_extra(SimpleNamespace(**{a: (None if v[i] is _BAD else v[i]) for a, v in fields.items()}))
+            ns = SimpleNamespace(**{k: (None if v[i] is _BAD else v[i]) for k, v in fields.items()})
+            ex, ids = comm_extra(ns), comm_ids(ns)
             if ex:
                 comm[p] = ex
+            if ids:
+                comm_id[p] = ids
     cols["comm"] = comm
+    cols["comm_ids"] = comm_id
 
     # launches
     lcorr, lhave = args.ids("correlation", la)
