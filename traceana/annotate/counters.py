@@ -23,6 +23,7 @@ import numpy as np
 from traceana.analysis import Parts
 from traceana.diagnose import ledger as lg
 from traceana.diagnose.breakdown import event_rows
+from traceana.arrays import distinct
 
 CAT = "traceana"  # every event the annotation adds carries this category
 TFLOPS = "traceana achieved TFLOP/s"
@@ -69,7 +70,7 @@ def tracks(analysis: dict, parts: Parts) -> dict[int, dict[str, tuple]]:
     r = np.where(ev_row >= 0, ev_row, len(rows))
     accs = lg.accounts(trace, links, ev_row, rows)
     out = {}
-    for dev in np.unique(gpu.device).tolist():
+    for dev in distinct(gpu.device).tolist():
         idx = np.flatnonzero(gpu.device == dev)
         ts, end = gpu.ts[idx], gpu.ts[idx] + gpu.dur[idx]
         acc = accs[int(dev)]

@@ -57,6 +57,7 @@ import numpy as np
 from traceana import units as u
 from traceana.diagnose.dataflow import Flow, dense, short
 from traceana.meter import OFF, Meter
+from traceana.arrays import distinct
 
 WINDOW = 16  # ops searched on either side of a softmax
 # FlashAttention-2 reaches 50-73% of an A100's peak in the forward pass (Dao, "FlashAttention-2", 2023, sec. 4):
@@ -254,7 +255,7 @@ def _inside_fused(trace, at: np.ndarray, meter: Meter = OFF) -> np.ndarray:
         return out
     f = f[np.lexsort((ops.ts[f], ops.thread[f]))]
     f_th, f_ts, f_end = ops.thread[f], ops.ts[f], ops.end[f]
-    for th in np.unique(ops.thread[at]).tolist():
+    for th in distinct(ops.thread[at]).tolist():
         lo, hi = np.searchsorted(f_th, f_th.dtype.type(th), "left"), np.searchsorted(f_th, f_th.dtype.type(th), "right")
         if lo == hi:
             continue

@@ -24,6 +24,7 @@ from traceana.link.kernel_names import HEAD
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
+from traceana.arrays import distinct
 
 _GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
 _ALGO_WORDS = (("all_to_all", r"all_?to_?all|alltoall|dispatch|combine"), ("reduce_scatter", r"reduce_?scatter"),
@@ -96,7 +97,7 @@ class TraceView:
         ops = self.trace.ops
         p = self.pos[idx]
         stop = np.empty(len(idx), dtype=np.int64)
-        for run in np.unique(self.run_end[p]).tolist():  # per thread (its run of sorted positions)
+        for run in distinct(self.run_end[p]).tolist():  # per thread (its run of sorted positions)
             m = self.run_end[p] == run
             lo = int(np.searchsorted(self.run_end, run, "left"))  # the run's first position
             # ops of the run that start by the op's end (all those before it do: sorted by start)
@@ -112,7 +113,7 @@ class TraceView:
         if not len(self.la_order) or not n:
             return [np.zeros(0, np.int64) for _ in range(n)]
         x, y = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        for th in np.unique(thread).tolist():
+        for th in distinct(thread).tolist():
             m = thread == th
             key = self.la_thread.dtype.type(th)  # a Python int would make numpy cast the whole array
             a = int(np.searchsorted(self.la_thread, key, side="left"))
@@ -187,7 +188,7 @@ class TraceView:
         hit = np.zeros(len(la), dtype=bool)
         if ann:
             hit[inside(la.ts, *merge(src.ts[idx], src.end[idx])) >= 0] = True
-        for th in ([] if ann else np.unique(src.thread[idx]).tolist()):
+        for th in ([] if ann else distinct(src.thread[idx]).tolist()):
             sel = idx[src.thread[idx] == th]
             s, e = merge(src.ts[sel], src.end[sel])
             on = np.flatnonzero(la.thread == th)
@@ -377,7 +378,7 @@ def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
     out = []
     by_end: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per thread: its matmuls by end, and their ends
     by_start: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ... by start (ties: by end), and their starts
-    for th in np.unique(ops.thread[gemm]).tolist():
+    for th in distinct(ops.thread[gemm]).tolist():
         g = gemm[ops.thread[gemm] == th]
         g = g[np.argsort(ops.end[g], kind="stable")]
         by_end[th] = g, ops.end[g]

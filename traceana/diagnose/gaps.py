@@ -163,7 +163,7 @@ def host_activity(trace: Trace, links: Links, acc: Account, meter: Meter = OFF) 
     rest = rest_all[sel]
     mid = acc.gap_start[sel] + acc.gap_len[sel] / 2
     thread = np.where(launch >= 0, la.thread[np.maximum(launch, 0)], -1)
-    for th in np.unique(thread).tolist():
+    for th in distinct(thread).tolist():
         m = thread == th
         meter.visit("diagnose.gaps", len(thread) + len(trace.ops) + len(trace.annotations) + len(trace.launches))
         ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))

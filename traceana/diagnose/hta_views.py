@@ -27,6 +27,7 @@ import numpy as np
 
 from traceana.link.attribute import Links
 from traceana.load.model import KIND_NAMES, Trace
+from traceana.arrays import distinct
 
 CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA's default for get_idle_time_breakdown
 _GPU_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
@@ -70,10 +71,10 @@ def hta_frame(trace: Trace, links: Links):
         last_start = ts[n_g + n_l:].max()
         cpu_ok = np.ones(len(ts), dtype=bool)
         cpu_ok[n_g:] = ts[n_g:] < last_start
-        kept_corr = np.unique(corr[n_g:][cpu_ok[n_g:] & (corr[n_g:] >= 0)])
+        kept_corr = distinct(corr[n_g:][cpu_ok[n_g:] & (corr[n_g:] >= 0)])
         keep[:n_g] = np.isin(corr[:n_g], kept_corr) & (corr[:n_g] >= 0)
         keep[n_g:] = cpu_ok[n_g:]
-    used = np.unique(name_code[keep])
+    used = distinct(name_code[keep])
     sym = TraceSymbolTable()
     sym.add_symbols(cat_names + [names[c] for c in used.tolist()])
     sid = sym.get_sym_id_map()

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceana.arrays import median
+from traceana.arrays import distinct, median
 from traceana.link.comm_kernels import comm_name_mask
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
@@ -356,7 +356,7 @@ def _feeding_threads(trace: Trace, links: Links, idx: np.ndarray) -> np.ndarray:
     launch = launch[launch >= 0]
     if not len(launch):
         return np.zeros(0, dtype=trace.launches.thread.dtype)
-    return np.unique(trace.launches.thread[launch])
+    return distinct(trace.launches.thread[launch])
 
 
 def accounts(trace: Trace, links: Links, ev_row: np.ndarray, rows: Sequence[dict]) -> dict[int, Account]:
@@ -368,7 +368,7 @@ def accounts(trace: Trace, links: Links, ev_row: np.ndarray, rows: Sequence[dict
     xfer = transfer_per_kernel(rows)
     blocking = blocking_calls(trace, links)
     return {int(d): device_account(trace, links, int(d), cat, xfer, ev_row, blocking)
-            for d in np.unique(gpu.device).tolist()}
+            for d in distinct(gpu.device).tolist()}
 
 
 def step_stats(trace: Trace) -> tuple[int, float | None]:

@@ -46,6 +46,7 @@ from traceana.link.attribute import Links, helper_ops, innermost_ops
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
 from traceana.link.steps import _steps as profiler_steps
+from traceana.arrays import distinct
 
 #: The curve keeps at most this many points per device (the peak among them, exactly).
 MAX_POINTS = 400
@@ -105,7 +106,7 @@ def _unattributed(trace: Trace, owner: np.ndarray) -> np.ndarray:
     thread = same_threads(trace, trace.memory.thread)
     with_ops = np.zeros(max(len(trace.threads), 1), dtype=bool)
     if len(trace.ops):
-        with_ops[np.unique(trace.ops.thread)] = True
+        with_ops[distinct(trace.ops.thread)] = True
     return np.where(owner >= 0, 0, np.where(with_ops[thread], 2, 1))
 
 
@@ -137,7 +138,7 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
     key = m.device_type.astype(np.int64) * (1 << 40) + (m.device.astype(np.int64) + 1)
     devices = []
     why = _unattributed(trace, owner)
-    for k in np.unique(key[ok]).tolist():
+    for k in distinct(key[ok]).tolist():
         idx = np.flatnonzero((key == k) & ok)
         meter.visit("memory", len(key) + len(idx))  # the device's events, found by a pass over all
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
@@ -322,7 +323,7 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray | None, p: int, t0: 
         for ext in (np.maximum.reduceat(tot, starts), np.minimum.reduceat(tot, starts)):
             hit = np.flatnonzero(tot == ext[seg])
             picks.append(hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]])
-        keep = np.unique(np.concatenate(picks))
+        keep = distinct(np.concatenate(picks))
     out = {"t_us": _round(ts[keep] - t0, 2), "allocated": _round(tot[keep], 0), "points": int(len(keep))}
     if res is not None:
         r = res[keep]
@@ -367,7 +368,7 @@ def allocator_calls(trace: Trace) -> dict:
     inside = step_of >= 0 if len(nums) else np.ones(len(idx), dtype=bool)
     rows = []
     code = la.name[idx]
-    for c in np.unique(code).tolist():
+    for c in distinct(code).tolist():
         sel = code == c
         rows.append({"call": names[c], "count": int(sel.sum()), "host_us": float(dur[sel].sum()),
                      "in_steps": int((sel & inside).sum()), "in_steps_host_us": float(dur[sel & inside].sum()),
@@ -375,7 +376,7 @@ def allocator_calls(trace: Trace) -> dict:
     rows.sort(key=lambda r: (-r["host_us"], r["call"]))
     return {"calls": rows, "count": int(len(idx)), "host_us": float(dur.sum()),
             "in_steps": int(inside.sum()), "in_steps_host_us": float(dur[inside].sum()),
-            "steps_with_calls": int(len(np.unique(step_of[step_of >= 0]))) if len(nums) else 0,
+            "steps_with_calls": int(len(distinct(step_of[step_of >= 0]))) if len(nums) else 0,
             "frees": int(sum(r["count"] for r in rows if r["free"]))}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from traceana import units as u
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
+from traceana.arrays import distinct
 
 _CHECKPOINT_FILE = "torch/utils/checkpoint.py"
 _RECOMPUTE_FUNCS = ("): unpack_hook", "): recompute_fn")
@@ -38,7 +39,7 @@ def _inside(trace: Trace, thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -
     order = np.lexsort((ops.ts, ops.thread))
     o_th, o_ts = ops.thread[order], ops.ts[order]
     mark = np.zeros(len(ops) + 1, dtype=np.int64)
-    for th in np.unique(thread).tolist():
+    for th in distinct(thread).tolist():
         lo_t = int(np.searchsorted(o_th, o_th.dtype.type(th), "left"))
         hi_t = int(np.searchsorted(o_th, o_th.dtype.type(th), "right"))
         m = thread == th

@@ -25,6 +25,7 @@ from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
 from traceana.link.attribute import Links, _parents
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
+from traceana.arrays import distinct
 
 _SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
 _TO_HOST = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy", "aten::_copy_from",
@@ -175,7 +176,7 @@ def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dic
         near = q.launches_in(th, float(trace.ops.ts[op]), float(trace.ops.end[op]))
         ev = q.events_of(np.sort(near))
         meter.visit("diagnose.stalls", len(mine) + len(near) + len(ev))
-        for r in np.unique(ev_row[ev]).tolist():
+        for r in distinct(ev_row[ev]).tolist():
             if r >= 0 and rows[r]["id"] not in ids:
                 ids.append(rows[r]["id"])
     label = name

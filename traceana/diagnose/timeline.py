@@ -126,7 +126,7 @@ def _window(trace: Trace, links: Links, on: np.ndarray) -> tuple[float, float, d
         return lo, hi, {"kind": "span", "why": "no ProfilerStep annotations: the device's whole span"}
     length = (hi - lo) * CAP / len(on)
     s, e = merge(ts, end)
-    cand = np.unique(ts)
+    cand = distinct(ts)
     if len(cand) > 5000:  # candidate starts: every event start, thinned evenly to 5000
         cand = cand[np.linspace(0, len(cand) - 1, 5000).astype(np.int64)]
     cand = np.minimum(cand, hi - length)

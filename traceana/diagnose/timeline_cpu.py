@@ -17,6 +17,7 @@ import numpy as np
 
 from traceana.diagnose.buckets import buckets
 from traceana.load.model import Trace
+from traceana.arrays import distinct
 
 #: At most this many CPU threads are drawn (the others are counted in `threads_omitted`).
 MAX_THREADS = 8
@@ -82,7 +83,7 @@ def cpu_tracks(trace: Trace, threads: list[int], launched: dict[int, int], omitt
     ops, ann = trace.ops, trace.annotations
     not_step = np.zeros(len(trace.names), dtype=bool)
     if len(ann):
-        codes = np.unique(ann.name)
+        codes = distinct(ann.name)
         not_step[codes] = [not _STEP.match(trace.names[c]) for c in codes.tolist()]
     rows: list[dict] = []
     parts = []  # per track: (its row, kind, name codes, start, end), clipped, times from t0

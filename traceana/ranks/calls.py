@@ -31,6 +31,7 @@ import numpy as np
 from traceana.link.comm_kernels import comm_event_mask, is_comm_op
 from traceana.link.steps import _steps, inside
 from traceana.load.model import Trace
+from traceana.arrays import distinct
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather", "scatter",
          "barrier", "send", "recv", "send_recv", "dispatch", "combine", "other")
@@ -148,7 +149,7 @@ def _outermost(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, idx: np.ndar
     o = idx[np.lexsort((-end[idx], ts[idx], thread[idx]))]
     th = thread[o]
     out = np.ones(len(o), dtype=bool)
-    for t in np.unique(th).tolist():  # threads are few
+    for t in distinct(th).tolist():  # threads are few
         k = np.flatnonzero(th == t)
         e = np.maximum.accumulate(end[o[k]])
         out[k[1:]] = ts[o[k[1:]]] >= e[:-1]
@@ -162,7 +163,7 @@ def _enclosing(outer: np.ndarray, ts: np.ndarray, end: np.ndarray, thread: np.nd
     if not len(outer) or not len(q_t):
         return res
     th = thread[outer]
-    for t in np.unique(q_thread).tolist():
+    for t in distinct(q_thread).tolist():
         mine = outer[th == t]
         if not len(mine):
             continue

@@ -35,6 +35,7 @@ from traceana.link.steps import PHASES, collective_kind, rank_facts
 from traceana.ranks.collectives import collective_section
 from traceana.ranks.first import first_screen
 from traceana.ranks.straggler import CLASSES, NEAR_TIE_PCT, median, straggler
+from traceana.arrays import distinct
 
 __all__ = ["CLASSES", "NEAR_TIE_PCT", "SCHEMA", "check_inputs", "collective_kind", "cross_rank", "rank_facts"]
 
@@ -133,7 +134,7 @@ def _cpu_collectives(calls: Mapping[str, Any], in_steps: bool) -> tuple[float, d
     d = np.asarray(calls["end"], dtype=float) - np.asarray(calls["t"], dtype=float)
     ok = np.isfinite(d) & ((np.asarray(calls["step"]) >= 0) if in_steps else True)
     kinds = np.asarray(calls["kind"], dtype=np.int64)
-    by = {KINDS[k]: float(d[ok & (kinds == k)].sum()) for k in np.unique(kinds[ok]).tolist()}
+    by = {KINDS[k]: float(d[ok & (kinds == k)].sum()) for k in distinct(kinds[ok]).tolist()}
     return float(d[ok].sum()), dict(sorted(by.items(), key=lambda kv: -kv[1]))
 
 

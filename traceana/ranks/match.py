@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from traceana.ranks.calls import KINDS, P2P, SAME_SIZE
+from traceana.arrays import distinct
 
 TOL_US = 50.0  # clock noise: a rank may seem to leave this long before another arrived
 OFFSET_FLOOR_US = 100.0
@@ -247,7 +248,7 @@ def match(summaries: Sequence[dict], ranks: Sequence[int]) -> Matched:
         if methods[g] == "seq":
             continue
         in_g = np.flatnonzero((group == code) & ~_P2P_CODES[kind])
-        sets = np.unique(set_id[in_g][set_id[in_g] >= 0])
+        sets = distinct(set_id[in_g][set_id[in_g] >= 0])
         if len(sets) < 2 or bad[sets].sum() < 2 or bad[sets].mean() <= BAD_SHARE:
             continue
         srt = in_g[np.lexsort((t[in_g], rank[in_g]))]
@@ -304,13 +305,13 @@ def _check(m: Matched, summaries: Sequence[dict], ranks: Sequence[int], kind: np
         problem = None
         if set(known.tolist()) == _SEND_RECV:
             continue  # a p2p pair: one side sends, the other receives
-        if len(np.unique(known)) > 1:
+        if len(distinct(known)) > 1:
             problem = "kind"
             vals = [KINDS[k] for k in kinds]
         else:
             k = KINDS[int(known[0])] if len(known) else "other"
             size = n_out[members] if k == "reduce_scatter" else n_in[members]
-            if k in SAME_SIZE and len(np.unique(size[size >= 0])) > 1:
+            if k in SAME_SIZE and len(distinct(size[size >= 0])) > 1:
                 problem = "size"
                 vals = [f"{v:,} elements" if v >= 0 else "?" for v in size.tolist()]
         if problem is None:

@@ -23,6 +23,7 @@ from traceana.link.steps import PHASES, _steps, inside
 from traceana.load.model import Trace
 from traceana.ranks import calls as cl
 from traceana.ranks import windows as win
+from traceana.arrays import distinct
 
 COLUMNS = ("t", "end", "issue", "kind", "group", "seq", "peer", "step", "phase", "n_in", "n_out", "bytes", "dtype",
            "w0", "work_us", "comm_us", "data_us", "idle_us", "top", "top_us")
@@ -140,7 +141,7 @@ def rank_summary(trace: Trace, links: Any, groups: Any, rows: list[dict]) -> dic
         w = win.cpu_windows(trace, np.array([c["thread"] for c in calls], dtype=np.int64), w0, t, skip)
         local = {}
         top = w["top"]
-        for k in np.unique(top[top >= 0]).tolist():
+        for k in distinct(top[top >= 0]).tolist():
             local[k] = int(_codes([trace.names[k][:200]], names, index)[0])
         w["top"] = np.vectorize(lambda k: local.get(k, -1), otypes=[np.int64])(top) if top.size else top
     out["work_us"] = w["work_us"].astype(np.float32)

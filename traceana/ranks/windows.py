@@ -27,6 +27,7 @@ import numpy as np
 
 from traceana.diagnose.ledger import IDLE_CAUSES
 from traceana.link.steps import cover, merge
+from traceana.arrays import distinct
 
 IDLE = ("sync", "host_dispatch", "launch_gaps", "stream_wait", "no_work", "untracked")
 TOP = 2  # ops named per interval
@@ -122,7 +123,7 @@ def cpu_windows(trace: Any, thread: np.ndarray, w0: np.ndarray, w1: np.ndarray, 
     work = np.zeros(n)
     top = np.full((n, TOP), -1, dtype=np.int64)
     top_us = np.zeros((n, TOP), dtype=np.float32)
-    for th in np.unique(thread).tolist():
+    for th in distinct(thread).tolist():
         mine = np.flatnonzero(thread == th)
         if th < 0 or not len(ops):
             continue

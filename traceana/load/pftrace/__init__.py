@@ -9,4 +9,13 @@ docs/perfetto.md says which profilers write the format and how each field is rea
 
 from __future__ import annotations
 
-from traceana.load.pftrace.read import SUFFIXES, decode, load, named_perfetto, sniff  # noqa: F401
+from traceana.load.pftrace.sniff import SUFFIXES, named_perfetto, sniff  # noqa: F401
+
+
+def __getattr__(name: str):
+    """load / decode import the decoder on first use: the report path of a JSON trace only sniffs."""
+    if name in ("load", "decode"):
+        from traceana.load.pftrace import read
+
+        return getattr(read, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,6 +19,7 @@ categories out; torch.profiler's own export names them).
 from __future__ import annotations
 
 import numpy as np
+from traceana.arrays import distinct
 
 # args only operator events carry (record_function ranges do not)
 OP_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "Sequence number", "Fwd thread id",
@@ -37,7 +38,7 @@ def roles(rows: np.ndarray, strings: list[str], names: np.ndarray, gpu_track: np
         return args.has(key, n)[rows]
 
     code = names[rows]
-    uniq = np.unique(code)
+    uniq = distinct(code)
     text = {int(c): (strings[c] if c >= 0 else "") for c in uniq.tolist()}
     lower = {c: s.lower() for c, s in text.items()}
 

@@ -8,49 +8,12 @@ import zlib
 from collections.abc import Callable, Iterator
 
 from traceana.errors import BadInput
+from traceana.load.pftrace.sniff import SUFFIXES, named_perfetto, sniff  # noqa: F401 (re-exported)
 from traceana.load.pftrace.wire import WireError
 
-#: names that say a file is a Perfetto trace (whatever its first bytes look like)
-SUFFIXES = (".pftrace", ".perfetto-trace", ".perfetto", ".pb", ".proto", ".protobuf")
 _PIECE = 8 << 20
 _READ = 1 << 20
 _MAX_CHUNK = 1 << 28  # a compressed_packets chunk inflating past 256 MiB is not a profiler's
-_BLANK = b" \t\r\n"
-
-
-def named_perfetto(path: str) -> bool:
-    p = path.lower()
-    if p.endswith(".gz"):
-        p = p[:-3]
-    return p.endswith(SUFFIXES)
-
-
-def _head(path: str, n: int = 64) -> bytes:
-    """The file's first bytes (inflated when it is gzip); b"" when they cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(4096)
-    except OSError:
-        return b""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            return zlib.decompressobj(31).decompress(data, n)
-        except zlib.error:
-            return b""
-    return data[:n]
-
-
-def sniff(path: str) -> bool:
-    """Is the file a Perfetto trace? Its first byte is a trace packet's key (0x0a) and it does not read
-    as JSON text ({ or [ after whitespace), unless its name says Perfetto; a file named .pftrace that
-    is JSON is read as JSON (what torch writes when its backend has no Perfetto export)."""
-    head = _head(path)
-    if not head:
-        return named_perfetto(path) and os.path.isfile(path) and os.path.getsize(path) > 0
-    looks_json = head.lstrip(_BLANK)[:1] in (b"{", b"[")
-    if head[:1] == b"\x0a" and (not looks_json or named_perfetto(path)):
-        return True
-    return named_perfetto(path) and not looks_json
 
 
 def _decoder(wanted: frozenset[bytes] | None):

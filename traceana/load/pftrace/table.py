@@ -33,6 +33,7 @@ from traceana.load.pftrace.args import _BAD, Args, document
 from traceana.load.pftrace.pydecode import OPEN, SLICE, STRING
 from traceana.load.pftrace.tracks import Tracks
 from traceana.load.pftrace.wire import BOOTTIME
+from traceana.arrays import distinct
 
 DTYPES = {"ev_kind": np.int8, "ev_track": np.uint64, "ev_name": np.int32, "ev_cat": np.int32, "ev_ts": np.int64,
           "ev_end": np.int64, "ev_clock": np.uint8, "ev_value": np.float64, "ev_corr": np.int64, "ev_pkt": np.int64,
@@ -95,7 +96,7 @@ def _clock_offsets(t: dict, warnings: list[str]) -> np.ndarray:
     """ns to add to each row's time to bring it to the trace's clock (boot time, or the one most
     rows use), from the clock snapshots that pair the clocks."""
     clock = t["ev_clock"]
-    used = np.unique(clock)
+    used = distinct(clock)
     if len(used) <= 1:
         return np.zeros(len(clock), np.int64)
     target = BOOTTIME if BOOTTIME in used else int(np.bincount(clock).argmax())
@@ -105,7 +106,7 @@ def _clock_offsets(t: dict, warnings: list[str]) -> np.ndarray:
         if c == target:
             continue
         pair = None
-        for s in np.unique(sid).tolist():
+        for s in distinct(sid).tolist():
             m = sid == s
             have = dict(zip(sclock[m].tolist(), sns[m].tolist()))
             if c in have and target in have:
@@ -159,7 +160,7 @@ def build(path: str, result: dict) -> Trace:
 
     # categories, and what an event without one is
     cat_code = t["ev_cat"]
-    uniq_cats = np.unique(cat_code)
+    uniq_cats = distinct(cat_code)
     cat_name = {int(c): (strings[c] if c >= 0 else None) for c in uniq_cats.tolist()}
     role = np.full(n, -1, np.int8)
     gkind = np.zeros(n, np.int8)
