@@ -20,7 +20,7 @@ from traceana.diagnose.comm_advice import comm_findings
 from traceana.diagnose.gaps import host_activity, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.host_time import graph_finding, host_findings
 from traceana.diagnose.kernel_levers import kernel_findings
-from traceana.diagnose.kernel_levers import sentence as kernel_sentence
+from traceana.diagnose.kernel_sentence import sentence as kernel_sentence
 from traceana.diagnose.launch_bound import launch_findings
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
