@@ -32,7 +32,7 @@ What the script does, and nothing more:
 
 Columns dropped on purpose: l2_mb (links.csv holds it), and the fp16-accumulate tensor rates
 (PyTorch accumulates fp16 GEMMs in fp32). boost_mhz is kept: a device without a row borrows the
-nearest row's peaks scaled by SMs x clock (roofline/devices/match.py).
+nearest row's peaks scaled by SMs x clock (roofline/devices/identify.py, borrow.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from tests import synth as s
 from tests.analyses import analysis
-from tests.conftest import shared_trace
 from traceana.cost import Cost, OpCall, Unmodelled, op_cost
 from traceana.cost.pair_tbe import pair
 from traceana.cost.recover import cost_variants

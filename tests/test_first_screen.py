@@ -134,7 +134,7 @@ def test_shared_traces_first_screen_reads_the_ledger(key):
     a = analysis(SHARED[key])
     md = render_markdown(a)
     assert len(md) <= SHORT_CHARS and problems(md) == []
-    assert first.sentence(a) and f"**Where the time went:** " in md
+    assert first.sentence(a) and "**Where the time went:** " in md
     page = render_html(a)
     # every term once in the terms table, with the ledger's time; the sentence heads the page
     table = page.split('class="cov terms"')[1].split("</table>")[0]

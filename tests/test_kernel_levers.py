@@ -11,7 +11,7 @@ import pytest
 
 from tests import synth as s
 from traceana.analysis import analyze
-from traceana.diagnose.kernel_levers import F_CUDA_CORES
+from traceana.diagnose.kernel_dtypes import F_CUDA_CORES
 
 V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80,
         "totalGlobalMem": 16945512448, "warpSize": 32}

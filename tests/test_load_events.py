@@ -10,7 +10,6 @@ import json
 import math
 
 import numpy as np
-import pytest
 
 from tests.conftest import shared_trace
 from traceana.load import reader, stream

@@ -17,7 +17,7 @@ import pytest
 
 from tests import synth
 from tests.conftest import shared_trace
-from traceana.analysis import analyze, analyze_trace
+from traceana.analysis import analyze
 from traceana.diagnose import memory as mem
 from traceana.diagnose.ledger import SYNC_CALLS
 from traceana.link.attribute import ALLOC_HELPERS, link

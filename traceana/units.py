@@ -9,7 +9,6 @@ that is not a finite number formats as MISSING.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 #: What a missing or non-numeric value shows as.

@@ -27,8 +27,8 @@ group), so each renderer shows CPU and GPU levers the same way:
 An op instance belongs to one lever only (optimizer first, then chains, then by bound), so two
 levers never claim the same µs; the plan combines levers the projection's way all the same.
 
-The account: the busiest thread's span, every µs once: its ops' self time by bound, and the time
-outside any op (Python between ops, data loading, waiting).
+cpu_account.py says where the span went (the account and its sentence), cpu_chains.py finds the
+element-wise chains, cpu_plan.py picks the plan.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
+from traceana.diagnose.cpu_account import account, sentence
+from traceana.diagnose.cpu_chains import elementwise_chains
+from traceana.diagnose.cpu_plan import plan
 from traceana.diagnose.cpu_roofline import DISPATCH_FIX, Judged
-from traceana.diagnose.dataflow import Flow
 
 #: A lever needs at least this share of the span.
 MIN_SHARE = 0.01
-#: Levers in the plan.
-PLAN_SIZE = 3
 #: Matrix ops under this % of their BLAS roof are a lever.
 BLAS_BELOW_PCT = 50.0
 #: Measured / model time over this: no shape explains it, the process was short of cores.
@@ -51,88 +51,11 @@ CONTENDED_TIMES = 100.0
 PYTHON_SHARE = 0.2
 #: Chains shown as findings (the largest savings).
 MAX_CHAINS = 6
-#: Ops linked into a chain are element-wise work of these families (dataflow.FUSABLE_FAMILIES, less
-#: the copies and index ops a compiler does not fuse on a CPU).
-CHAIN_FAMILIES = frozenset({"pointwise", "reduction", "norm"})
 OPTIMIZER_STEP = "Optimizer.step#"
 DATA_LOADER = "enumerate(DataLoader)#"
-#: The account's words for each bound (the terms' labels), in the order they are listed.
-TERMS = (("compute", "ops: compute-bound (BLAS)", "ops whose FLOPs at the BLAS figure set their time"),
-         ("memory", "ops: memory-bound", "ops whose bytes at the memory bandwidth set their time"),
-         ("dispatch", "ops: dispatch-bound", "ops whose work is smaller than the per-op dispatch cost"),
-         ("underutilised", "ops: underutilised", "ops at under a tenth of the roofline model"),
-         ("composite", "ops: glue in ops that call others", "self time of ops whose work is counted in the "
-                                                             "ops they call (aten::linear -> aten::addmm)"),
-         ("unmodelled", "ops: no cost model", "ops with no FLOP/byte formula"))
-OUTSIDE = ("outside_ops", "outside any op", "no op running on the thread: Python between ops, data loading, "
-                                            "waiting")
 CONTENDED_FIX = ("Give the process its cores: torch.set_num_threads(n) (or OMP_NUM_THREADS=n) with n no more "
                  "than the idle physical cores, one process per core set (taskset / numactl), and profile on an "
                  "idle machine")
-
-
-def _main_thread(trace, j: Judged) -> int:
-    """The thread code with the most top-level op time (-1 without ops)."""
-    ops = trace.ops
-    if not len(ops):
-        return -1
-    t = np.bincount(ops.thread[j.top_level], weights=(ops.end - ops.ts)[j.top_level])
-    return int(np.argmax(t)) if len(t) else -1
-
-
-def account(trace, j: Judged) -> dict:
-    """The busiest thread's span, every µs once: self time by bound (scaled onto its top-level op time,
-    which the self times partition) and the time outside any op."""
-    ops = trace.ops
-    span = float(trace.span_us)
-    th = _main_thread(trace, j)
-    on = ops.thread == th
-    busy = float((ops.end - ops.ts)[on & j.top_level].sum())
-    bounds = np.array([r["bound"] for r in j.rows] + ["unmodelled"])
-    selfc = np.clip(j.self_us, 0.0, None)
-    by = {k: float(selfc[on & (bounds[j.sig] == k)].sum()) for k, _, _ in TERMS}
-    total = sum(by.values())
-    scale = busy / total if total > 0 else 0.0
-    outside = max(span - busy, 0.0)
-    terms = [{"key": k, "group": "work", "label": label, "meaning": meaning, "us": by[k] * scale,
-              "share": by[k] * scale / span * 100 if span > 0 else None} for k, label, meaning in TERMS if by[k] > 0]
-    terms.append({"key": OUTSIDE[0], "group": "idle", "label": OUTSIDE[1], "meaning": OUTSIDE[2], "us": outside,
-                  "share": outside / span * 100 if span > 0 else None})
-    others = sorted({int(x) for x in ops.thread.tolist()} - {th})
-    other_us = float((ops.end - ops.ts)[~on & j.top_level].sum())
-    return {"span_us": span, "thread": trace.threads[th] if 0 <= th < len(trace.threads) else None,
-            "op_calls": int(len(ops)), "busy_us": busy, "outside_us": outside, "terms": terms, "other_threads": len(others),
-            "other_threads_us": other_us, "steps": _steps(trace)}
-
-
-def _steps(trace) -> int:
-    names = trace.names
-    return sum(1 for c in trace.annotations.name.tolist() if names[c].startswith("ProfilerStep#"))
-
-
-def sentence(acc: dict) -> str:
-    """'Of the 2.18 s span: CPU ops 2.05 s (94.0%: underutilised 1.91 s, ...); outside any op 130 ms (6.0%).'"""
-    span = acc["span_us"]
-    if span <= 0:
-        return ""
-    work = [t for t in acc["terms"] if t["key"] != OUTSIDE[0]]
-    work.sort(key=lambda t: -t["us"])
-    parts = ", ".join(f"{t['key']} {u.us(t['us'])}" for t in work[:4] if t["us"] > 0)
-    steps = acc.get("steps") or 0
-    out = (f"Of the {u.us(span)} span" + (f" ({u.plural(steps, 'profiler step')})" if steps else "")
-           + f": CPU ops {u.us(acc['busy_us'])} ({u.pct(acc['busy_us'] / span * 100)}"
-           + (f": {parts}" if parts else "") + ")"
-           + (f" in {u.plural(acc['op_calls'], 'CPU op call')}" if acc.get("op_calls") else ""))
-    if acc["outside_us"] > 0:
-        out += (f"; outside any op {u.us(acc['outside_us'])} ({u.pct(acc['outside_us'] / span * 100)}: Python "
-                "between ops, data loading, waiting)")
-    if acc["other_threads"]:
-        out += (f"; {u.plural(acc['other_threads'], 'other thread')} ran {u.us(acc['other_threads_us'])} of ops "
-                "alongside")
-    return out + "."
-
-
-# ------------------------------------------------------------------------------------------ levers
 
 
 def _inside(trace, prefix: str, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, list[tuple[float, float]]]:
@@ -161,75 +84,6 @@ def _inside(trace, prefix: str, thread: np.ndarray, ts: np.ndarray) -> tuple[np.
         inside[ok] = ts[m][ok] < b[pos[ok]]
         hit[m] = inside
     return hit, spans
-
-
-def _chains(trace, j: Judged, taken: np.ndarray) -> tuple[np.ndarray, list[dict]]:
-    """Element-wise chains: ops run back to back on one thread, each reading what the one before wrote.
-    The ops in order are those that do work (a FLOP or byte count, or no cost model) and are not inside an
-    element-wise op (a `mul` by a Python scalar converts the scalar in a nested `aten::to`): views, metadata
-    ops and allocations between two element-wise ops do not break a chain, any other op does.
-    Returns each instance's chain number (-1: none) and per distinct chain pattern {sigs, calls, time, saving}."""
-    ops, rows = trace.ops, j.rows
-    n = len(ops)
-    chain = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return chain, []
-    cand_row = np.array([r.get("family") in CHAIN_FAMILIES and r["bound"] in ("memory", "dispatch", "underutilised")
-                         and r["name"].startswith("aten::") for r in rows] + [False])
-    work_row = cand_row | np.array([bool(r.get("flops") or r.get("bytes")) or
-                                    (r.get("model_us") is None and r["bound"] != "dispatch") for r in rows] + [False])
-    is_cand = cand_row[j.sig] & ~taken
-    inside = np.zeros(n, dtype=bool)  # some op it is nested in is element-wise
-    anc = j.parent.copy()
-    for _ in range(256):
-        live = anc >= 0
-        if not live.any():
-            break
-        inside[live] |= cand_row[j.sig[anc[live]]]
-        anc[live] = j.parent[anc[live]]
-    shown = np.flatnonzero(work_row[j.sig] & ~inside)
-    order = shown[np.lexsort((ops.ts[shown], ops.thread[shown]))]  # per thread in time order
-    nxt = np.full(n, -1, dtype=np.int64)
-    same = ops.thread[order[1:]] == ops.thread[order[:-1]]
-    nxt[order[:-1][same]] = order[1:][same]
-    cand = order[is_cand[order]]
-    flow = Flow([{**r, "input_dims": _tuples(r["input_dims"])} for r in rows])  # dims as the cost model has them
-    linked = np.zeros(n, dtype=bool)  # linked[i]: i feeds nxt[i]
-    for i in cand.tolist():
-        b = int(nxt[i])
-        if b >= 0 and is_cand[b] and flow.breaks(int(j.sig[i])) is None and flow.breaks(int(j.sig[b])) is None \
-                and flow.feeds(int(j.sig[i]), int(j.sig[b])) is not None:
-            linked[i] = True
-    starts = [i for i in order.tolist() if linked[i]]
-    prev = np.zeros(n, dtype=bool)
-    prev[nxt[linked]] = True
-    groups: dict[tuple, dict] = {}
-    selfc = np.clip(j.self_us, 0.0, None)
-    k = 0
-    for s in starts:
-        if prev[s]:
-            continue  # not the head of its chain
-        members = [s]
-        while linked[members[-1]]:
-            members.append(int(nxt[members[-1]]))
-        chain[members] = k
-        k += 1
-        sigs = tuple(int(j.sig[m]) for m in members)
-        t = [float(selfc[m]) for m in members]
-        g = groups.setdefault(sigs, {"sigs": sigs, "calls": 0, "time_us": 0.0, "saving_us": 0.0,
-                                     "by_sig": {}})
-        g["calls"] += 1
-        g["time_us"] += sum(t)
-        keep = max(range(len(t)), key=lambda x: t[x])  # fused, the chain costs about its longest op
-        g["saving_us"] += sum(t) - t[keep]
-        for x, (m, tm) in enumerate(zip(sigs, t)):
-            if x != keep:
-                g["by_sig"][m] = g["by_sig"].get(m, 0.0) + tm
-    return chain, sorted(groups.values(), key=lambda g: -g["saving_us"])
-
-
-def _tuples(v):
-    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
 
 
 def _above(j: Judged, mask: np.ndarray, what: str) -> dict[int, float]:
@@ -345,7 +199,7 @@ def findings(trace, j: Judged, optimizer: np.ndarray | None = None) -> list[dict
             f"{u.us(load_us)} ({u.pct(load_us / span * 100)} of the span) in which no model op ran on it.",
             fix + ".", {"data": load_us}, j, "medium"))
     # element-wise chains
-    chain, chains = _chains(trace, j, taken)
+    chain, chains = elementwise_chains(trace, j, taken)
     taken |= chain >= 0
     for g in chains[:MAX_CHAINS]:
         if g["saving_us"] < MIN_SHARE * span / 4:
@@ -440,45 +294,6 @@ def _optimizer_name(trace) -> str:
         if nm.startswith(OPTIMIZER_STEP):
             return nm[len(OPTIMIZER_STEP):].split(".", 1)[0] or "optimizer"
     return "optimizer"
-
-
-def plan(found: list[dict], j: Judged, span_us: float) -> list[dict]:
-    """"Do this first": the first PLAN_SIZE levers (chains are one lever: torch.compile fuses them all), each
-    with its saving and the span left after it and every lever above it. Levers are combined the projection's
-    way: a signature keeps t x (1 - f1) x (1 - f2) ... of its self time, so no µs is saved twice."""
-    entries: list[dict] = []
-    for i, f in enumerate(found):
-        same = next((e for e in entries if e["group"] == f["group"] == "cpu_fusion"), None)
-        if same is not None:
-            same["idx"].append(i)
-        elif len(entries) < PLAN_SIZE:
-            entries.append({"group": f["group"], "idx": [i]})
-    base = {k: j.rows[k]["self_us"] for f in found for k in f["_by"] if isinstance(k, int)}
-    keep: dict = {}
-    out = []
-    span_now = span_us
-    for e in entries:
-        mine = {}
-        for i in e["idx"]:
-            for k, s in found[i]["_by"].items():
-                mine[k] = mine.get(k, 0.0) + s
-        saved = 0.0
-        for k, s in mine.items():
-            t = base.get(k, s) if isinstance(k, int) else s
-            if t <= 0:
-                continue
-            before = keep.get(k, 1.0)
-            keep[k] = before * max(1.0 - min(s / t, 1.0), 0.0)
-            saved += t * (before - keep[k])
-        after = max(span_now - saved, 0.0)
-        f = found[e["idx"][0]]
-        title = f["title"] if len(e["idx"]) == 1 else (
-            f"Fuse {len(e['idx'])} element-wise chains (torch.compile): {u.us(sum(mine.values()))} recoverable")
-        out.append({"finding": e["idx"][0], "findings": list(e["idx"]), "id": f["id"], "kind": f["kind"],
-                    "title": title, "fix": f["fix"], "saving_us": float(sum(mine.values())),
-                    "confidence": f["confidence"], "span_after_us": after, "span_now_us": span_us})
-        span_now = after
-    return out
 
 
 def cpu_levers(trace, j: Judged, optimizer: np.ndarray | None = None) -> dict:

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 from traceana import units as u
 from traceana.diagnose import gemm_shape as gs
-from traceana.diagnose.comm_advice import comm_findings  # noqa: F401 (run.py calls fd.comm_findings)
 from traceana.diagnose.context import INDUCTOR_KERNEL
 from traceana.diagnose.advice import OPAQUE_ADVICE, OPAQUE_FIX, compute_fix, fit_to_run, memory_advice, memory_fix
 from traceana.diagnose.projection import MERGE_KINDS, annotate
 from traceana.diagnose.sources import attach
-from traceana.diagnose.launch_bound import launch_findings  # noqa: F401 (run.py calls fd.launch_findings)
+from traceana.diagnose.launch_bound import launch_findings
 from traceana.roofline import achievable as achv
 from traceana.link.attribute import CAUSES
 from traceana.roofline.judge import PEAK_LABEL

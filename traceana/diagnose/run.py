@@ -16,10 +16,12 @@ from traceana.diagnose import findings as fd
 from traceana.diagnose import fusion, lead
 from traceana.diagnose import memory as mem
 from traceana.diagnose import ledger as lg
+from traceana.diagnose.comm_advice import comm_findings
 from traceana.diagnose.gaps import host_activity, largest_gaps, launch_facts, wait_finding
 from traceana.diagnose.host_time import graph_finding, host_findings
 from traceana.diagnose.kernel_levers import kernel_findings
-from traceana.diagnose.kernel_levers import sentence as kernel_sentence
+from traceana.diagnose.kernel_sentence import sentence as kernel_sentence
+from traceana.diagnose.launch_bound import launch_findings
 from traceana.diagnose.layout import layout_findings
 from traceana.diagnose.projection import plan, project
 from traceana.diagnose.recompute import recompute_finding
@@ -61,7 +63,7 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         extra.extend(stall_findings(found, span, steps))
         facts = launch_facts(trace, links, ev_row, rows, acc)
         meter.visit("diagnose.gaps", 2 * len(trace.gpu))
-        extra.extend(fd.launch_findings([r for r in rows if r["bound"] == "latency"], total_us, facts, context))
+        extra.extend(launch_findings([r for r in rows if r["bound"] == "latency"], total_us, facts, context))
         activity = host_activity(trace, links, acc, meter)
         ledger["idle"]["host_activity"] = activity
         ledger["idle"]["graph_calls"] = {k: v for k, v in facts.items() if k.startswith("graph_")}
@@ -72,8 +74,8 @@ def diagnose(trace: Trace, links: Links, groups: Sequence, rows: list[dict], dev
         f = wait_finding(trace, links, ledger, acc, ev_row, rows, meter)
         if f:
             extra.append(f)
-        extra.extend(fd.comm_findings(ledger, rows, context, kernels.account if kernels is not None else None,
-                                      device))
+        extra.extend(comm_findings(ledger, rows, context, kernels.account if kernels is not None else None,
+                                   device))
     lap("memory")
     if memory is not None:  # the allocator's frees: the ledger's sync idle, named once; fragmentation saves nothing
         meter.visit("diagnose.memory", len(trace.launches))

@@ -16,7 +16,7 @@ from traceana.errors import BadInput
 from traceana.load.model import Annotations, CpuOps, GpuEvents, Launches, MemoryEvents, PyFrames, Trace
 from traceana.load.comm_args import comm_extra, comm_ids
 from traceana.load.schema import Event, TraceDoc
-from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text  # noqa: F401
+from traceana.load.decode import BIDI_WARNING, _as_int, _clean_strings, _finite, _sane_props, clean_text
 
 OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})

@@ -22,13 +22,8 @@ from traceana.load.model import Trace
 from traceana.load.schema import LIST_DECODER, TraceDoc, adopt_header
 from traceana.load.comm_parents import adopt_parent_messages
 from traceana.load.layer_weights import attach_layer_weights
-from traceana.load.columns import (  # noqa: F401  (re-exported)
-    ANNOTATION_CATS, GPU_KIND, LAUNCH_CATS, LEGACY_CATS, OP_CATS, build_trace,
-)
-from traceana.load.comm_args import comm_extra, comm_record  # noqa: F401  (re-exported)
-from traceana.load.decode import (  # noqa: F401  (re-exported)
-    BIDI_WARNING, _READ_ERRORS, _as_int, _decode, _decode_lenient, _finite, _short, clean_text,
-)
+from traceana.load.columns import build_trace
+from traceana.load.decode import _READ_ERRORS, _decode, _short
 
 
 def _regular_file(path: str) -> os.stat_result:

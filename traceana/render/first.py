@@ -32,7 +32,7 @@ TERM_COLOURS: dict[str, str] = {
     "comm_transfer": "#2a9d8f", "comm_wait": "#8fd1c8", "comm_unsized": "#5bb5a9", "copies": "#c9a227",
     "sync": "#e06666", "host_dispatch": "#f0a3a3", "launch_gaps": "#cdd5e2", "stream_wait": "#f3cf8c",
     "no_work": "#e4e6ea", "graph_launch": "#d98cb3",
-    # a CPU-only trace's account (diagnose/cpu_levers.py): its ops by bound, and the time outside any op
+    # a CPU-only trace's account (diagnose/cpu_account.py): its ops by bound, and the time outside any op
     "dispatch": "#9b5bb5", "composite": "#7f9fd6", "outside_ops": "#e4e6ea",
 }
 GROUP_COLOURS = {"work": "#aab0b8", "communication": "#2a9d8f", "copies": "#c9a227", "idle": "#eef0f3"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from traceana.render.ops_table import ops_table
 from traceana.roofline.bounds import BOUNDS
-from traceana.document import bound_of, by_bound, gpu_busy, mapping, seq, share
+from traceana.document import by_bound, gpu_busy, mapping, seq, share
 from traceana.render.views import (
     cpu_rows,
     row_bound,

@@ -276,9 +276,9 @@ def backward(call: OpCall) -> Cost | Unmodelled:
     fwd = call.get("tbe_forward")
     grad = call.tensor(0)
     if fwd is None or grad is None:
-        return Unmodelled(f"autograd node of the table-batched embedding: its recorded dims are only its gradient "
-                          f"input [B, total_D]; no forward lookup in the trace could be paired with it, so the "
-                          f"indices it sorts and the rows it updates are unknown", cause="input_not_recorded")
+        return Unmodelled("autograd node of the table-batched embedding: its recorded dims are only its gradient "
+                          "input [B, total_D]; no forward lookup in the trace could be paired with it, so the "
+                          "indices it sorts and the rows it updates are unknown", cause="input_not_recorded")
     bad = shape_problem(call)
     if bad:
         return Unmodelled(bad, cause="bad_shapes")

@@ -2,7 +2,8 @@
 same Trace the Chrome JSON loader builds for the same events.
 
 wire.py: the protobuf field numbers and primitives; _decode.c (built with the package) and
-pydecode.py (its twin, used when the C one is not built): packets -> a table; tracks.py and
+pydecode.py (its twin, used when the C one is not built; with track_events.py, descriptors.py and
+values.py for the events, tracks and annotation values): packets -> a table; tracks.py and
 infer.py: what a track and an event without a category are; table.py: the table -> Trace.
 docs/perfetto.md says which profilers write the format and how each field is read.
 """

@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 
 from traceana.load.decode import _as_int, _finite
-from traceana.load.pftrace.pydecode import BOOL, DOUBLE, INT, JSON, NULL, STRING, UINT, fmt_double, json_str
+from traceana.load.pftrace.values import BOOL, DOUBLE, INT, JSON, NULL, STRING, UINT, fmt_double, json_str
 from traceana.load.schema import DOC_DECODER, TraceDoc
 
 _EMPTY = b""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from traceana.load.pftrace.pydecode import COUNTER, INSTANT, SLICE
+from traceana.load.pftrace.track_events import COUNTER, INSTANT, SLICE
 from traceana.load.pftrace.table import _BAD, Args, columns, us
 from traceana.load.pftrace.tracks import Tracks
 

@@ -9,34 +9,28 @@ its incremental state; packets that need that state before it exists are dropped
 the packet's clock (a sequence-scoped clock, incremental or not, is turned into the builtin clock
 its snapshot pairs it with), and the slice stack of each track (an END closes the track's
 innermost open slice; its annotations and flows join that slice).
+
+This module reads the stream, the packets and each sequence's state (interned names, defaults,
+clocks), and ChromeEventBundle metadata; the Decoder's other methods are its parts' own:
+track_events.py (TrackEvent -> event rows), descriptors.py (track descriptors -> track rows),
+values.py (debug annotation values -> arg rows).
 """
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Callable
 
 from traceana.load.pftrace import wire as w
-from traceana.load.pftrace.values import (  # noqa: F401  (the arg types: re-exported)
-    BOOL, DOUBLE, INT, JSON, NULL, STRING, UINT, Values, fmt_double, json_str,
-)
-from traceana.load.pftrace.wire import WireError, as_double, fields, read_varint, signed
-
-# row kinds (Table.ev_kind)
-SLICE, INSTANT, COUNTER, OPEN = range(4)
-# track kinds (Table.tr_kind)
-PLAIN, PROCESS, THREAD, COUNTER_TRACK = range(4)
-_I63 = 1 << 63
-MAX_CATS, MAX_FLOWS = 16, 64  # categories and flow ids kept of one event (as the C decoder keeps)
-_LEGACY_TRACK = 1 << 63  # uuids of the tracks made for legacy thread descriptors and pid/tid overrides
+from traceana.load.pftrace.descriptors import Descriptors
+from traceana.load.pftrace.track_events import TrackEvents
+from traceana.load.pftrace.values import BOOL, INT, JSON, NULL, STRING, Values
+from traceana.load.pftrace.wire import WireError, fields, read_varint, signed
 
 
-def legacy_uuid(pid: int, tid: int) -> int:
-    return _LEGACY_TRACK | (pid & 0x7FFFFFFF) << 32 | (tid & 0xFFFFFFFF)
+class Seq:
+    """What one packet sequence has set so far (trusted_packet_sequence_id)."""
 
-
-class _Seq:
     def __init__(self) -> None:
         self.valid = False  # has its incremental state been set (cleared once)?
         self.tables: dict[int, dict[int, int]] = {}
@@ -47,7 +41,7 @@ class _Seq:
         self.last_us = 0
 
 
-class Decoder(Values):
+class Decoder(Values, Descriptors, TrackEvents):
     """Feed the Trace's bytes in pieces (`feed` takes whole packets and returns how many bytes it
     used); `result()` is the table. WireError on bytes that are not a Perfetto trace. `wanted`: the
     arg names (bytes) to keep (None: all)."""
@@ -67,7 +61,7 @@ class Decoder(Values):
                                       ("tr_tid", "q"), ("tr_name", "i"), ("tr_labels", "i"),
                                       ("sn_id", "i"), ("sn_clock", "I"), ("sn_ns", "q"))}
         self.cols = c
-        self.seqs: dict[int, _Seq] = {}
+        self.seqs: dict[int, Seq] = {}
         self.stacks: dict[int, list[int]] = {}
         self.counts = {"packets": 0, "dropped": 0, "unmatched_end": 0, "unknown_clock": 0, "snapshots": 0,
                        "primary_clock": 0, "bytes": 0}
@@ -166,7 +160,7 @@ class Decoder(Values):
             return
         sq = self.seqs.get(seq_id or 0)
         if sq is None:
-            sq = self.seqs[seq_id or 0] = _Seq()
+            sq = self.seqs[seq_id or 0] = Seq()
         if cleared or (flags or 0) & w.SEQ_INCREMENTAL_STATE_CLEARED:
             sq.valid = True
             sq.tables = {}
@@ -194,7 +188,7 @@ class Decoder(Values):
 
     # ---------------------------------------------------------------- packet parts
 
-    def interned(self, buf, pos, end, sq: _Seq) -> None:
+    def interned(self, buf, pos, end, sq: Seq) -> None:
         for f, wt, v, s, e in fields(buf, pos, end):
             if f in (w.Interned.EVENT_CATEGORIES, w.Interned.EVENT_NAMES, w.Interned.DEBUG_ANNOTATION_NAMES,
                      w.Interned.DEBUG_ANNOTATION_STRING_VALUES) and wt == w.LEN:
@@ -206,7 +200,7 @@ class Decoder(Values):
                         name = buf[s2:e2]
                 sq.tables.setdefault(f, {})[iid] = self.code(name)
 
-    def defaults(self, buf, pos, end, sq: _Seq) -> None:
+    def defaults(self, buf, pos, end, sq: Seq) -> None:
         for f, wt, v, s, e in fields(buf, pos, end):
             if f == w.Defaults.TIMESTAMP_CLOCK_ID and wt == w.VARINT:
                 sq.clock_id = v
@@ -215,7 +209,7 @@ class Decoder(Values):
                     if f2 == 11 and wt2 == w.VARINT:
                         sq.track = v2
 
-    def snapshot(self, buf, pos, end, sq: _Seq) -> None:
+    def snapshot(self, buf, pos, end, sq: Seq) -> None:
         clocks = []
         for f, wt, v, s, e in fields(buf, pos, end):
             if f == w.Clock.CLOCKS and wt == w.LEN:
@@ -246,73 +240,6 @@ class Decoder(Values):
             if c >= 64:
                 sq.clocks[c] = [inc, m, t, t * m, ref[0], ref[1]]
 
-    def legacy_thread(self, buf, pos, end, sq: _Seq) -> None:
-        pid = tid = 0
-        ref = 0
-        for f, wt, v, s, e in fields(buf, pos, end):
-            if f == w.Thread.PID and wt == w.VARINT:
-                pid = signed(v)
-            elif f == w.Thread.TID and wt == w.VARINT:
-                tid = signed(v)
-            elif f == w.Thread.REFERENCE_TIMESTAMP_US and wt == w.VARINT:
-                ref = signed(v)
-        sq.thread = (pid, tid)
-        sq.last_us = ref
-        self._legacy_track(pid, tid)
-
-    def _legacy_track(self, pid: int, tid: int) -> int:
-        uuid = legacy_uuid(pid, tid)
-        if uuid not in self.legacy_tracks:
-            self.legacy_tracks.add(uuid)
-            self._track_row(uuid, 0, THREAD, pid, tid, -1, -1)
-        return uuid
-
-    def _track_row(self, uuid, parent, kind, pid, tid, name, labels) -> None:
-        c = self.cols
-        c["tr_uuid"].append(uuid)
-        c["tr_parent"].append(parent)
-        c["tr_kind"].append(kind)
-        c["tr_pid"].append(pid)
-        c["tr_tid"].append(tid)
-        c["tr_name"].append(name)
-        c["tr_labels"].append(labels)
-
-    def track(self, buf, pos, end) -> None:
-        uuid = parent = 0
-        kind, pid, tid, name, labels = PLAIN, 0, 0, -1, -1
-        for f, wt, v, s, e in fields(buf, pos, end):
-            if f == w.Track.UUID and wt == w.VARINT:
-                uuid = v
-            elif f == w.Track.PARENT_UUID and wt == w.VARINT:
-                parent = v
-            elif f in (w.Track.NAME, w.Track.STATIC_NAME) and wt == w.LEN:
-                if name < 0 or kind == PLAIN:
-                    name = self.code(buf[s:e])
-            elif f == w.Track.PROCESS and wt == w.LEN:
-                kind = PROCESS
-                labs = []
-                for f2, wt2, v2, s2, e2 in fields(buf, s, e):
-                    if f2 == w.Process.PID and wt2 == w.VARINT:
-                        pid = signed(v2)
-                    elif f2 == w.Process.NAME and wt2 == w.LEN:
-                        name = self.code(buf[s2:e2])
-                    elif f2 == w.Process.LABELS and wt2 == w.LEN:
-                        labs.append(bytes(buf[s2:e2]))
-                if labs:
-                    labels = self.code(b",".join(labs))
-            elif f == w.Track.THREAD and wt == w.LEN:
-                kind = THREAD
-                for f2, wt2, v2, s2, e2 in fields(buf, s, e):
-                    if f2 == w.Thread.PID and wt2 == w.VARINT:
-                        pid = signed(v2)
-                    elif f2 == w.Thread.TID and wt2 == w.VARINT:
-                        tid = signed(v2)
-                    elif f2 == w.Thread.NAME and wt2 == w.LEN:
-                        name = self.code(buf[s2:e2])
-            elif f == w.Track.COUNTER and wt == w.LEN:
-                kind = COUNTER_TRACK
-        self._track_row(uuid, parent, kind, pid, tid, name, labels)
-
     def bundle(self, buf, pos, end) -> None:
         for f, wt, v, s, e in fields(buf, pos, end):
             if f != w.Bundle.METADATA or wt != w.LEN:
@@ -341,9 +268,9 @@ class Decoder(Values):
         c["ar_dbl"].append(dv)
         c["ar_str"].append(sv)
 
-    # ---------------------------------------------------------------- events
+    # ---------------------------------------------------------------- an event's time (track_events.py)
 
-    def _time(self, sq: _Seq, ts, clock) -> tuple[int, int] | None:
+    def _time(self, sq: Seq, ts, clock) -> tuple[int, int] | None:
         """(builtin clock, ns) of the packet's timestamp; None when its clock is not defined."""
         cid = clock if clock is not None else (sq.clock_id or w.BOOTTIME)
         if cid < 64:
@@ -356,131 +283,6 @@ class Decoder(Values):
         if inc:
             c[2] = value
         return ref_clock, signed((ref_ns + value * mult - own_ns) & 0xFFFFFFFFFFFFFFFF)
-
-    def event(self, buf, pos, end, sq: _Seq, ts, clock, pk: int) -> None:
-        typ = 0
-        name = cat = -1
-        cats: list[int] = []
-        track = None
-        anns: list[tuple[int, int]] = []
-        flows: list[tuple[int, int]] = []
-        value = math.nan
-        corr = -1
-        legacy = None
-        us_abs = us_delta = None
-        for f, wt, v, s, e in fields(buf, pos, end):
-            if f == w.Event.TYPE and wt == w.VARINT:
-                typ = v
-            elif f == w.Event.NAME_IID and wt == w.VARINT:
-                name = sq.tables.get(w.Interned.EVENT_NAMES, {}).get(v, -1)
-            elif f == w.Event.NAME and wt == w.LEN:
-                name = self.code(buf[s:e])
-            elif f == w.Event.CATEGORY_IIDS:
-                for iid in _repeated_varints(buf, wt, v, s, e):
-                    if len(cats) < MAX_CATS:
-                        cats.append(sq.tables.get(w.Interned.EVENT_CATEGORIES, {}).get(iid, -1))
-            elif f == w.Event.CATEGORIES and wt == w.LEN:
-                if len(cats) < MAX_CATS:
-                    cats.append(self.code(buf[s:e]))
-            elif f == w.Event.TRACK_UUID and wt == w.VARINT:
-                track = v
-            elif f == w.Event.DEBUG_ANNOTATIONS:
-                if wt != w.LEN:
-                    raise WireError(f"a debug annotation has wire type {wt}, not length-delimited")
-                anns.append((s, e))
-            elif f == w.Event.COUNTER_VALUE and wt == w.VARINT:
-                value = float(signed(v))
-            elif f == w.Event.DOUBLE_COUNTER_VALUE and wt == w.FIXED64:
-                value = as_double(v)
-            elif f in (w.Event.FLOW_IDS, w.Event.TERMINATING_FLOW_IDS):
-                for fid in _repeated_fixed64(buf, wt, v, s, e):
-                    flows.append((fid, int(f == w.Event.TERMINATING_FLOW_IDS)))
-            elif f in (w.Event.FLOW_IDS_OLD, w.Event.TERMINATING_FLOW_IDS_OLD):
-                for fid in _repeated_varints(buf, wt, v, s, e):
-                    flows.append((fid, int(f == w.Event.TERMINATING_FLOW_IDS_OLD)))
-            elif f == w.Event.CORRELATION_ID and wt == w.VARINT:
-                corr = v & (_I63 - 1)
-            elif f == w.Event.LEGACY_EVENT and wt == w.LEN:
-                legacy = (s, e)
-            elif f == w.Event.TIMESTAMP_ABSOLUTE_US and wt == w.VARINT:
-                us_abs = signed(v)
-            elif f == w.Event.TIMESTAMP_DELTA_US and wt == w.VARINT:
-                us_delta = signed(v)
-        dur_us = None
-        if legacy is not None:
-            phase, pid_o, tid_o = 0, None, None
-            for f, wt, v, s, e in fields(buf, *legacy):
-                if f == w.Legacy.PHASE and wt == w.VARINT:
-                    phase = v
-                elif f == w.Legacy.DURATION_US and wt == w.VARINT:
-                    dur_us = signed(v)
-                elif f == w.Legacy.NAME_IID and wt == w.VARINT and name < 0:
-                    name = sq.tables.get(w.Interned.EVENT_NAMES, {}).get(v, -1)
-                elif f == w.Legacy.PID_OVERRIDE and wt == w.VARINT:
-                    pid_o = signed(v)
-                elif f == w.Legacy.TID_OVERRIDE and wt == w.VARINT:
-                    tid_o = signed(v)
-            if typ == 0:
-                typ = {ord("X"): -1, ord("B"): w.TYPE_SLICE_BEGIN, ord("E"): w.TYPE_SLICE_END,
-                       ord("i"): w.TYPE_INSTANT, ord("I"): w.TYPE_INSTANT, ord("C"): w.TYPE_COUNTER}.get(phase, 0)
-            if pid_o is not None or tid_o is not None:
-                base = sq.thread or (0, 0)
-                track = self._legacy_track(pid_o if pid_o is not None else base[0],
-                                           tid_o if tid_o is not None else base[1])
-        if typ not in (-1, w.TYPE_SLICE_BEGIN, w.TYPE_SLICE_END, w.TYPE_INSTANT, w.TYPE_COUNTER):
-            return
-        if track is None:
-            track = sq.track
-        if track is None and sq.thread is not None:
-            track = self._legacy_track(*sq.thread)
-        if track is None:
-            track = 0
-        # the time
-        if ts is None and us_abs is not None:
-            t = (w.BOOTTIME, us_abs * 1000)
-        elif ts is None and us_delta is not None:
-            sq.last_us += us_delta
-            t = (w.BOOTTIME, sq.last_us * 1000)
-        else:
-            t = self._time(sq, ts or 0, clock)
-        if t is None:
-            self.counts["unknown_clock"] += 1
-            return
-        c = self.cols
-        if typ == w.TYPE_SLICE_END:
-            stack = self.stacks.get(track)
-            if not stack:
-                self.counts["unmatched_end"] += 1
-                return
-            row = stack.pop()
-            c["ev_end"][row] = t[1]
-            c["ev_kind"][row] = SLICE
-        else:
-            row = len(c["ev_kind"])
-            kind = {w.TYPE_SLICE_BEGIN: OPEN, -1: SLICE, w.TYPE_INSTANT: INSTANT, w.TYPE_COUNTER: COUNTER}[typ]
-            if cats:
-                cat = cats[0] if len(cats) == 1 else self.code(
-                    ",".join(self.strings[x] for x in cats if x >= 0).encode("utf-8", "surrogatepass"))
-            c["ev_kind"].append(kind)
-            c["ev_track"].append(track)
-            c["ev_name"].append(name)
-            c["ev_cat"].append(cat)
-            c["ev_ts"].append(t[1])
-            c["ev_end"].append(t[1] + (dur_us or 0) * 1000 if typ == -1 else t[1])
-            c["ev_clock"].append(t[0])
-            c["ev_value"].append(value)
-            c["ev_corr"].append(corr)
-            c["ev_pkt"].append(pk)
-            if typ == w.TYPE_SLICE_BEGIN:
-                self.stacks.setdefault(track, []).append(row)
-        if corr >= 0 and typ == w.TYPE_SLICE_END:
-            c["ev_corr"][row] = corr
-        for s, e in anns:
-            self.annotation(buf, s, e, sq, row)
-        for fid, term in flows:
-            c["fl_event"].append(row)
-            c["fl_id"].append(fid)
-            c["fl_term"].append(term)
 
     # ---------------------------------------------------------------- the end
 
@@ -502,23 +304,3 @@ def _complete_varint(buf, pos: int, end: int) -> bool:
         if buf[i] < 0x80:
             return True
     return end - pos >= 10
-
-
-def _repeated_varints(buf, wt: int, v, s: int, e: int):
-    if wt == w.VARINT:
-        yield v
-    elif wt == w.LEN:  # packed
-        p = s
-        while p < e:
-            x, p = read_varint(buf, p, e)
-            yield x
-
-
-def _repeated_fixed64(buf, wt: int, v, s: int, e: int):
-    if wt == w.FIXED64:
-        yield v
-    elif wt == w.LEN:  # packed
-        if (e - s) % 8:
-            raise WireError("a packed list of 64-bit flow ids whose length is not a multiple of 8")
-        for p in range(s, e, 8):
-            yield int.from_bytes(buf[p:p + 8], "little")

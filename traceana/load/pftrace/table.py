@@ -30,7 +30,8 @@ from traceana.load.decode import _finite
 from traceana.load.model import Trace
 from traceana.load.pftrace import infer
 from traceana.load.pftrace.args import _BAD, Args, document
-from traceana.load.pftrace.pydecode import OPEN, SLICE, STRING
+from traceana.load.pftrace.track_events import OPEN, SLICE
+from traceana.load.pftrace.values import STRING
 from traceana.load.pftrace.tracks import Tracks
 from traceana.load.pftrace.wire import BOOTTIME
 from traceana.arrays import distinct

@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 from traceana.load.decode import _as_int
-from traceana.load.pftrace.pydecode import COUNTER_TRACK, PROCESS, THREAD
+from traceana.load.pftrace.descriptors import COUNTER_TRACK, PROCESS, THREAD
 
 _STREAM = re.compile(r"\s*stream\b", re.I)
 _GPU = re.compile(r"\bGPU\b")
