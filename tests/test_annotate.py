@@ -118,7 +118,7 @@ def test_small_trace_verdicts_and_counters(tmp_path):
     assert a["traceana"]["counter_events"] == len(tf) + len(gb) + len(idle) == 14
 
 
-@pytest.mark.parametrize("rel", [None, "hta/df_index_resolver.json.gz"])
+@pytest.mark.parametrize("rel", [None, "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"])
 def test_pure_python_gives_the_same(tmp_path, monkeypatch, rel):
     """The loader's ordinals and the rewrite, on the C scanner and the Python way: the same annotated trace."""
     src = _small(tmp_path) if rel is None else shared_trace(rel)

@@ -156,6 +156,23 @@ def test_the_size_search_keeps_the_best_of_each_sizes_probes():
     assert gemm.pick_size(lambda n: {256: [0.30], 512: [0.35], 1024: [0.30]}[n], (256, 512, 1024)) == 512
 
 
+def test_the_size_search_stops_at_a_size_whose_one_call_fills_a_repeat():
+    """A CPU without native bf16 multiplies at ~1.3 GFLOP/s: one 512^3 call takes
+    2*512^3 / 1.3e9 = 0.206 s, more than a quick repeat's 0.08 s, so 1024 (8x that, 1.65 s per call,
+    a warm-up and three probes: ~8 s) is never probed."""
+    probed = []
+
+    def probe(n):
+        probed.append(n)
+        return [0.0013]
+
+    def call_s(n, tflops):
+        return gemm.gemm_flops(n, n, n) / (tflops * 1e12)  # 512: 268435456 / 1.3e9 = 0.206 s
+
+    assert gemm.pick_size(probe, (256, 512, 1024), call_s, 0.08) == 512
+    assert probed == [256, 512]  # 256: 33554432 / 1.3e9 = 0.026 s < 0.08 s, so 512 is probed
+
+
 def test_gemm_measure_probes_every_size_several_times():
     """gemm.measure with a stand-in torch and a fake clock whose time per call depends on the size."""
     seen = []

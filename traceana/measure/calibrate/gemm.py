@@ -30,14 +30,23 @@ PROBES = 3  # timed probes per ladder size: a size is judged by its fastest
 NEAR = 0.05  # a larger size within this fraction of the fastest is preferred
 
 
-def pick_size(probe: Callable[[int], list[float]], ladder: tuple[int, ...]) -> int:
+def pick_size(probe: Callable[[int], list[float]], ladder: tuple[int, ...],
+              call_s: Callable[[int, float], float] | None = None, budget_s: float = float("inf")) -> int:
     """The size of the ladder to measure at: the one with the highest rate, each size judged by
     the best of its probes (a busy core only ever slows a probe down, so the best probe is the one
     least disturbed); a larger size within NEAR of that rate is preferred (nearer saturation, and
-    its longer calls are less disturbed by timer and scheduler noise)."""
-    best = {n: max(probe(n), default=0.0) for n in ladder}
+    its longer calls are less disturbed by timer and scheduler noise).
+
+    The ladder stops climbing at a size whose one call (`call_s(n, rate)`) already lasts budget_s: a
+    call that long keeps the device busy past any start-up cost, and the next size costs 8x as much
+    (a CPU without native bf16 runs a 1024^3 bf16 product in seconds)."""
+    best: dict[int, float] = {}
+    for n in ladder:
+        best[n] = max(probe(n), default=0.0)
+        if call_s is not None and best[n] > 0 and call_s(n, best[n]) >= budget_s:
+            break
     top = max(best.values(), default=0.0)
-    return max((n for n in ladder if best[n] >= (1 - NEAR) * top), default=ladder[-1])
+    return max((n for n in best if best[n] >= (1 - NEAR) * top), default=ladder[-1])
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:
@@ -99,7 +108,7 @@ def measure(torch: Any, clock: Clock, key: str, *, kind: str, device: str, mode:
             t = repeat(clock, fn, PROBES, min_s / (4 * PROBES))
             return rates(t.seconds, gemm_flops(n, n, n), t.iters, 1e12)
 
-        n = pick_size(probe, sizes(kind, key, mode))
+        n = pick_size(probe, sizes(kind, key, mode), lambda n, tflops: gemm_flops(n, n, n) / (tflops * 1e12), min_s)
         fn = _operands(torch, key, n, device, kind == "rocm")
         t = repeat(clock, fn, repeats, min_s)
     finally:
