@@ -93,6 +93,11 @@ def test_fix_names_the_fused_kernel():
     assert 'approximate="tanh"' in pattern(["aten::pow", "aten::mul", "aten::add", "aten::mul", "aten::tanh",
                                              "aten::add", "aten::mul"])[1]
     assert pattern(["aten::mul", "aten::add"])[0] is None  # nothing named: the generic torch.compile advice
+    # a norm after a residual add, and a norm after an activation (ViT's MLP output read by the next
+    # block's norm): only the first is "Residual add + LayerNorm"
+    assert pattern(["aten::add", "aten::native_layer_norm"])[0] == "Residual add + LayerNorm"
+    assert pattern(["aten::gelu", "aten::native_layer_norm"])[0] == "gelu + LayerNorm"
+    assert pattern(["aten::native_layer_norm", "aten::mul", "aten::add"])[0] == "LayerNorm + mul + add"
     # unfused attention (GEMMs around a softmax) is attention.py's, with its own fix: tests/test_attention.py
     assert "fused=True" in fix_for(["aten::mul_", "aten::addcdiv_"])
     assert "fused=True" in fix_for(["aten::mul_", "aten::add_", "aten::add_"])  # SGD momentum per parameter

@@ -69,11 +69,24 @@ def pattern(names: list[str]) -> tuple[str | None, str, str]:
         return ("LayerNorm written out as separate ops",
                 "use torch.nn.LayerNorm / torch.nn.functional.layer_norm: one fused kernel in eager mode",
                 "Use nn.LayerNorm / F.layer_norm (one fused kernel).")
-    if n & {"native_layer_norm", "layer_norm"}:
-        return ("Residual add + LayerNorm",
-                "fuse the residual add into the norm: torch.compile, or a fused add + layer-norm kernel "
-                "(apex FusedLayerNorm, Transformer Engine)",
-                "Fuse the residual add into the norm (torch.compile or a fused add + LayerNorm).")
+    norms = ("native_layer_norm", "layer_norm")
+    if n & set(norms):
+        seq = [short(x) for x in names]
+        at = next(i for i, x in enumerate(seq) if x in norms)
+        if at > 0 and seq[at - 1] in ("add", "add_"):
+            return ("Residual add + LayerNorm",
+                    "fuse the residual add into the norm: torch.compile, or a fused add + layer-norm kernel "
+                    "(apex FusedLayerNorm, Transformer Engine)",
+                    "Fuse the residual add into the norm (torch.compile or a fused add + LayerNorm).")
+        # the norm beside other element-wise ops (an activation before it, a scale or dropout after):
+        # named by what the chain holds, in its order
+        before = list(dict.fromkeys(x for x in seq[:at] if x not in norms))[-2:]
+        after = list(dict.fromkeys(x for x in seq[at + 1:] if x not in norms))[:2]
+        label = " + ".join([*before, "LayerNorm", *after])
+        return (label if before or after else "LayerNorm chain",
+                "fuse the element-wise ops next to the norm into its kernel: torch.compile fuses point-wise "
+                "producers and consumers into the norm's reduction",
+                "Fuse the ops next to the norm into it (torch.compile).")
     if "exp" in n and n & {"sum"} and n & {"div", "div_", "mul"}:
         return ("Softmax written out as separate ops",
                 "use torch.softmax: one kernel that also subtracts the row maximum (numerically safe)",
