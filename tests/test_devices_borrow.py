@@ -179,6 +179,22 @@ def test_borrowing_prefers_the_product_line_and_scales_by_clock_and_memory_bus_w
     assert geforce.dram_gbps == 448.1
 
 
+def test_laptop_parts_say_their_borrowed_figures_are_upper_bounds():
+    # "RTX 4090 Laptop GPU" is an AD103 (76 SMs, 16 GB): by hardware it fits the desktop RTX 4080 row
+    # (76 SMs at 2505 MHz: 48.7 TFLOP/s fp32, 716.8 GB/s); a laptop holds ~1.5-2 GHz
+    # under its power limit and its memory bus is 256 bit at a lower clock (576 GB/s, not 716.8)
+    d = match_device(_props("NVIDIA GeForce RTX 4090 Laptop GPU", (8, 9), 76, 16.0))
+    assert d.key == "rtx4080" and d.dram_gbps == 716.8
+    assert "is a laptop part" in d.notes[-1] and "these peaks and this bandwidth are upper bounds" in d.notes[-1]
+    # with the memory fields recorded, the bandwidth is the part's own (2 x 7001 MHz x 256 bit / 8 = 448.1):
+    # only the peaks are upper bounds
+    g = match_device(_props("NVIDIA GeForce RTX 3070 Ti Laptop GPU", (8, 6), 46, 8.0,
+                            clockRate=1410000, memoryClockRate=7001000, memoryBusWidth=256))
+    assert g.dram_gbps == 448.1 and "these peaks are upper bounds" in g.notes[-1]
+    # a desktop part gets no such note
+    assert not any("laptop" in n for n in match_device(_props("NVIDIA GeForce RTX 3085", (8, 6), 81, 20.0)).notes)
+
+
 def test_gtx_turing_borrows_no_tensor_cores():
     d = match_device(_props("NVIDIA GeForce GTX 1660 Ti", (7, 5), 24, 5.8))
     assert d.key == "rtx2060"  # nearest GeForce Turing row: 30 SMs

@@ -28,6 +28,8 @@ from traceana.roofline.devices.table import (
 )
 
 GENERIC_NAMES = frozenset({"", "amd radeon graphics"})
+# Laptop parts: "NVIDIA GeForce RTX 4090 Laptop GPU", "Quadro RTX 5000 with Max-Q Design", "RTX A2000 Mobile"
+MOBILE = re.compile(r"\b(laptop|mobile|max-q)\b", re.IGNORECASE)
 # "NVIDIA A100-SXM4-80GB MIG 1g.10gb": a MIG slice of the part before " MIG"
 MIG_SUFFIX = re.compile(r"\s+MIG\s+(\d+)g\.(\d+)gb$", re.IGNORECASE)
 # Reported memory (GiB) over the row's nominal GB: drivers reserve a few percent (T4: 0.92).
@@ -75,6 +77,18 @@ def by_key(key: str, hw: Hardware, has_props: bool) -> Match:
 
 
 def identify(hw: Hardware) -> Match:
+    match = _identify(hw)
+    if match.row is not None and MOBILE.search(hw.name) and not MOBILE.search(match.row.label):
+        measured_bus = hw.dram_gbps is not None  # memoryClockRate x memoryBusWidth: this part's own bandwidth
+        match.notes.append(
+            f"{hw.name!r} is a laptop part: under its power limit it holds lower clocks than "
+            f"{match.row.label}'s boost" + ("" if measured_bus else ", often on a narrower memory bus") + ", so "
+            + ("these peaks are upper bounds" if measured_bus else "these peaks and this bandwidth are upper bounds")
+            + " and % of roof reads low; pass --peak-tflops / --bandwidth-gbps with its own figures")
+    return match
+
+
+def _identify(hw: Hardware) -> Match:
     if hw.name.lower() not in GENERIC_NAMES:
         for row in load_rows():
             if row.pattern.search(hw.name):
