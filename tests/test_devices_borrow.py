@@ -75,6 +75,11 @@ VERBATIM: dict[str, tuple[str, ...]] = {
     "radeon_pro_w7800_48gb": ("AMD Radeon Pro W7800 48GB",),
     "rx7900xtx": ("AMD Radeon RX 7900 XTX",),
     "rx7900xt": ("AMD Radeon RX 7900 XT",),
+    "p100_pcie_16gb": ("Tesla P100-PCIE-16GB",),
+    "p100_pcie_12gb": ("Tesla P100-PCIE-12GB",),
+    "p100_sxm2_16gb": ("Tesla P100-SXM2-16GB",),
+    "p40": ("Tesla P40",),
+    "p4": ("Tesla P4",),
 }
 
 
@@ -85,7 +90,7 @@ def _props(name, cc, sms, mem_gib, **extra):
 
 def test_every_added_row_has_its_verbatim_names_and_a_source():
     added = [r for r in device_rows() if r.key in VERBATIM]
-    assert len(added) == len(VERBATIM) == 55
+    assert len(added) == len(VERBATIM) == 60
     for key, names in VERBATIM.items():
         row = rows_by_key()[key]
         assert row.source, key
@@ -103,6 +108,8 @@ def test_added_rows_follow_the_architecture_rules(key):
     row = rows_by_key()[key]
     p = row.peak_tflops
     arch = row.arch.split()[0]
+    if arch == "Pascal":  # no tensor cores at all (P100's fp16 runs on the CUDA cores at 2x fp32)
+        assert not any(k.endswith("_tc") for k in p), key
     if arch in ("Volta", "Turing", "GCN5", "RDNA3"):
         assert "tf32_tc" not in p and "fp8_tc" not in p, key
     if arch in ("Volta", "Turing", "GCN5"):
@@ -193,6 +200,19 @@ def test_laptop_parts_say_their_borrowed_figures_are_upper_bounds():
     assert g.dram_gbps == 448.1 and "these peaks are upper bounds" in g.notes[-1]
     # a desktop part gets no such note
     assert not any("laptop" in n for n in match_device(_props("NVIDIA GeForce RTX 3085", (8, 6), 81, 20.0)).notes)
+
+
+def test_pascal_tesla_parts_and_a_geforce_pascal_borrowing_from_them():
+    # Kaggle's P100: 56 SMs, 16 GB HBM2 at 732 GB/s; fp32 9.3, fp16 18.7 TFLOP/s on the CUDA cores
+    p100 = match_device(_props("Tesla P100-PCIE-16GB", (6, 0), 56, 15.9))
+    assert p100.key == "p100_pcie_16gb" and p100.dram_gbps == 732
+    assert p100.peak_tflops["fp32"] == 9.3 and p100.peak_tflops["fp16"] == 18.7
+    assert not any(k.endswith("_tc") for k in p100.peak_tflops)
+    # a GTX 1080 Ti (cc 6.1, 28 SMs) has no row: the Tesla P40 (cc 6.1, 30 SMs) lends its fp32,
+    # 12 x 28/30 = 11.2 TFLOP/s (NVIDIA quotes 11.3 at its 1582 MHz boost), and no tensor-core peaks
+    gtx = match_device(_props("NVIDIA GeForce GTX 1080 Ti", (6, 1), 28, 10.9))
+    assert gtx.key == "p40" and gtx.peak_tflops["fp32"] == pytest.approx(12 * 28 / 30, abs=1e-3)
+    assert not any(k.endswith("_tc") for k in gtx.peak_tflops)
 
 
 def test_gtx_turing_borrows_no_tensor_cores():
