@@ -1,4 +1,4 @@
-"""The markdown report for a pull request: at most SHORT_CHARS characters by default.
+"""The markdown report for a pull request: at most SHORT_CHARS bytes (UTF-8) by default.
 
 What a reviewer reads without clicking: the device line, the ledger's sentence of where the
 time went, "Do this first" (the plan's levers, each with its saving and the span after it),
@@ -27,7 +27,7 @@ from traceana.render.first import cards, cpu_only, device_line, plan, sentence, 
 from traceana.render.markdown_long import MAX_CHARS, _coverage, _explanation_items, _image, _pct_cell, render_long
 from traceana.render.markdown_long import modules_block
 from traceana.render.memory import memory_line
-from traceana.render.md import MD_NAME_CHARS, fit, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, fit, fold, md_text, size, table_row
 from traceana.output.ownership import MD_MARKER
 from traceana.units import kernel_names
 
@@ -41,27 +41,27 @@ _CLOSING = 200
 
 
 def render_markdown(analysis: Mapping[str, Any], image: str | None = None, long: bool = False) -> str:
-    """The markdown report: the PR comment (<= SHORT_CHARS characters), or with `long` the long
+    """The markdown report: the PR comment (<= SHORT_CHARS bytes of UTF-8), or with `long` the long
     form (< MAX_CHARS). `image`: a URL or path of the roofline chart to show under the device line."""
     a = mapping(analysis)
     if long:
         return render_long(a, image)
-    limit = SHORT_CHARS - len(MD_MARKER) - 2  # the file ends with the marker line (render.render stamps it)
+    limit = SHORT_CHARS - size(MD_MARKER) - 2  # the file ends with the marker line (render.render stamps it)
     for top, fix_chars in ((TOP_OPS, 300), (5, 200), (3, 120), (0, 80)):
         core = "\n\n".join(b for b in _headline(a, image, top, fix_chars) if b)
-        if len(core) <= limit - _CLOSING - 400:
+        if size(core) <= limit - _CLOSING - 400:
             break
     closing = ("<sub>The long form (`--long`), the HTML and the JSON reports have every finding, "
                "op signature and explanation.</sub>")
-    budget = limit - len(core) - len(closing) - 8
+    budget = limit - size(core) - size(closing) - 8
     out = core
     if budget > 0:
         folded = fit(_folded(a, budget), budget)
         if folded:
             out += "\n\n" + folded
     out += "\n\n" + closing + "\n"
-    if len(out) > limit:  # only a pathological headline gets here: cut at a block boundary
-        cut = out.rfind("\n\n", 0, limit - 40)
+    if size(out) > limit:  # only a pathological headline gets here: cut at a block boundary
+        cut = out.encode("utf-8")[: limit - 40].decode("utf-8", "ignore").rfind("\n\n")
         out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
     return out
 
@@ -150,12 +150,12 @@ def _folded(a: Mapping[str, Any], budget: int) -> list[str]:
 
     def add(block: str) -> None:
         nonlocal left
-        if block and len(block) + 2 <= left:
+        if block and size(block) + 2 <= left:
             blocks.append(block)
-            left -= len(block) + 2
+            left -= size(block) + 2
 
     mods = modules_block(a, min(left, 1800), 10, 3.0)  # its room is kept: the line on how to record stacks
-    left -= len(mods) + 2 if mods else 0
+    left -= size(mods) + 2 if mods else 0
     rows = terms(a)
     add(fold(f"Where the time went: every µs of {'the busiest CPU thread' if cpu_only(a) else 'the primary device'}'s "
              "span, once",

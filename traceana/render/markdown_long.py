@@ -45,7 +45,7 @@ from traceana.render.first import plan, saving_text, terms
 from traceana.units import kernel_names
 from traceana.render.modules import class_items, markdown_items, where
 from traceana.render.memory import memory_line, memory_markdown
-from traceana.render.md import MD_NAME_CHARS, code_block, fold, md_text, table_row
+from traceana.render.md import MD_NAME_CHARS, code_block, fold, md_text, size, table_row
 
 #: GitHub rejects comments longer than 65,536 characters; stay clear of it.
 MAX_CHARS = 65_000
@@ -340,7 +340,7 @@ def modules_block(a: Mapping[str, Any], budget: int, limit: int, min_pct: float)
     note = md_text(m.get("note"), 400) + (f"; {md_text(m.get('backward'), 300)}" if m.get("backward") else "")
     if not items:  # one visible line: what the trace lacks and how to record it
         line = f"**Modules and source lines:** {note}."
-        return line if len(line) <= budget else ""
+        return line if size(line) <= budget else ""
     classes = class_items(a)
     head = note + "."
     if classes:  # what kind of layer the time goes to, before where

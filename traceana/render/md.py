@@ -78,9 +78,15 @@ def table_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def size(s: str) -> int:
+    """A markdown text's size in UTF-8 bytes, what the short report's budget counts: µ, ×, → and … are
+    2-3 bytes each, and a tool measuring the comment's file (or a byte-limited API) counts bytes."""
+    return len(s.encode("utf-8"))
+
+
 def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: str = "\n",
          more: Callable[[int], str] | None = None) -> str:
-    """A <details> block holding as many whole `items` as fit in `budget` characters.
+    """A <details> block holding as many whole `items` as fit in `budget` (UTF-8 bytes, size()).
 
     `head` (e.g. a table header) opens the body; `more(n)` says that n items did not fit.
     Returns "" when not even one item fits.
@@ -90,10 +96,10 @@ def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: st
     opening = f"<details><summary>{summary}</summary>\n\n" + (head + "\n" if head else "")
     closing = "\n\n</details>"
     reserve = 120 if more else 0  # room for the "n more" line
-    used = len(opening) + len(closing) + reserve
+    used = size(opening) + size(closing) + reserve
     body: list[str] = []
     for it in items:
-        cost = len(it) + (len(sep) if body else 0)
+        cost = size(it) + (size(sep) if body else 0)
         if used + cost > budget:
             break
         body.append(it)
@@ -107,14 +113,14 @@ def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: st
 
 
 def fit(blocks: list[str], budget: int, sep: str = "\n\n") -> str:
-    """Whole blocks joined, in order, while they fit in `budget` characters (a block that does
+    """Whole blocks joined, in order, while they fit in `budget` bytes (size(); a block that does
     not fit is left out; a later, smaller one may still fit)."""
     out: list[str] = []
     used = 0
     for b in blocks:
         if not b:
             continue
-        cost = len(b) + (len(sep) if out else 0)
+        cost = size(b) + (size(sep) if out else 0)
         if used + cost <= budget:
             out.append(b)
             used += cost
