@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO
 from traceana.analysis import analyze
 from traceana.cli import main
-from traceana.modules.attribute import _ancestor, _cut_cycles, _depths
+from traceana.modules.frame_tree import ancestor as _ancestor, cut_cycles as _cut_cycles, depths as _depths
 from traceana.modules.paths import MAX_DEPTH, Paths
 
 

@@ -13,13 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceana import __version__
-from traceana.cost import Cost, op_cost
-from traceana.cost.families.comm import comm_rates
-from traceana.cost.meta import SOURCE as META_SOURCE
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
-from traceana.link.copies import copy_split, dominant_host_copy, judge_recorded, link_verdict
-from traceana.cost.recover import CONTEXT_OPS, cost_variants, recover
+from traceana.link.copies import copy_split
+from traceana.cost.recover import CONTEXT_OPS, recover
 from traceana.roofline.devices import match_device
 from traceana.roofline.comm_split import finish as finish_comm
 from traceana.roofline.comm_split import topology as comm_topology
@@ -27,7 +24,6 @@ from traceana.roofline.devices.links import links_for
 from traceana.diagnose import explain_rows
 from traceana.errors import BadInput
 from traceana.meter import OFF, Meter
-from traceana.diagnose.advice import OPAQUE_ADVICE
 from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.memory import memory_section
@@ -43,15 +39,18 @@ from traceana.modules.attribute import OPTIMIZER
 from traceana.modules.attribute import places as op_places
 from traceana.modules.cpu_table import cpu_finding_fields, cpu_module_table
 from traceana.modules.table import finding_fields, module_table
-from traceana.link.attribute import CAUSES, Links, link
+from traceana.link.attribute import Links, link
 from traceana.roofline.device_profile import Profile, sheet_figures
 from traceana.load import Trace, load_trace
 from traceana.link.replay.attach import attach as attach_capture
 from traceana.diagnose.replay_account import account as opaque_account
 from traceana.diagnose.replay_account import advice as account_advice
 from traceana.diagnose.replay_account import line as account_line
-from traceana.roofline.judge import judge, launch_floor
+from traceana.roofline.judge import launch_floor
 from traceana.link.signatures import Group, calls_named, group_ops
+from traceana.roofline.rows import grid_blocks, op_row
+from traceana.diagnose.coverage import coverage as coverage_of
+from traceana.diagnose.coverage import coverage_warnings, meta_note
 
 SCHEMA = "traceana.analysis/1"
 #: distinct names (ops, launches, kernels) a trace may have: each op signature becomes a report
@@ -167,7 +166,7 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     recovered = recover(sigs, counts, calls_named(trace, CONTEXT_OPS))
     recovered.update(pair_tbe(sigs, counts, calls_named(trace, TBE_CONTEXT_OPS)))
     blocks = trace.gpu.blocks
-    rows = [_row(g, device_dict, recovered.get(i), options.meta, _grid_blocks(blocks, trace.gpu.dur, g.events),
+    rows = [op_row(g, device_dict, recovered.get(i), options.meta, grid_blocks(blocks, trace.gpu.dur, g.events),
                  copy_split(trace, g.events), achievable)
             for i, g in enumerate(groups)]
     meter.visit("cost", len(trace.ops) + sum(len(g.events) for g in groups if g.events is not None))
@@ -204,15 +203,15 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     meter.visit("modules.table", len(trace.gpu))
     finding_fields(diag["findings"], rows)
     lap("coverage")
-    coverage = _coverage(trace, links, rows, total)
-    coverage["meta"] = _meta_note(options.meta, rows)
+    coverage = coverage_of(trace, links, rows, total)
+    coverage["meta"] = meta_note(options.meta, rows)
     meter.visit("coverage", len(trace.gpu))
     acc = opaque_account(trace, rows, device_dict, total, context["compiled"])
     if acc is not None:  # replayed / compiled kernels with no shapes: what ran, and how to record a costable trace
         coverage["opaque_account"] = acc
         coverage["opaque_advice"].update(account_advice(acc))
         warnings.append(account_line(acc))
-    warnings.extend(_coverage_warnings(trace, coverage, classes))
+    warnings.extend(coverage_warnings(trace, coverage, classes))
     lap("cpu")
     cpu = _cpu(trace, device_dict.get("profile"), places) if cpu_only else None
     meter.visit("cpu", 2 * len(trace.ops) if cpu_only else 0)
@@ -355,189 +354,3 @@ def _distributed(trace: Trace) -> dict | None:
     if not d:
         return None
     return {k: d.get(k) for k in ("rank", "world_size", "backend") if isinstance(d.get(k), (int, str))}
-
-
-def _grid_blocks(blocks: np.ndarray | None, dur: np.ndarray, events: np.ndarray | None) -> float | None:
-    """The launch grid (thread blocks) of a signature's kernels, weighted by their time: half of
-    its recorded kernel time ran in grids of at most this many blocks. None if not recorded."""
-    if blocks is None or events is None or not len(events):
-        return None
-    b, d = blocks[events], dur[events]
-    ok = np.isfinite(b)
-    if not ok.any():
-        return None
-    b, d = b[ok], d[ok]
-    order = np.argsort(b, kind="stable")
-    cum = np.cumsum(d[order])
-    if cum[-1] <= 0:
-        return float(b[order[len(order) // 2]])
-    return float(b[order[int(np.searchsorted(cum, cum[-1] / 2))]])
-
-
-def _row(g: Group, device: dict, recovered: tuple | None = None, meta: bool = False,
-         blocks: float | None = None, copies: dict | None = None, achievable: dict | None = None) -> dict:
-    mean = g.device_us / g.count if g.count else g.device_us
-    kernel_count = g.gpu_events / g.count if g.count else float(g.gpu_events)
-    row = {
-        "name": g.name,
-        "input_dims": list(g.call.dims) if g.call else [],
-        "input_types": list(g.call.types) if g.call else [],
-        "concrete_inputs": list(g.call.concrete) if g.call and g.call.concrete else [],
-        "count": g.count,
-        "device_time_us": g.device_us,
-        "mean_time_us": mean,
-        "kernel_count": kernel_count,
-        "kernels": [{"name": k, "time_us": t, "count": n} for k, t, n in g.kernels],
-        "opaque": g.cause is not None,
-        "cause": g.cause,
-        "flops": None, "bytes": None, "intensity": None, "achieved_tflops": None, "achieved_gbps": None,
-        "roofline_time_us": None, "roof_pct": None, "compute_time_us": None, "memory_time_us": None,
-        "peak_dtype": None, "peak_tflops": None, "peak_why": None, "family": None,
-        "flops_expr": None, "bytes_expr": None, "estimated": False, "notes": [], "reason": None,
-        "launch_floor_us": None, "model_time_us": None, "model_pct": None, "limiter": None, "over_roof": None,
-        "grid_blocks": None,
-    }
-    row["roof_kind"] = "none"
-    if g.cause is not None:
-        if judge_recorded(row, copies, device, g.count, CAUSES[g.cause]):
-            return row
-        row["bound"] = "opaque"
-        row["reason"] = CAUSES[g.cause]  # replays and compiled regions: replay_account adds what ran
-        return row
-    cost = cost_variants(*recovered, g.count, op_cost) if recovered else op_cost(g.call, meta=meta)
-    if not isinstance(cost, Cost):
-        why = CAUSES[cost.cause] if cost.cause in CAUSES else f"no cost formula ({cost.reason})"
-        if judge_recorded(row, copies, device, g.count, why):
-            return row
-        if cost.cause in CAUSES:  # a formula whose input the trace lacks: opaque for that cause
-            row.update({"bound": "opaque", "opaque": True, "cause": cost.cause, "cause_from_cost": True,
-                        "reason": f"{cost.reason} ({CAUSES[cost.cause]})"})
-            return row
-        row["bound"] = "unmodelled"
-        row["reason"] = cost.reason
-        return row
-    v = judge(cost, mean, mean / max(kernel_count, 1e-9), device["peak_tflops"], device["dram_gbps"],
-              g.call.kernel_names, kernels=kernel_count, floor_us=device.get("launch_floor_us") or 0.0,
-              l2_bytes=device.get("l2_bytes"), blocks=blocks, sms=device.get("sms"))
-    row.update({
-        "flops": cost.flops, "bytes": cost.bytes, "intensity": v.intensity,
-        "achieved_tflops": v.achieved_tflops, "achieved_gbps": v.achieved_gbps,
-        "roofline_time_us": v.roofline_us, "roof_pct": v.roof_pct, "compute_time_us": v.compute_us,
-        "memory_time_us": v.memory_us, "bound": v.bound, "peak_dtype": v.peak.key,
-        "peak_tflops": v.peak.tflops, "peak_why": v.peak.why, "family": cost.family,
-        "flops_expr": cost.flops_expr, "bytes_expr": cost.bytes_expr, "estimated": cost.estimated,
-        "notes": list(cost.notes), "dtype": cost.dtype,
-        "launch_floor_us": v.floor_us, "model_time_us": v.model_us, "model_pct": v.model_pct,
-        "limiter": v.limiter, "over_roof": v.over_roof, "grid_blocks": blocks,
-    })
-    comm = comm_rates(cost, mean)
-    if comm:  # its link, transfer and wait: comm_split.finish
-        row["comm"] = comm
-    row["roof_kind"] = _roof_kind(row)
-    if achievable is not None and v.bound != "communication":
-        a = judge(cost, mean, mean / max(kernel_count, 1e-9), achievable["peak_tflops"], achievable["dram_gbps"],
-                  g.call.kernel_names, kernels=kernel_count, floor_us=device.get("launch_floor_us") or 0.0,
-                  l2_bytes=device.get("l2_bytes"), blocks=blocks, sms=device.get("sms"))
-        row["datasheet_pct"] = v.roof_pct
-        row["achievable_pct"] = a.roof_pct
-        row["achievable"] = {
-            "roofline_time_us": a.roofline_us, "model_time_us": a.model_us, "compute_time_us": a.compute_us,
-            "memory_time_us": a.memory_us, "bound": a.bound, "peak_dtype": a.peak.key, "peak_tflops": a.peak.tflops,
-            "dram_gbps": achievable["dram_gbps"],
-            "measured": _measured_roof(a, achievable),
-        }
-    if copies:
-        row["copies"] = {k: {kk: v[kk] for kk in ("time_us", "bytes", "events")} for k, v in sorted(copies.items())}
-        part = dominant_host_copy(copies, g.device_us)
-        if part:
-            link_verdict(row, part, device, g.count)
-            for k in ("datasheet_pct", "achievable_pct", "achievable"):  # held to its link, not DRAM/compute
-                row.pop(k, None)
-    if META_SOURCE in cost.detail:
-        row["meta"] = True
-    return row
-
-
-def _measured_roof(v, achievable: dict) -> bool:
-    """Whether the roof that binds the op came from the profile (else the datasheet stood in)."""
-    compute_side = v.compute_us is not None and (v.memory_us is None or v.compute_us > v.memory_us)
-    return v.peak.key in achievable["measured"] if compute_side else achievable["dram_measured"]
-
-
-def _roof_kind(row: dict) -> str:
-    """Which roof the row's roofline time was computed against."""
-    if row["bound"] == "communication":
-        return "network"
-    if row.get("roofline_time_us") is None:
-        return "none"
-    c, m = row.get("compute_time_us"), row.get("memory_time_us")
-    return "compute" if c is not None and (m is None or c > m) else "dram"
-
-
-def _coverage(trace: Trace, links: Links, rows: list[dict], total: float) -> dict:
-    dur = trace.gpu.dur
-    attributed = float(dur[links.gpu_op >= 0].sum())
-    # opaque: kernels with no costable op (link stage), plus ops whose formula lacks an input the trace
-    # did not record (cost stage: row["cause_from_cost"])
-    # (copies judged from their recorded bytes are costed: copies.judge_recorded)
-    opaque = sum(r["device_time_us"] for r in rows if r["opaque"])
-    modeled = sum(r["device_time_us"] for r in rows if r["flops"] is not None)
-    estimated = sum(r["device_time_us"] for r in rows if r["flops"] is not None and r["estimated"])
-    unmodeled = sum(r["device_time_us"] for r in rows if r["bound"] == "unmodelled")
-    by_cause: dict[str, float] = {}
-    for r in rows:
-        if r["cause"]:
-            by_cause[r["cause"]] = by_cause.get(r["cause"], 0.0) + r["device_time_us"]
-    unmodeled_by_op: dict[str, float] = {}
-    for r in rows:
-        if r["bound"] == "unmodelled":
-            unmodeled_by_op[r["name"]] = unmodeled_by_op.get(r["name"], 0.0) + r["device_time_us"]
-    return {
-        "device_time_us": total,
-        "attributed_time_us": attributed,
-        "unattributed_time_us": float(dur[links.gpu_op < 0].sum()),
-        "modeled_time_us": modeled,
-        "estimated_time_us": estimated,  # the part of modeled_time_us whose cost is an estimate
-        "opaque_time_us": opaque,
-        "unmodeled_time_us": unmodeled,
-        "opaque_by_cause": dict(sorted(by_cause.items(), key=lambda kv: -kv[1])),
-        "opaque_advice": {c: OPAQUE_ADVICE[c] for c in by_cause if c in OPAQUE_ADVICE},
-        "unmodeled_by_op": dict(sorted(unmodeled_by_op.items(), key=lambda kv: -kv[1])),
-    }
-
-
-def _meta_note(enabled: bool, rows: list[dict]) -> dict:
-    """coverage["meta"]: was the meta-tensor fallback on, how many signatures it costed, and a note."""
-    used = sum(1 for r in rows if r.get("meta"))
-    no_formula = sum(1 for r in rows if r["bound"] == "unmodelled" and str(r.get("reason")).startswith("no formula"))
-    if enabled:
-        note = (f"ops with no formula were run on meta tensors (--meta): {used} signature(s) costed that way "
-                "(bytes only, FLOPs 0, marked estimated)")
-    else:
-        note = ("ops with no formula were not run on meta tensors (off by default: it imports torch, ~2.6 s; "
-                "pass --meta, or it is on when torch is already imported)")
-    return {"enabled": enabled, "signatures": used, "no_formula_signatures": no_formula, "note": note}
-
-
-def _coverage_warnings(trace: Trace, cov: dict, classes: dict | None = None) -> list[str]:
-    out = []
-    total = cov["device_time_us"]
-    if len(trace.gpu) == 0:
-        if len(trace.ops):
-            out.append("no GPU activity in this trace (a CPU-only run): there is no device time to judge against "
-                       "a GPU roofline; the CPU ops are listed by self time and judged against the CPU's roofs "
-                       "(BLAS peak, memory bandwidth, per-op dispatch)")
-        else:
-            out.append("the trace has neither GPU events nor CPU ops: nothing to analyse")
-        return out
-    if total > 0 and cov["opaque_time_us"] / total > 0.05:
-        parts = ", ".join(f"{k.replace('_', ' ')} {v / total * 100:.1f}%" for k, v in cov["opaque_by_cause"].items())
-        out.append(f"{cov['opaque_time_us'] / total * 100:.1f}% of device time cannot be costed from what the trace "
-                   f"recorded ({parts})")
-    if not trace.record_shapes and len(trace.ops):
-        by = (classes or {}).get("by_class") or {}
-        parts = ", ".join(f"{k} {v / total * 100:.1f}%" for k, v in list(by.items())[:6]) if total > 0 else ""
-        out.append("the trace was recorded without record_shapes=True: no FLOPs or bytes can be computed"
-                   + (f" (kernel time by class, from kernel names: {parts})" if parts else "")
-                   + "; record with torch.profiler.profile(record_shapes=True) to cost each op")
-    return out

@@ -30,6 +30,7 @@ import numpy as np
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
 from traceana.modules.paths import MAX_DEPTH, Paths
+from traceana.modules.frame_tree import ancestor, cut_cycles, depths, nearest, parent_index
 
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
@@ -150,7 +151,7 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
                  warnings: list[str]):
     """module, frame, module start, frame start, optimizer flag per op, from the Python call tree."""
     py, ops, names = trace.python, trace.ops, trace.names
-    parent, cut = _cut_cycles(_parent_index(py))
+    parent, cut = cut_cycles(parent_index(py))
     if len(cut):
         f = int(cut[0])
         pid = int(py.py_id[f])
@@ -181,9 +182,9 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
             opt_c[i] = True
     is_mod = is_mod_c[inv]
     is_user = frame_c[inv] >= 0
-    mod_anc = _nearest(parent, is_mod)
-    user_anc = _nearest(parent, is_user)
-    opt_anc = _nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
+    mod_anc = nearest(parent, is_mod)
+    user_anc = nearest(parent, is_user)
+    opt_anc = nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
     path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths, warnings)
     inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
     n = len(ops)
@@ -194,7 +195,7 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
     # the user's frame is above every kernel library frame on the way: what called into the library
     start = inner.copy()
     if lib_c.any():
-        lib_anc = _nearest(parent, lib_c[inv])
+        lib_anc = nearest(parent, lib_c[inv])
         b = np.where(has, lib_anc[np.maximum(inner, 0)], -1)
         for _ in range(64):
             live = np.flatnonzero(b >= 0)
@@ -213,81 +214,6 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
     return module, frame, m_start, f_start, opt
 
 
-def _parent_index(py) -> np.ndarray:
-    """Each frame's parent frame (index), from "Python parent id" -> "Python id"; -1 for a root. A parent
-    that is not found, is on another thread or starts after its child makes the frame a root."""
-    n = len(py)
-    out = np.full(n, -1, dtype=np.int64)
-    ids = py.py_id
-    ok = ids >= 0
-    if not ok.any():
-        return out
-    idx = np.flatnonzero(ok)
-    order = idx if (np.diff(ids[idx]) > 0).all() else idx[np.argsort(ids[idx], kind="stable")]
-    s = ids[order]
-    want = py.parent
-    pos = np.searchsorted(s, want)
-    pos_c = np.minimum(pos, len(s) - 1)
-    hit = (want >= 0) & (pos < len(s)) & (s[pos_c] == want)
-    cand = np.where(hit, order[pos_c], -1)
-    good = cand >= 0
-    good[good] = (py.thread[cand[good]] == py.thread[good]) & (py.ts[cand[good]] <= py.ts[good])
-    out[good] = cand[good]
-    return out
-
-
-def _cut_cycles(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(parent with every cycle cut, the frames cut). A frame whose parent ids loop back to it (its own
-    parent, or frames naming each other, which only equal starts let through) would make every walk up
-    the tree endless: in each cycle, the frame recorded first becomes a root. Frames whose chain reaches
-    a root are found by pointer doubling (log2(frames) rounds); only those that do not are walked one by
-    one, each once."""
-    n = len(parent)
-    jump = parent.copy()
-    live = np.flatnonzero(jump >= 0)
-    for _ in range(max(1, n.bit_length()) + 1):  # 2**rounds > n: every chain that ends has ended
-        if not len(live):
-            return parent, np.zeros(0, dtype=np.int64)
-        jump[live] = jump[jump[live]]
-        live = live[jump[live] >= 0]
-    if not len(live):
-        return parent, np.zeros(0, dtype=np.int64)
-    par = parent.copy()
-    seen = np.full(n, -1, dtype=np.int64)  # the walk that reached each frame first
-    cut = []
-    for start in live.tolist():  # frames on a cycle or leading into one
-        if seen[start] >= 0:
-            continue
-        walk = []
-        v = start
-        while v >= 0 and seen[v] < 0:
-            seen[v] = start
-            walk.append(v)
-            v = int(par[v])
-        if v >= 0 and seen[v] == start:  # this walk closed a cycle: v is on it
-            first = min(walk[walk.index(v):])
-            par[first] = -1
-            cut.append(first)
-    return par, np.array(sorted(cut), dtype=np.int64)
-
-
-def _nearest(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
-    """For each frame, the nearest frame at or above it (itself, its parent, ...) with `flag`; -1 when none.
-    Pointer doubling over the frames not yet resolved: about log2(depth) rounds."""
-    n = len(parent)
-    r = np.where(flag, np.arange(n, dtype=np.int64), parent)
-    todo = np.flatnonzero((r >= 0) & ~flag)  # r[i] is an ancestor not known to be flagged
-    todo = todo[~flag[r[todo]]]
-    for _ in range(64):
-        if not len(todo):
-            break
-        r[todo] = r[r[todo]]  # jump: the ancestor's own pointer (flagged, -1, or further up)
-        live = r[todo] >= 0
-        todo = todo[live]
-        todo = todo[~flag[r[todo]]]
-    return r
-
-
 def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, name: np.ndarray,
                   names: list[str], paths: Paths, warnings: list[str]) -> np.ndarray:
     """Path index per module frame (-1 for other frames): the names of its module ancestors from the top.
@@ -304,7 +230,7 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
     p = parent[mods]
     anc = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
     up = np.where(anc >= 0, at_mod[np.maximum(anc, 0)], -1)  # each module frame's enclosing one (among mods)
-    depth = _depths(up)
+    depth = depths(up)
     deep = np.flatnonzero(depth >= MAX_DEPTH)
     mine = np.full(m, -1, dtype=np.int64)  # path per module frame
     label: dict[int, str] = {}
@@ -322,41 +248,12 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
             ids[u] = paths.child(key // span - 1, nm)
         mine[at] = ids[inv.reshape(-1)]
     if len(deep):
-        mine[deep] = mine[_ancestor(up, deep, depth[deep] - (MAX_DEPTH - 1))]
+        mine[deep] = mine[ancestor(up, deep, depth[deep] - (MAX_DEPTH - 1))]
         first = int(mods[deep[np.argmin(depth[deep])]])
         warnings.append(f"{len(deep):,} module call{'s' if len(deep) != 1 else ''} nested deeper than {MAX_DEPTH} modules "
                         f"(from {names[name[first]][:120]!r} down) count in their ancestor at depth {MAX_DEPTH}")
     path_of[mods] = mine
     return path_of
-
-
-def _depths(up: np.ndarray) -> np.ndarray:
-    """Ancestors of each node (up: its parent, -1 for a root; no cycles): pointer jumping, each round
-    doubling the distance covered, so log2(depth) rounds."""
-    dist = (up >= 0).astype(np.int64)
-    jump = up.copy()
-    live = np.flatnonzero(jump >= 0)
-    while len(live):
-        j = jump[live]
-        dist[live] += dist[j]
-        jump[live] = jump[j]
-        live = live[jump[live] >= 0]
-    return dist
-
-
-def _ancestor(up: np.ndarray, nodes: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """The k-th ancestor of each node (k no more than its depth): its bits, lowest first, each a jump of
-    2**bit; the jump table doubled each round, so log2(max k) rounds."""
-    cur = nodes.copy()
-    k = k.copy()
-    jump = up.copy()
-    while (k > 0).any():
-        b = (k & 1) == 1
-        cur[b] = jump[cur[b]]
-        k >>= 1
-        if (k > 0).any():
-            jump = np.where(jump >= 0, jump[np.maximum(jump, 0)], -1)
-    return cur
 
 
 def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np.ndarray:
