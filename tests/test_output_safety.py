@@ -240,8 +240,11 @@ safe_write._write_all = slow
 safe_write.write_bytes({str(out)!r}, b"<!DOCTYPE html>" * 1000)
 print("survived")
 """
+        # the child starts with the signal's default action: a suite run in the background (a shell's `&`)
+        # has SIGINT ignored, which the child would inherit, and an ignored signal is rightly left alone
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
+                           env={**os.environ, "PYTHONPATH": str(REPO)},
+                           preexec_fn=lambda s=sig: signal.signal(s, signal.SIG_DFL))
         assert r.returncode == -sig, (sig, r.returncode, r.stderr)
         assert "survived" not in r.stdout
         assert os.listdir(tmp_path) == [], (sig, os.listdir(tmp_path))
