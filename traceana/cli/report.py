@@ -10,7 +10,7 @@ import click
 from traceana.cli.ci import ci_options, prepare
 from traceana.cli.common import check_output, distinct_outputs, parse_peaks
 from traceana.output.names import default_output
-from traceana.output.safe_write import write_text
+from traceana.output.safe_write import write_pieces, write_text
 
 
 @click.command()
@@ -156,11 +156,28 @@ def report(traces: tuple[str, ...], output: str | None, fmt: str | None, device_
             del parts
         bar.stage("render")
         note = summary(analysis, out) if not quiet and out != "-" else None
-        # from here on only the analysis as saved: two copies of 100,000 op rows are GBs
-        analysis = extras.saved(analysis, fmt)
-        text = extras.render(analysis, fmt, saved=True)
-    write_text(out, text)
-    del text
+        if fmt == "json":  # written as it is encoded: the text of 100,000 op rows never exists whole
+            from traceana.render.json_out import json_pieces
+
+            text = None
+        else:
+            # from here on only the analysis as saved: two copies of 100,000 op rows are GBs, so the
+            # analysis is dropped between encoding it and decoding its saved copy
+            from traceana.render.json_out import saved_bytes, saved_from
+
+            raw = saved_bytes(analysis)
+            if raw is None:  # what msgspec refuses takes the Python walk
+                analysis = extras.saved(analysis, fmt)
+            else:
+                del analysis
+                analysis = saved_from(raw)
+                del raw
+            text = extras.render(analysis, fmt, saved=True)
+    if text is None:
+        write_pieces(out, json_pieces(analysis))
+    else:
+        write_text(out, text)
+        del text
     if note is not None:
         click.echo(note)
     if annotate_path is not None:

@@ -15,7 +15,7 @@ import re
 import secrets
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from traceana.errors import BadInput
@@ -122,6 +122,41 @@ def write_text(out: str, text: str) -> None:
         sys.stdout.write(text)
         return
     write_bytes(out, text.encode("utf-8"))
+
+
+def write_pieces(out: str, pieces: Iterable[str], chunk: int = 1 << 20) -> None:
+    """write_text for a text made piece by piece (a JSON report of 100,000 op rows is hundreds of MB):
+    the pieces are encoded and written as they come, about `chunk` characters at a time, so the
+    whole text never exists at once. The same guarantees as write_text (a temporary file renamed into
+    place; an error while the pieces are made leaves the old file as it was)."""
+
+    def batches() -> Iterator[str]:
+        buf: list[str] = []
+        size = 0
+        for piece in pieces:
+            buf.append(piece)
+            size += len(piece)
+            if size >= chunk:
+                yield "".join(buf)
+                buf, size = [], 0
+        if buf:
+            yield "".join(buf)
+
+    def clean(text: str) -> str:
+        return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+    if out == "-":
+        import sys
+
+        for text in batches():
+            sys.stdout.write(clean(text))
+        return
+
+    def fill(fd: int) -> None:
+        for text in batches():
+            _write_all(fd, clean(text).encode("utf-8"))
+
+    replace_file(out, fill)
 
 
 def write_bytes(path: str, data: bytes) -> None:

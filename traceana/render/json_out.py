@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -125,7 +125,26 @@ def render_json(analysis: Mapping[str, Any]) -> str:
     numbers (the timeline's columns, dims) on one line each. Encoded a part at a time (each
     top-level value, each op row): json.dumps(indent=...) builds one small string per token
     before joining them, ~5x the text in transient objects for the whole document at once."""
-    return "".join(_parts(analysis, 0)) + "\n"
+    return "".join(json_pieces(analysis))
+
+
+def json_pieces(analysis: Mapping[str, Any]) -> Iterator[str]:
+    """render_json's text in pieces, for a writer that writes them as they come (safe_write.write_pieces):
+    the text of 200,000 op rows is ~250 MB, which then never exists whole."""
+    yield from _parts(analysis, 0)
+    yield "\n"
+
+
+def saved_bytes(value: Any) -> bytes | None:
+    """as_saved's first half: the compact JSON msgspec encodes (None when it refuses the value). A caller
+    holding the only reference to a large analysis can drop it before decoding (saved_from), so the
+    analysis and its saved copy are never both in memory."""
+    return _encode(value)
+
+
+def saved_from(raw: bytes) -> Any:
+    """as_saved's second half: the saved copy decoded from saved_bytes' JSON."""
+    return msgspec.json.decode(raw)
 
 
 _SPLIT_ITEMS = 64  # a list of dicts or lists this long is encoded an item at a time

@@ -61,7 +61,7 @@ def render_markdown(analysis: Mapping[str, Any], image: str | None = None, long:
             out += "\n\n" + folded
     out += "\n\n" + closing + "\n"
     if size(out) > limit:  # only a pathological headline gets here: cut at a block boundary
-        cut = out.encode("utf-8")[: limit - 40].decode("utf-8", "ignore").rfind("\n\n")
+        cut = out.encode("utf-8", "surrogatepass")[: limit - 40].decode("utf-8", "ignore").rfind("\n\n")
         out = out[: max(cut, 0)] + "\n\n*(report truncated)*\n"
     return out
 

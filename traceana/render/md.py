@@ -81,7 +81,7 @@ def table_row(cells: list[str]) -> str:
 def size(s: str) -> int:
     """A markdown text's size in UTF-8 bytes, what the short report's budget counts: µ, ×, → and … are
     2-3 bytes each, and a tool measuring the comment's file (or a byte-limited API) counts bytes."""
-    return len(s.encode("utf-8"))
+    return len(s.encode("utf-8", "surrogatepass"))  # a lone surrogate is written as U+FFFD: 3 bytes either way
 
 
 def fold(summary: str, items: list[str], budget: int, *, head: str = "", sep: str = "\n",
