@@ -102,7 +102,7 @@ def _attention_finding(trace: Trace, view: KernelView, rows: list[dict], chains:
             "record with record_shapes=True for the fused kernel's own estimate).")
     return {"kind": "fusion", "group": "attention", "pattern": "Attention (from kernel names) written out",
             "title": f"Attention runs as GEMM → softmax → GEMM kernels ({len(chains):,} times): "
-                     f"scaled_dot_product_attention saves about {u.us(t)}",
+                     "use scaled_dot_product_attention",
             "text": text, "fix": fix, "ops": op_ids(view, rows, sel), "saving_us": t, "estimated": True,
             "confidence": "low", "source_term": source_term(view, rows, sel, t)}
 
@@ -158,6 +158,6 @@ def _fusion_finding(trace: Trace, view: KernelView, rows: list[dict], order: np.
             f"{u.us(t - saving)} = {u.us(saving)} (from kernel names: record with record_shapes=True for the bytes "
             "each fusion saves).")
     return {"kind": "fusion", "group": "fusion", "title": f"{kernels:,} element-wise / reduction kernels in "
-            f"{u.plural(n, 'chain')} could be fused: saves about {u.us(saving)}", "text": text, "fix": fix,
+            f"{u.plural(n, 'chain')} could be fused", "text": text, "fix": fix,
             "ops": op_ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low",
             "source_term": source_term(view, rows, sel, t)}

@@ -197,7 +197,7 @@ def _dtype_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict,
             + "Record with record_shapes=True to cost each op.")
     return {"kind": "tensor_core_dtype",
             "title": f"{u.us(t)} of {_LABEL[what]} GEMM / convolution kernels could run on "
-            f"{key[:4]} tensor cores ({new / old:.1f}x the roof): saves about {u.us(saving)}",
+            f"{key[:4]} tensor cores ({new / old:.1f}x the roof)",
             "text": text, "fix": fix, "ops": op_ids(view, rows, sel), "saving_us": saving, "estimated": True,
             "confidence": "low", "saving_if_memory_bound_us": low, "achievable_fraction": f_new,
             "source_term": source_term(view, rows, sel, t)}
@@ -230,7 +230,7 @@ def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, c
             f"never below the {floor:g} µs per-kernel floor: {u.us(t)} -> {u.us(after)}, saving {u.us(saving)} (from "
             "kernel names: record with record_shapes=True to see which GEMMs are compute- or memory-bound).")
     return {"kind": "tensor_core_dtype", "group": "fp8", "title": f"{u.us(t)} of {'/'.join(sorted(dts))} GEMM "
-            f"kernels could run in fp8 ({new / old:.1f}x the roof): saves about {u.us(saving)}", "text": text,
+            f"kernels could run in fp8 ({new / old:.1f}x the roof)", "text": text,
             "fix": "Quantize the GEMMs to fp8 (weights and activations), checking accuracy.",
             "ops": op_ids(view, rows, sel), "saving_us": saving, "estimated": True, "confidence": "low",
             "source_term": source_term(view, rows, sel, t)}
