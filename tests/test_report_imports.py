@@ -37,7 +37,7 @@ print("\\n".join(sorted(sys.modules)))
 #: traceana modules imported per format (measured: html 153, json 139, md 150 — the kernel-name grammar's
 #: package, the CPU levers, the saving caps and the device borrowing joined the path), and all modules
 #: (446, 397, 412 with numpy 2.4, click 8, jinja2 3, msgspec 0.22)
-BOUND_OWN = {"html": 166, "json": 152, "md": 163}  # +9: the splits of kernel_levers, cpu_levers, analysis (rows, coverage) and modules.attribute (frame_tree): smaller modules, the same code
+BOUND_OWN = {"html": 167, "json": 153, "md": 164}  # +9: the splits of kernel_levers, cpu_levers, analysis (rows, coverage) and modules.attribute (frame_tree): smaller modules, the same code; +1 link/kernel_names/arch.py
 BOUND_ALL = {"html": 460, "json": 410, "md": 425}
 
 NEVER = ("torch", "pandas", "traceana.ranks", "traceana.render.ranks_html", "traceana.render.diff_html",

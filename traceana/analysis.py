@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceana import __version__
+from traceana.arrays import distinct
 from traceana.cost.pair_tbe import CONTEXT_OPS as TBE_CONTEXT_OPS
 from traceana.cost.pair_tbe import pair as pair_tbe
 from traceana.link.copies import copy_split
@@ -48,6 +49,9 @@ from traceana.diagnose.replay_account import advice as account_advice
 from traceana.diagnose.replay_account import line as account_line
 from traceana.roofline.judge import launch_floor
 from traceana.link.signatures import Group, calls_named, group_ops
+from traceana.link.kernel_names.arch import family as arch_family
+from traceana.link.kernel_names.arch import newest as newest_arch
+from traceana.link.kernel_names.arch import sentence as arch_sentence
 from traceana.roofline.rows import grid_blocks, op_row
 from traceana.diagnose.coverage import coverage as coverage_of
 from traceana.diagnose.coverage import coverage_warnings, meta_note
@@ -152,10 +156,12 @@ def analyze_trace_parts(trace: Trace, options: Options = Options(),
     device_dict["launch_floor_us"] = floor
     device_dict["launch_floor_source"] = floor_src
     cpu_only = len(trace.gpu) == 0
+    if props is None and device.key is None and not cpu_only:
+        _built_for(trace, device_dict)
     if cpu_only:  # a CPU-only run has no device to name: its one warning says so
         device_dict["notes"] = []
     else:
-        warnings.extend(device.notes)
+        warnings.extend(device_dict["notes"])
     achievable = None
     if options.profile is not None:
         achievable = _achievable(options.profile, device, device_dict, cpu_only, warnings)
@@ -284,6 +290,24 @@ def _cpu_device(profile: dict | None, roofs: dict) -> dict:
         return {"name": profile.get("name"), "threads": profile.get("threads"), "source": "profile",
                 "profile": profile.get("file")}
     return {"name": None, "threads": None, "source": None, "profile": None}
+
+
+def _built_for(trace: Trace, device_dict: dict) -> None:
+    """A trace without deviceProperties: the newest architecture its kernels' names say they were built
+    for (a lower bound on the GPU that ran them) as device["built_for"] and a note."""
+    found = newest_arch(trace.names[c] for c in distinct(trace.gpu.name).tolist())
+    if found is None:
+        return
+    cc, kernel = found
+    device_dict["built_for"] = {"cc": f"{cc // 10}.{cc % 10}", "family": arch_family(cc), "kernel": kernel[:300]}
+    note = (f"no deviceProperties in the trace, but {arch_sentence(cc, kernel)}: pass --device KEY for its roofline "
+            "(`traceana devices` lists the rows and their compute capability)")
+    notes = device_dict["notes"]
+    at = next((i for i, n in enumerate(notes) if n.startswith("no deviceProperties in the trace")), None)
+    if at is None:
+        notes.append(note)
+    else:  # in place of the note that only says the GPU is unknown
+        notes[at] = note
 
 
 def _primary_device(trace: Trace, warnings: list[str]) -> tuple[int | None, dict | None]:

@@ -105,7 +105,7 @@ def device_line(a: Mapping[str, Any]) -> str:
     led = ledger(a)
     name, key = text(dev.get("name"), 120), text(dev.get("key"), 80)
     key = text(dev.get("borrowed"), 120) or key  # a device without its own row: whose figures, how scaled
-    bits = [f"{name} ({key})" if name and key and key != name else name or key or "unknown device"]
+    bits = [f"{name} ({key})" if name and key and key != name else name or key or unknown_device(dev)]
     peak = _main_peak(a)
     if peak:
         bits.append(peak)
@@ -122,6 +122,16 @@ def device_line(a: Mapping[str, Any]) -> str:
                 f" ({'median ' if steps > 1 else ''}{fmt_time_us(step)})" if step else "")
         bits.append(span_bit)
     return " · ".join(bits)
+
+
+def unknown_device(dev: Mapping[str, Any]) -> str:
+    """'unknown device', with what the kernels' names say of it when the trace has no deviceProperties:
+    'unknown device (kernels built for sm_80: Ampere or later)'."""
+    built = mapping(dev.get("built_for"))
+    cc = text(built.get("cc"), 8)
+    if not cc:
+        return "unknown device"
+    return f"unknown device (kernels built for sm_{cc.replace('.', '')}: {text(built.get('family'), 40)} or later)"
 
 
 def cpu_device_line(a: Mapping[str, Any]) -> str:

@@ -38,7 +38,8 @@ from traceana.render.views import (
 )
 from traceana.units import num, text
 from traceana import units
-from traceana.render.first import CARDS_BEFORE_FOLD, cards, cpu_only, device_line, plan, sentence, terms
+from traceana.render.first import (CARDS_BEFORE_FOLD, cards, cpu_only, device_line, plan, sentence, terms,
+                                   unknown_device)
 from traceana.render.cpu_view import CPU_BOUNDS, cpu_coverage, cpu_device, cpu_device_card, cpu_ops
 from traceana.render.json_out import to_json_safe
 from traceana.render.modules import modules_view, where, where_title
@@ -233,7 +234,7 @@ def _device(dev: Mapping[str, Any]) -> dict[str, Any]:
              ("Device profile", profile_sentence(mapping(dev.get("profile"))))]
     dram = num(dev.get("dram_gbps"))
     return {
-        "name": text(dev.get("name"), 200) or "unknown device",
+        "name": text(dev.get("name"), 200) or unknown_device(dev),
         "key": text(dev.get("key"), 200),
         "dram": f"{fmt_sig(dram)} GB/s" if dram is not None else "—",
         "peaks": [(text(k, 40), f"{fmt_sig(v)} TFLOP/s" if num(v) is not None else "—")
