@@ -37,7 +37,7 @@ def _split_template(s: str) -> tuple[str, str]:
 
 
 def _first_arg(args: str) -> str:
-    return (_args(args) or [""])[0]
+    return (template_args(args) or [""])[0]
 
 
 def _core(name: Any) -> tuple[str, str, bool]:
@@ -73,8 +73,8 @@ def kernel_name(name: Any, limit: int = 80) -> str:
     return text(_core(name)[0], limit)
 
 
-def _args(args: str) -> list[str]:
-    """A template argument list split at its top-level commas."""
+def template_args(args: str, limit: int | None = None) -> list[str]:
+    """A template argument list split at its top-level commas (the first `limit` of them when given)."""
     out, depth, start = [], 0, 0
     for j, c in enumerate(args):
         if c in "<({[":
@@ -84,6 +84,8 @@ def _args(args: str) -> list[str]:
         elif c == "," and depth == 0:
             out.append(args[start:j].strip())
             start = j + 1
+            if limit is not None and len(out) >= limit:
+                return out
     tail = args[start:].strip()
     return out + [tail] if tail or out else out
 
@@ -123,7 +125,7 @@ def _template(s: str) -> tuple[str, list[str], str] | None:
     if not args and "<" not in s:
         return None
     tail = s[len(head) + len(args) + 2:]
-    return head, _args(args), tail
+    return head, template_args(args), tail
 
 
 def _tell_apart(values: list[str], depth: int = 0) -> dict[str, str]:

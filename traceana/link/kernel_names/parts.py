@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from traceana.cxx_names import template_args
+
 #: characters of a name that are read (the rest is template arguments or parameters nobody reads)
 HEAD = 4096
 _ANON = "(anonymous namespace)::"
@@ -66,7 +68,7 @@ def split(head: str) -> Parts:
     names = tuple(x for x in qual.split("::") if x)
     ns, base = (names[:-1], names[-1]) if names else ((), qual)
     if base in WRAPPERS and targs:
-        inner = next((a for a in _args(targs) if a[:1].isalpha() or a[:1] == "_"), "")
+        inner = next((a for a in template_args(targs, 8) if a[:1].isalpha() or a[:1] == "_"), "")
         inner_names = tuple(x for x in inner.split("<", 1)[0].split("::") if x)
         if inner_names and inner_names[-1] not in _BUILTIN:
             lt2 = inner.find("<")
@@ -108,22 +110,6 @@ def _close(s: str, lt: int) -> str:
             if depth == 0:
                 return s[lt + 1:j]
     return s[lt + 1:]
-
-
-def _args(args: str, limit: int = 8) -> list[str]:
-    """The first `limit` top-level template arguments."""
-    out, depth, start = [], 0, 0
-    for j, c in enumerate(args):
-        if c in "<({[":
-            depth += 1
-        elif c in ">)}]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(args[start:j].strip())
-            start = j + 1
-            if len(out) >= limit:
-                return out
-    return out + [args[start:].strip()]
 
 
 def _mangled(s: str) -> Parts:
