@@ -1,5 +1,3 @@
-import sys
+from traceana.cli import run
 
-from traceana.cli import main
-
-sys.exit(main())
+run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
@@ -71,6 +72,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The console script (and `python -m traceana`): main(), then, after a single-trace `report` or a
+    `render`, the exit-time functions (atexit) and out of the process at once (os._exit, after flushing
+    stdout and stderr): everything is written and every thread joined by then, and the interpreter's
+    teardown, freeing the analysis and every module one object at a time, took ~0.15 s of a 1.1 s
+    report. Other commands (process pools, Dask clients) leave the usual way."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if _exits_fast(argv):
+        atexit._run_exitfuncs()  # what was registered to run at exit still runs (finalizers, caches)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it anyway
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
+def _exits_fast(argv: list[str]) -> bool:
+    """A `report` of one trace file (not a folder of ranks, no executor) or a `render`."""
+    if not argv or argv[0] not in ("report", "render"):
+        return False
+    return not any(a.startswith("--executor") or os.path.isdir(a) for a in argv[1:])
+
+
 def _stop_threads() -> None:
     """Stop and join the reading started ahead of the load (traceana.load.prefetch), whatever
     the command did: finished, failed before it loaded, or was interrupted. No thread of a
@@ -82,4 +109,4 @@ def _stop_threads() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
