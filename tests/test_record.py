@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -397,3 +398,46 @@ def test_with_stack_a_program_that_never_steps_has_stacks_from_its_first_module_
     ev = _events(_one_trace(out))
     assert sum(e.get("name") == "aten::addmm" for e in ev) == 3  # every call: the whole run from the first one
     assert sum(e.get("cat") == "python_function" and e.get("name") == "nn.Module: Linear_0" for e in ev) == 3
+
+
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
+def test_step_boundaries_are_taken_after_the_optimizers_record_function(tmp_path):
+    """The crash this suite had (a segfault or an abort now and then, in a later garbage collection or
+    record function): the profiler was stopped and the next one started from torch's step post-hook,
+    inside the step's record_function("Optimizer.step#…"), which then closed under the new profiler
+    with the old one's freed context. The boundary is now taken after the step has returned: the
+    callback sees no step running, and many recordings in a row stay sound."""
+    from traceana.measure.optimizer_steps import AfterStep
+
+    m = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)  # its class wrapped by torch before the install
+    seen = []
+    hook = AfterStep(lambda o: seen.append((o is opt, torch.autograd.profiler._is_profiler_enabled)))
+    real = type(opt).step
+    hook.install()
+    try:
+        m(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        adam = torch.optim.Adam(m.parameters())  # a class torch wraps while installed
+        adam.step()
+    finally:
+        hook.remove()
+    assert [s[0] for s in seen] == [True, False]
+    assert type(opt).step is real and real.hooked  # torch's own wrapper back, still marked
+    assert getattr(torch.optim.Adam.step, "hooked", False) and not hasattr(torch.optim.Adam.step, "_traceana_inner")
+    for i in range(12):  # stop / start at every step boundary, a dozen recordings in one process
+        with traceana.profile(tmp_path / str(i), steps=1, wait=0, warmup=0, report=False, quiet=True) as p:
+            for _ in range(3):
+                m(torch.ones(1, 2)).sum().backward()
+                opt.step()
+        gc.collect()
+        assert p.steps_seen == 3 and p.trace
+        # the window is taken between two steps: the recorded step's Optimizer.step event ends inside its
+        # ProfilerStep (with the stop inside the record function it ran past the step's end, cut there)
+        ev = _events(p.trace)
+        (step,) = [e for e in ev if e.get("name", "").startswith("ProfilerStep#")]
+        (update,) = [e for e in ev if e.get("name") == "Optimizer.step#SGD.step"]
+        assert step["ts"] <= update["ts"] and update["ts"] + update["dur"] <= step["ts"] + step["dur"]
+    with torch.profiler.profile() as prof:  # after them, one Optimizer.step event per step, not two
+        opt.step()
+    assert sum(e.name == "Optimizer.step#SGD.step" for e in prof.events()) == 1

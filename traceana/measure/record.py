@@ -9,8 +9,8 @@
 The program runs in this process (runpy), under torch.profiler with record_shapes=True (with_stack
 and profile_memory off unless asked), CPU activity, and CUDA activity when torch.cuda.is_available().
 
-Steps. A step ends when the program's optimizer finishes `step()`: a global hook
-(torch.optim.Optimizer.register_optimizer_step_post_hook) steps the profiler, counting the first
+Steps. A step ends when the program's optimizer finishes `step()`: a wrapper around each optimizer class's step
+(measure/optimizer_steps.py: after the step's record function has closed) steps the profiler, counting the first
 optimizer that steps only (a second optimizer in the same loop would count each iteration twice).
 In code, `step_on="manual"` counts `p.step()` calls instead. The schedule is torch's
 schedule(wait=W, warmup=U, active=N, repeat=1), counted from the end of the first step: the
@@ -271,11 +271,12 @@ class profile:  # noqa: N801  (used as `with traceana.profile(...)`, like torch.
         self._guard()
         self._capture.start()
         if self.step_on == "optimizer":
-            from torch.optim.optimizer import register_optimizer_step_post_hook
+            from traceana.measure.optimizer_steps import AfterStep
 
-            self._hook = register_optimizer_step_post_hook(self._optimizer_stepped)
+            self._hook = AfterStep(self._optimizer_stepped)  # after the step's record function: its module doc
+            self._hook.install()
 
-    def _optimizer_stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _optimizer_stepped(self, optimizer: Any) -> None:
         if self._optimizer is None:
             self._optimizer = id(optimizer)
         if id(optimizer) == self._optimizer:
