@@ -40,6 +40,7 @@ class AfterStep:
     def __init__(self, callback: Callable[[Any], None]) -> None:
         self.callback = callback
         self._factory: Any = None
+        self._post: Any = None  # the step hook, on a torch without Optimizer.profile_hook_step
         self.active = False
 
     def _outer(self, inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,7 +57,14 @@ class AfterStep:
     def install(self) -> None:
         from torch.optim.optimizer import Optimizer
 
-        self._factory = Optimizer.__dict__["profile_hook_step"]  # torch's staticmethod
+        factory_of_torch = Optimizer.__dict__.get("profile_hook_step")  # torch's staticmethod
+        if not isinstance(factory_of_torch, staticmethod):  # a torch that wraps steps some other way:
+            from torch.optim.optimizer import register_optimizer_step_post_hook  # its hook, as before
+
+            self._post = register_optimizer_step_post_hook(lambda opt, args, kwargs: self.callback(opt))
+            self.active = True
+            return
+        self._factory = factory_of_torch
         real = self._factory.__func__
 
         def factory(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -70,6 +78,10 @@ class AfterStep:
         self.active = True
 
     def remove(self) -> None:
+        self.active = False
+        if self._post is not None:
+            self._post.remove()
+            self._post = None
         if self._factory is None:
             return
         from torch.optim.optimizer import Optimizer
