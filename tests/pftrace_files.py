@@ -8,7 +8,6 @@ source: a change to the converter converts again.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import hashlib
 import os
@@ -67,9 +66,9 @@ def same_trace(a, b, where: str = "trace") -> None:
     """The two Traces hold the same events: every column equal (NaN = NaN) but the file name, the
     event count and the events' places in their files (a JSON file counts its metadata and flow
     events, a Perfetto trace has none); shape args (raw JSON text) compared as the values they hold."""
-    if dataclasses.is_dataclass(a):
+    if isinstance(a, msgspec.Struct):
         assert type(a) is type(b), where
-        for f in dataclasses.fields(a):
+        for f in msgspec.structs.fields(a):
             if f.name in ("path", "n_events", "ordinal"):
                 continue
             x, y = getattr(a, f.name), getattr(b, f.name)

@@ -10,7 +10,7 @@ real model code recorded without shapes.
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec.structs
 import gzip
 import json
 
@@ -28,8 +28,8 @@ def _without_shapes(rel: str) -> dict:
     """The analysis of shared trace REL as if it had been recorded with record_shapes=False."""
     t = load_trace(shared_trace(rel))
     n = len(t.ops)
-    ops = dataclasses.replace(t.ops, dims=[b""] * n, types=[b""] * n, strides=[b""] * n, concrete=[b""] * n)
-    return analyze_trace(dataclasses.replace(t, ops=ops, record_shapes=False))
+    ops = msgspec.structs.replace(t.ops, dims=[b""] * n, types=[b""] * n, strides=[b""] * n, concrete=[b""] * n)
+    return analyze_trace(msgspec.structs.replace(t, ops=ops, record_shapes=False))
 
 
 def _copy_rows(a: dict, key: str) -> list[dict]:

@@ -264,6 +264,10 @@ def test_tojson_escapes_script_close():
     out = str(environment().from_string("{{ x|tojson }}").render(x={"s": "</script><!--&'"}))
     assert "<" not in out and ">" not in out and "&" not in out and "'" not in out
     assert json.loads(out) == {"s": "</script><!--&'"}
+    # the escapes are made on the UTF-8 bytes: a multi-byte character and a backslash before < stay whole
+    tricky = {"é<\\": "\\</script>", "ü": ["<>", "\u2028"]}
+    out = str(environment().from_string("{{ x|tojson }}").render(x=tricky))
+    assert "<" not in out and json.loads(out) == tricky
 
 
 # -------------------------------------------------------------------- markdown

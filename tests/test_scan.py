@@ -5,7 +5,7 @@ aside (the Python loader then decides), never loads something different."""
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec.structs
 import gzip
 import json
 import os
@@ -30,9 +30,9 @@ def _python_load(path, monkeypatch):
 
 def _same(a, b, where=""):
     """Field by field equality of two loaded traces (arrays: dtype, shape, values, NaN = NaN)."""
-    if dataclasses.is_dataclass(a):
+    if isinstance(a, msgspec.Struct):
         assert type(a) is type(b), where
-        for f in dataclasses.fields(a):
+        for f in msgspec.structs.fields(a):
             _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape, where

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from traceana import __version__
@@ -29,8 +29,6 @@ from traceana.diagnose.context import run_context
 from traceana.diagnose.hta_views import hta_views
 from traceana.diagnose.memory import memory_section
 from traceana.diagnose.cpu import cpu_breakdown
-from traceana.diagnose.cpu_levers import cpu_levers
-from traceana.diagnose.cpu_roofline import cpu_roofline, judge_ops
 from traceana.diagnose.run import diagnose
 from traceana.diagnose.timeline import step_timeline
 from traceana.link.kernel_account import kernel_view
@@ -38,7 +36,6 @@ from traceana.link.kernel_classes import kernel_classes
 from traceana.modules.launch_site import launch_sites
 from traceana.modules.attribute import OPTIMIZER
 from traceana.modules.attribute import places as op_places
-from traceana.modules.cpu_table import cpu_finding_fields, cpu_module_table
 from traceana.modules.table import finding_fields, module_table
 from traceana.link.attribute import Links, link
 from traceana.roofline.device_profile import Profile, sheet_figures
@@ -63,8 +60,7 @@ SCHEMA = "traceana.analysis/1"
 MAX_NAMES = 500_000
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(msgspec.Struct, frozen=True):
     device_key: str | None = None
     peak_tflops: dict[str, float] | None = None
     bandwidth_gbps: float | None = None
@@ -84,8 +80,7 @@ class Options:
     profile: Profile | None = None
 
 
-@dataclass(frozen=True)
-class Parts:
+class Parts(msgspec.Struct, frozen=True):
     """What the Analysis was computed from, for a stage that needs it per event (traceana.annotate):
     the trace (after graph replays met their capture), its links, and the group of each row of
     analysis["ops"], in that order."""
@@ -272,6 +267,11 @@ def _cpu(trace: Trace, profile: dict | None, places=None) -> dict | None:
     out = cpu_breakdown(trace)
     if out is None:
         return None
+    # only a CPU-only trace needs these (~8 modules a GPU report does not import)
+    from traceana.diagnose.cpu_levers import cpu_levers
+    from traceana.diagnose.cpu_roofline import cpu_roofline, judge_ops
+    from traceana.modules.cpu_table import cpu_finding_fields, cpu_module_table
+
     judged = judge_ops(trace, profile)
     levers = cpu_levers(trace, judged, places.phase == OPTIMIZER if places is not None else None)
     modules = cpu_module_table(places, judged.rows, judged.sig, judged.self_us) if places is not None else None

@@ -11,8 +11,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 import click
 
@@ -46,9 +47,8 @@ def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return fail_on_option(f)
 
 
-@dataclass
-class Extras:
-    gates: list[Gate] = field(default_factory=list)
+class Extras(msgspec.Struct):
+    gates: list[Gate] = msgspec.field(default_factory=list)
     svg: str | None = None
     png: str | None = None
     md_image: str | None = None

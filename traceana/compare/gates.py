@@ -23,8 +23,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from traceana.errors import BadInput, GateFailed
 from traceana.units import pct as fmt_pct
@@ -48,8 +49,7 @@ _SPEC = re.compile(
 _OPERATORS = {"time-regression": "=>", "op-regression": "=>", "coverage": "<", "unmodelled": ">", "roof": "<"}
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(msgspec.Struct, frozen=True):
     spec: str  # as written, for messages
     kind: str  # time-regression | op-regression | coverage | unmodelled | roof
     threshold: float  # percent

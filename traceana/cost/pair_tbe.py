@@ -16,9 +16,11 @@ their call counts (cost.recover.cost_variants averages them, weighted by calls).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
+from msgspec.structs import replace
 from math import log
 from typing import Sequence
+
+import msgspec
 
 from traceana.cost.families.tbe import BACKWARD, FORWARD, Lookup, parse_forward
 from traceana.cost.types import OpCall

@@ -18,8 +18,10 @@ which is exact for the signature's total when the variants' call counts add up t
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
+from msgspec.structs import replace
 from typing import Sequence
+
+import msgspec
 
 from traceana.cost.shapes import conv_out_size, fmt_flops, fmt_int, parse_ints
 from traceana.cost.types import Cost, OpCall, Unmodelled

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import prod
+
+import msgspec
 
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
 
 
-@dataclass(frozen=True, slots=True)
-class TensorArg:
+class TensorArg(msgspec.Struct, frozen=True):
     """One tensor argument as recorded: shape, dtype and (when recorded) strides."""
 
     shape: tuple[int, ...]
@@ -51,8 +51,7 @@ class TensorArg:
         return self.stored_numel * self.itemsize
 
 
-@dataclass(frozen=True, slots=True)
-class OpCall:
+class OpCall(msgspec.Struct, frozen=True):
     """The recorded arguments of one op signature (all fields hashable)."""
 
     name: str
@@ -129,8 +128,7 @@ class OpCall:
             return None
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(msgspec.Struct, frozen=True):
     """FLOPs and minimum DRAM bytes of one call, with the arithmetic shown to the user."""
 
     flops: float
@@ -141,14 +139,13 @@ class Cost:
     flops_expr: str  # e.g. "2*M*N*K = 2*8192*8192*8192"
     bytes_expr: str  # e.g. "(M*K + K*N + M*N)*4 B"
     estimated: bool = False
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
     # family-specific facts as (key, value) pairs, e.g. a collective's (("collective",
     # "all_reduce"), ("group_size", 8), ("msg_bytes", S), ("bus_factor", 1.75))
     detail: tuple = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Unmodelled:
+class Unmodelled(msgspec.Struct, frozen=True):
     """No cost could be computed; reason says why (shown in the report).
 
     cause: set when a formula exists but the trace lacks one of its inputs (a key of

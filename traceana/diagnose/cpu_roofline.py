@@ -22,8 +22,8 @@ TINY_TIMES x the dispatch overhead is `dispatch`: it does little but pay the per
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from traceana import units as u
@@ -195,8 +195,7 @@ def verdict(g: dict, r: dict) -> dict:
     return row
 
 
-@dataclass(frozen=True)
-class Judged:
+class Judged(msgspec.Struct, frozen=True):
     """Every op signature of a CPU-only trace judged, and what the levers need per op instance."""
 
     roofs: dict

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from traceana.arrays import distinct, median
@@ -88,8 +88,7 @@ GRAPH_CALL = re.compile(r"Graph(Exec\w*)?(Launch|Instantiate|Upload|Update|SetPa
 GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
 
-@dataclass(frozen=True)
-class Account:
+class Account(msgspec.Struct, frozen=True):
     """One device's span, split. Gap arrays are in time order (absolute µs)."""
 
     device: int

@@ -9,7 +9,6 @@ id was its correlation id and matched no op, or the wrong one).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from math import prod
 
 import msgspec
@@ -50,8 +49,7 @@ CAUSES = {
 }
 
 
-@dataclass(frozen=True)
-class Links:
+class Links(msgspec.Struct, frozen=True):
     gpu_launch: np.ndarray  # int64 launch index per GPU event, -1 when none
     gpu_op: np.ndarray  # int64 op index per GPU event, -1 when none
     launch_op: np.ndarray  # int64 op index per launch, -1 when none

@@ -23,8 +23,8 @@ bincount over the events.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from traceana.arrays import distinct
@@ -37,8 +37,7 @@ MAX_ROWS = 40  # account rows kept (the rest are summed into the classes)
 UNCOVERED_BOUNDS = frozenset({"opaque", "unmodelled", "unknown"})
 
 
-@dataclass(frozen=True)
-class KernelView:
+class KernelView(msgspec.Struct, frozen=True):
     """Per GPU event, what the levers from kernel names read (not part of the JSON)."""
 
     records: list[KernelName]  # one per distinct event name, in code order
@@ -47,7 +46,7 @@ class KernelView:
     cls: np.ndarray  # int8 per GPU event: index into CLASSES
     uncovered: np.ndarray  # bool per GPU event: no costed op speaks for it
     row: np.ndarray  # int64 per GPU event: the analysis row it belongs to (-1 none)
-    account: dict = field(default_factory=dict)  # analysis["kernels"]
+    account: dict = msgspec.field(default_factory=dict)  # analysis["kernels"]
 
 
 def kernel_view(trace: Trace, groups: Sequence, rows: Sequence[dict]) -> KernelView:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 
-from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
@@ -26,8 +25,7 @@ TOP_KERNELS = 5
 BY_KERNEL = ("graph_replay", "graph_unaligned", "compiled")
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(msgspec.Struct, frozen=True):
     name: str
     call: OpCall | None  # None for opaque groups
     count: int  # op calls (or GPU events for opaque groups)
@@ -37,7 +35,7 @@ class Group:
     cause: str | None  # opaque cause key, None when the op recorded shapes
     kernel_flop: float | None = None  # torch.compile benchmark args, per call
     kernel_gb: float | None = None
-    events: np.ndarray | None = field(default=None, compare=False, repr=False)  # its GPU event indices
+    events: np.ndarray | None = None  # its GPU event indices
 
 
 #: nesting levels an argument value keeps (a TensorList's dims nest 2 deep): a deeper value is no shape

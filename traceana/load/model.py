@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 
-@dataclass(frozen=True)
-class CpuOps:
+class CpuOps(msgspec.Struct, frozen=True):
     """cpu_op / Operator events. Shape args stay raw JSON bytes (b'' when not recorded)."""
 
     name: np.ndarray  # int32 code into Trace.names
@@ -26,16 +25,16 @@ class CpuOps:
     # op index -> ((key, value), ...): the extra args of the few ops that have them
     # (record_param_comms' collective, sizes and group: load.comm_args.comm_extra, read from the
     # op's own event on every load path, the C scanner's and the Python loader's alike)
-    extra: dict[int, tuple] = field(default_factory=dict)
+    extra: dict[int, tuple] = msgspec.field(default_factory=dict)
     # op index -> ((key, value), ...): which call of which process group a record_param_comms is
     # (seq, pg, in_split / out_split, src / dst: load.comm_args.comm_ids), for matching it across
     # ranks; apart from `extra` because it differs per call and must not split an op signature
-    comm_ids: dict[int, tuple] = field(default_factory=dict)
+    comm_ids: dict[int, tuple] = msgspec.field(default_factory=dict)
     # op index -> its "Call stack" arg (with_stack=True in older torch: "file.py(12): fn;..." innermost
     # first), only the ops with a non-empty one
-    call_stack: dict[int, str] = field(default_factory=dict)
+    call_stack: dict[int, str] = msgspec.field(default_factory=dict)
     # op index -> its "Module Hierarchy" arg (TorchScript modules), only the ops with a non-empty one
-    module_hierarchy: dict[int, str] = field(default_factory=dict)
+    module_hierarchy: dict[int, str] = msgspec.field(default_factory=dict)
     # int64 "Sequence number" (autograd: a forward op's node, repeated by the backward's evaluate_function
     # op), -1 when absent; None when the trace was built without it (tests' hand-made columns)
     seq: np.ndarray | None = None
@@ -47,8 +46,7 @@ class CpuOps:
         return len(self.ts)
 
 
-@dataclass(frozen=True)
-class Launches:
+class Launches(msgspec.Struct, frozen=True):
     """cuda_runtime / cuda_driver / Runtime events (cudaLaunchKernel, hipMemcpyAsync, ...)."""
 
     name: np.ndarray
@@ -63,8 +61,7 @@ class Launches:
         return len(self.ts)
 
 
-@dataclass(frozen=True)
-class GpuEvents:
+class GpuEvents(msgspec.Struct, frozen=True):
     """kernel / gpu_memcpy / gpu_memset events (and their 2021 names)."""
 
     name: np.ndarray
@@ -88,8 +85,7 @@ class GpuEvents:
 KIND_NAMES = ("kernel", "memcpy", "memset")
 
 
-@dataclass(frozen=True)
-class Annotations:
+class Annotations(msgspec.Struct, frozen=True):
     """user_annotation events (ProfilerStep#N, record_function ranges)."""
 
     name: np.ndarray
@@ -108,11 +104,10 @@ for _a in (_I8, _I32, _I64, _F64):
 
 
 def _none(empty: np.ndarray):
-    return field(default_factory=lambda: empty)
+    return msgspec.field(default_factory=lambda: empty)
 
 
-@dataclass(frozen=True)
-class PyFrames:
+class PyFrames(msgspec.Struct, frozen=True):
     """python_function events (with_stack=True): the Python call tree, nn.Module entries included."""
 
     # int32 code into Trace.names ("nn.Module: Linear_0", "transformers/models/x.py(123): forward",
@@ -129,8 +124,7 @@ class PyFrames:
         return len(self.ts)
 
 
-@dataclass(frozen=True)
-class MemoryEvents:
+class MemoryEvents(msgspec.Struct, frozen=True):
     """[memory] instant events (profile_memory=True), in trace order."""
 
     ts: np.ndarray = _none(_F64)  # float64 µs
@@ -146,8 +140,7 @@ class MemoryEvents:
         return len(self.ts)
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(msgspec.Struct, frozen=True):
     path: str
     format: str  # "kineto" | "kineto-2021"
     names: list[str]
@@ -161,7 +154,7 @@ class Trace:
     record_shapes: bool
     n_events: int
     span_us: float
-    warnings: list[str] = field(default_factory=list)
-    python: PyFrames = field(default_factory=PyFrames)
-    memory: MemoryEvents = field(default_factory=MemoryEvents)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    python: PyFrames = msgspec.field(default_factory=PyFrames)
+    memory: MemoryEvents = msgspec.field(default_factory=MemoryEvents)
     host: str | None = None  # the machine that recorded it (the trace's top-level host_name), when recorded

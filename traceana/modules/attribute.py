@@ -23,8 +23,8 @@ with a warning; module paths are parent pointers (modules/paths.py), cut at path
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from traceana.load.model import Trace
@@ -41,8 +41,7 @@ OPTIM_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
 OPTIM_FILES = ("torch/optim/",)
 
 
-@dataclass(frozen=True)
-class Places:
+class Places(msgspec.Struct, frozen=True):
     """Per op instance (index into trace.ops): its module path, user frame and phase."""
 
     source: str | None  # "python_function" | "call_stack" | "module_hierarchy" | None (nothing recorded)
@@ -50,13 +49,13 @@ class Places:
     frame: np.ndarray  # int64 index into frames, -1 unknown
     phase: np.ndarray  # int8 index into PHASES
     via_forward: np.ndarray  # bool: a backward op placed through its forward op's sequence number
-    paths: Paths = field(default_factory=Paths)  # module instance names from the top (paths[i]: a tuple)
-    frames: list[Frame] = field(default_factory=list)
+    paths: Paths = msgspec.field(default_factory=Paths)  # module instance names from the top (paths[i]: a tuple)
+    frames: list[Frame] = msgspec.field(default_factory=list)
     seq_recorded: bool = False  # the trace has sequence numbers (backward ops can be placed)
     # bool per op: inside autograd's AccumulateGrad node (gradients summed into .grad, DDP's reducer hooks):
     # backward work of no module
     accumulate: np.ndarray | None = None
-    warnings: list[str] = field(default_factory=list)  # call trees cut (cycles, modules nested too deep)
+    warnings: list[str] = msgspec.field(default_factory=list)  # call trees cut (cycles, modules nested too deep)
 
 
 def places(trace: Trace, links=None, first_replayed: int | None = None) -> Places:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+
+import msgspec
 
 MODULE_PREFIX = "nn.Module: "
 
@@ -35,8 +36,7 @@ _PACKAGES = re.compile(r"^.*/(?:site|dist)-packages/")
 _STDLIB_DIR = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?/(?!site-packages/|dist-packages/)")
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(msgspec.Struct, frozen=True):
     file: str  # as recorded, an installed package's prefix dropped ("torch/nn/modules/linear.py")
     line: int
     function: str

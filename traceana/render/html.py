@@ -40,7 +40,6 @@ from traceana.units import num, text
 from traceana import units
 from traceana.render.first import (CARDS_BEFORE_FOLD, cards, cpu_only, device_line, plan, sentence, terms,
                                    unknown_device)
-from traceana.render.cpu_view import CPU_BOUNDS, cpu_coverage, cpu_device, cpu_device_card, cpu_ops
 from traceana.render.json_out import to_json_safe
 from traceana.render.modules import modules_view, where, where_title
 from traceana.render.memory import memory_view
@@ -360,8 +359,11 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template shows, as display strings and plain numbers."""
     a = mapping(analysis)
     cpu = cpu_only(a)
+    cv = None
     if cpu:  # a CPU-only trace: its judged signatures are the ops, its CPU the device (render/cpu_view.py)
-        a = {**a, "ops": cpu_ops(a), "device": cpu_device(a)}
+        from traceana.render import cpu_view as cv  # only a CPU-only trace's page needs it
+
+        a = {**a, "ops": cv.cpu_ops(a), "device": cv.cpu_device(a)}
     trace, dev, tool = mapping(a.get("trace")), mapping(a.get("device")), mapping(a.get("tool"))
     ops = [o for o in seq(a.get("ops")) if isinstance(o, Mapping)]
     anchors, by_id = _anchors(ops)
@@ -401,10 +403,10 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "terms": terms(a),
         "terms_what": "the busiest CPU thread's span" if cpu else "the primary device's span",
         "cpu": cpu_rows(a),
-        "bounds": CPU_BOUNDS if cpu else BOUNDS,
+        "bounds": cv.CPU_BOUNDS if cv else BOUNDS,
         "time_word": "CPU self time" if cpu else "device time",
         "warnings": [text(w, 2000) for w in shown_warnings(a)],
-        "device": cpu_device_card(a) if cpu else _device(dev),
+        "device": cv.cpu_device_card(a) if cv else _device(dev),
         "breakdown": _breakdown(a) if not terms(a) and not cpu else None,  # the ledger's terms say it
         "timeline": utilisation_view(a) if not cpu else {},  # a GPU's utilisation and idle time
         "memory": memory_view(a),
@@ -417,7 +419,7 @@ def build_view(analysis: Mapping[str, Any]) -> dict[str, Any]:
                   "capped": len(plottable) - len(points)},
         "table": ops_table([_row(ops[i], anchors[i]) for i in range(shown)], len(ops)),
         "coverage": _coverage(mapping(a.get("coverage")), a.get("kernel_classes")) if not cpu else None,
-        "cpu_coverage": cpu_coverage(a) if cpu else None,
+        "cpu_coverage": cv.cpu_coverage(a) if cv else None,
         "modules": modules_view(a, link),
         "data": to_json_safe({
             "points": points,

@@ -157,7 +157,9 @@ def environment() -> jinja2.Environment:
     return env
 
 
-_HTML_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"})
+#: bytes that could end a <script> element or an attribute, as JSON escapes (str.translate with a mapping
+#: costs ~30 ms on the ops table's ~1 MB of JSON; four bytes.replace are memchr scans, ~1 ms)
+_HTML_SAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"), (b"'", b"\\u0027"))
 
 
 @jinja2.pass_eval_context  # jinja2's own |tojson takes the context too: templates compiled for it stay valid
@@ -166,4 +168,8 @@ def tojson(eval_ctx: Any, value: Any) -> Markup:
     UTF-8 kept, <, >, & and ' escaped so the text cannot end a <script> element), encoded by msgspec
     (the ops table's rows and the chart data: 34 ms of json.dumps per OWLv2 report, 4 ms here). A NaN
     or an infinity, which the analysis never holds, becomes null instead of an error."""
-    return Markup(msgspec.json.encode(value, order="sorted").decode("utf-8").translate(_HTML_SAFE))
+    text = msgspec.json.encode(value, order="sorted")
+    for raw, escaped in _HTML_SAFE:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    return Markup(text.decode("utf-8"))

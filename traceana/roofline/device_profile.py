@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from traceana.errors import BadInput
 from traceana.roofline.devices.sanity import against_sheet, out_of_range
@@ -29,8 +30,7 @@ KINDS = ("cpu", "cuda", "rocm")
 UNITS = ("TFLOP/s", "GB/s", "us")
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(msgspec.Struct, frozen=True):
     value: float
     unit: str
     spread_pct: float
@@ -39,8 +39,7 @@ class Figure:
     unusable: str | None = None  # why calibrate judged it no roof (None: usable)
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(msgspec.Struct, frozen=True):
     path: str
     name: str  # the device the profile measured
     kind: str  # cpu | cuda | rocm

@@ -20,11 +20,12 @@ than its roof carries `over_roof` with the reason, and no finding is built on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from traceana.cost.types import Cost
 from traceana.link.kernel_names import parse
 from traceana.units import PEAK_NAMES
+
+import msgspec
 
 # Below this share of its measured time explained by the model (floor + roofline time), neither
 # roof nor launch overhead bounds an op: it is underutilised.
@@ -49,8 +50,7 @@ PEAK_LABEL = {k: v.replace(" tensor", " tensor cores").replace(" vector", " vect
               for k, v in PEAK_NAMES.items()}
 
 
-@dataclass(frozen=True)
-class Peak:
+class Peak(msgspec.Struct, frozen=True):
     key: str | None  # column of the device table, e.g. "bf16_tc"
     tflops: float | None
     why: str
@@ -124,8 +124,7 @@ def launch_floor(arch: str | None, vendor: str | None = None, override_us: float
     return DEFAULT_FLOOR_US, f"{DEFAULT_FLOOR_US:g} µs per kernel (default{' for ' + vendor if vendor else ''})"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     mean_us: float
     compute_us: float | None
     memory_us: float | None

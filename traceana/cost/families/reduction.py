@@ -10,7 +10,7 @@ taken as fully reduced and the Cost is marked estimated (the read dominates anyw
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from traceana.cost.families._common import (
     ITEMSIZE,

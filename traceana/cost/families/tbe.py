@@ -31,16 +31,16 @@ FLOPs per updated element / per updated row are in OPTIMIZERS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from traceana.cost.families._common import make, shape_problem
 from traceana.cost.registry import formula
 from traceana.cost.shapes import Traffic, fmt_flops, fmt_int, fmt_num
 from traceana.cost.types import Cost, OpCall, TensorArg, Unmodelled
 
+import msgspec
 
-@dataclass(frozen=True)
-class Optimizer:
+
+class Optimizer(msgspec.Struct, frozen=True):
     """The state and arithmetic of one fused optimizer, per updated weight element and per row.
 
     state_per_row / state_per_element: fp32 state elements read and written per updated row /
@@ -96,8 +96,7 @@ _DEV_W, _UVM_W, _W_OFFSETS, _D_OFFSETS, _INDICES, _OFFSETS, _PSW, _MOMENTUM1 = 1
 UNPAIRED = "no autograd node of this lookup in the trace"
 
 
-@dataclass(frozen=True)
-class Lookup:
+class Lookup(msgspec.Struct, frozen=True):
     """What one forward call's recorded sizes say about the lookup."""
 
     optimizer: str

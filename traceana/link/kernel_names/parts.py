@@ -16,7 +16,8 @@ Itanium-mangled name. Pure string work over the name's head, one pass per name.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from traceana.cxx_names import template_args
 
@@ -30,8 +31,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MANGLED_ID = re.compile(r"(?:(?<=[A-Z_])|^)(\d{1,4})(?=[A-Za-z_])")
 
 
-@dataclass(frozen=True)
-class Parts:
+class Parts(msgspec.Struct, frozen=True):
     head: str  # the name as read (at most HEAD characters)
     sig: str  # without return type, anonymous namespaces and parameter list
     ns: tuple[str, ...]  # the function's namespaces, outermost first

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec.structs import replace
+
+import msgspec
 
 CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "normalization", "copy",
            "communication", "memcpy/memset", "other")
@@ -10,8 +12,7 @@ CLASSES = ("gemm", "convolution", "attention", "elementwise", "reduction", "norm
 MATRIX = frozenset({"gemm", "convolution", "attention"})
 
 
-@dataclass(frozen=True)
-class KernelName:
+class KernelName(msgspec.Struct, frozen=True):
     """What one kernel name says. Fields the name does not tell are None (or empty)."""
 
     library: str = "custom"  # cuBLAS, cuBLASLt, CUTLASS, cuDNN, ATen, Triton, NCCL, ... ("custom": unknown)

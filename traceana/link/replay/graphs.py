@@ -11,8 +11,8 @@ it; CUPTI does not, so CUDA captures align by position only, see replay.align).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from traceana.link.attribute import Links, graph_launches
@@ -22,8 +22,7 @@ from traceana.link.replay.align import KIND_TOKENS, UNNAMED
 MEMCPY, MEMSET = KIND_TOKENS
 
 
-@dataclass(frozen=True)
-class Captured:
+class Captured(msgspec.Struct, frozen=True):
     """One captured graph."""
 
     source: int  # index into the capture files used

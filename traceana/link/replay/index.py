@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from traceana.errors import BadInput
 
@@ -16,8 +17,7 @@ FOLDER = "capture_traces"
 _MAX_INDEX_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class CaptureFile:
+class CaptureFile(msgspec.Struct, frozen=True):
     path: str
     batch_size: int | None
     mode: str | None

@@ -5,16 +5,16 @@ costing and diagnosis then treat replayed kernels exactly like eagerly launched 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec.structs import replace
 
+import msgspec
 import numpy as np
 
 from traceana.link.attribute import CAUSE_KEYS, Links, causes
 from traceana.load.model import CpuOps, Trace
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(msgspec.Struct, frozen=True):
     """One aligned graph launch: replay GPU event -> capture-trace op that launched its node."""
 
     launch: int  # graph launch index in the replay

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from traceana.roofline.devices.table import DeviceRow, is_consumer
 
 TENSOR_KEYS = ("fp64_tc", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc", "fp6_tc", "fp4_tc")
 
 
-@dataclass(frozen=True)
-class Borrowed:
+class Borrowed(msgspec.Struct, frozen=True):
     """The figures of a device borrowed from `row`: peaks scaled by `factor`, and how."""
 
     row: DeviceRow

@@ -10,8 +10,9 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+import msgspec
 
 from traceana.errors import BadInput
 from traceana.roofline.devices.borrow import Borrowed, borrow, nearest, same_architecture
@@ -46,14 +47,13 @@ _HARDWARE_NOTES: Mapping[str, str] = MappingProxyType(
 )
 
 
-@dataclass
-class Match:
+class Match(msgspec.Struct):
     """An identification before overrides: a row (or None) and how it was found."""
 
     hw: Hardware
     row: DeviceRow | None
     source: str
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     blank: tuple[str, ...] = ()
     borrowed: Borrowed | None = None  # the row's figures scaled to this device (borrow.py)
 

@@ -24,8 +24,9 @@ A blank table cell stays None: nothing here turns "not confirmed" into a number.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from traceana.roofline.devices.identify import Match, by_key, identify
 from traceana.roofline.devices.properties import read_hardware
@@ -38,8 +39,7 @@ HOWTO = (
 )
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True):
     """The device a trace ran on, as far as traceana can tell.
 
     sms / mem_gb are what the trace reports (memory as totalGlobalMem in GiB) when it reports

@@ -6,15 +6,15 @@ the trace records it as a number (or a number in text); anything else stays None
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from traceana.numbers import ascii_int
 from traceana.roofline.devices.borrow import clock_mhz, dram_from_props, gfx_target
 
 
-@dataclass(frozen=True)
-class Hardware:
+class Hardware(msgspec.Struct, frozen=True):
     """The fields of one deviceProperties entry that identify a device."""
 
     name: str

@@ -14,9 +14,10 @@ import io
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 def data_text(filename: str) -> str:
     """A data file shipped in traceana/roofline/devices: read beside this module, through importlib.resources
@@ -40,8 +41,7 @@ LOWP = ("fp6_tc", "fp4_tc")
 UNKNOWN_TARGET = "unknown"
 
 
-@dataclass(frozen=True)
-class DeviceRow:
+class DeviceRow(msgspec.Struct, frozen=True):
     """One row of table.csv. Blank cells are None (not confirmed), never 0."""
 
     key: str
@@ -54,7 +54,7 @@ class DeviceRow:
     dram_gbps: float | None
     peak_tflops: Mapping[str, float]
     source: str
-    pattern: re.Pattern[str] = field(repr=False, compare=False)
+    pattern: re.Pattern[str]
     boost_mhz: float | None = None  # the clock the peaks were computed at (None: not in the sources)
 
     @property
@@ -89,8 +89,7 @@ class DeviceRow:
         }
 
 
-@dataclass(frozen=True)
-class Alias:
+class Alias(msgspec.Struct, frozen=True):
     """One line of aliases.csv: a name without a row, its conditions and its decision."""
 
     name_regex: str
@@ -100,7 +99,7 @@ class Alias:
     target: str  # a table key or UNKNOWN_TARGET
     blank: tuple[str, ...]
     note: str
-    pattern: re.Pattern[str] = field(repr=False, compare=False)
+    pattern: re.Pattern[str]
 
     def conditions(self) -> str:
         """The conditions as text ('' when there are none), for the source sentence."""
