@@ -652,6 +652,12 @@ typedef struct {
     table names_t;
     PyObject *names, *names_d;
     vec name_flags;         /* int8 per code: NAME_STEP / NAME_COMM */
+    /* names met while the GIL is released, made into str at the end of the feed (pend: one pend_t per code
+       past the list's end); n_names counts every code given. Once a name with escapes is met, names go the
+       GIL's way (its str may equal one already made: names_d finds it) */
+    vec pend, py_pend;
+    int32_t n_names, n_py_names;
+    int escaped_names;
     table threads_t;
     PyObject *threads, *threads_d;
     table raw_t;            /* shape args, call stacks: raw text -> index of the distinct value */
@@ -679,7 +685,7 @@ typedef struct {
 
 static PyObject *Unsupported;
 
-#define VECS(s) {&s->name_flags, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
+#define VECS(s) {&s->name_flags, &s->pend, &s->py_pend, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
     &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,    \
     &s->gp_ord, &s->op_ord, &s->op_name,                                                                      \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
@@ -795,6 +801,80 @@ static PyObject *tok_object(Scanner *s, const tok *t)
     return v;
 }
 
+/* A name met without the GIL: its text is the table's copy until its str is made. */
+typedef struct {
+    char *k;
+    Py_ssize_t n;
+    uint64_t h;
+} pend_t;
+
+static const char *ascii_text(PyObject *str, Py_ssize_t n);
+
+/* Park a new name's table key (the table's own copy) until the GIL is held again. */
+static int park(vec *v, char *kept, Py_ssize_t n, uint64_t h)
+{
+    pend_t e = {kept, n, h};
+    if (v->n + sizeof e > v->cap && vgrow(v, sizeof e)) return -1;
+    memcpy(v->p + v->n, &e, sizeof e);
+    v->n += sizeof e;
+    return 0;
+}
+
+/* The parked names' str appended to list (and entered in dict when given), in code order; a name's table
+   key then borrows its str's text when that is the same bytes (ASCII), as names made at once do. GIL held. */
+static int unpark(vec *v, table *t, PyObject *list, PyObject *dict)
+{
+    pend_t *e = (pend_t *)v->p;
+    size_t n = v->n / sizeof(pend_t), i = 0;
+    int r = 0;
+    for (; i < n; i++) {
+        PyObject *str = PyUnicode_DecodeUTF8(e[i].k, e[i].n, "strict");
+        if (!str) {
+            r = -1;
+            break;
+        }
+        PyObject *co = dict ? PyLong_FromSsize_t(PyList_GET_SIZE(list)) : NULL;
+        if ((dict && (!co || PyDict_SetItem(dict, str, co))) || PyList_Append(list, str)) r = -1;
+        Py_XDECREF(co);
+        if (!r) {
+            const char *b = ascii_text(str, e[i].n);
+            ent *slot = b ? tfind(t, e[i].k, e[i].n, e[i].h) : NULL;
+            if (slot && slot->k == e[i].k) {
+                PyMem_RawFree(slot->k);
+                slot->k = (char *)b;
+                slot->borrowed = 1;
+            }
+        }
+        Py_DECREF(str);
+        if (r) {
+            i++;
+            break;
+        }
+    }
+    memmove(v->p, v->p + i * sizeof(pend_t), v->n - i * sizeof(pend_t));
+    v->n -= i * sizeof(pend_t);
+    return r;
+}
+
+/* Every parked name made into its str. GIL held. */
+static int unpark_all(Scanner *s)
+{
+    if (unpark(&s->pend, &s->names_t, s->names, s->names_d) || unpark(&s->py_pend, &s->py_names_t, s->py_names, NULL)) {
+        s->err = E_PY;
+        return -1;
+    }
+    return 0;
+}
+
+/* A name's flags from its text. */
+static int8_t name_flags_of(const char *k, Py_ssize_t n)
+{
+    int8_t f = 0;
+    if (n >= 13 && !memcmp(k, "ProfilerStep#", 13)) f |= NAME_STEP;
+    if (n == 18 && !memcmp(k, "record_param_comms", 18)) f |= NAME_COMM;
+    return f;
+}
+
 /* A new name's code (its str made, met with an escaped spelling of the same). GIL held. */
 static int32_t new_name(Scanner *s, const tok *t)
 {
@@ -852,9 +932,24 @@ static int32_t name_code(Scanner *s, const tok *t)
     uint64_t h = hash_bytes(k, n);
     ent *slot = tfind(&s->names_t, k, n, h);
     if (slot->k) return (int32_t)slot->v;
+    if (t->t != T_ESTR && !s->escaped_names) {  /* its str is made at the end of the feed */
+        int32_t code = s->n_names;
+        char *kept;
+        if (push_b(&s->name_flags, name_flags_of(k, n)) || tput(&s->names_t, slot, k, n, h, code, &kept) ||
+            park(&s->pend, kept, n, h))
+            return nomem(s);
+        s->n_names++;
+        return code;
+    }
     int had = take_gil(s);
+    if (unpark_all(s)) {
+        give_gil(s, had);
+        return -1;
+    }
+    if (t->t == T_ESTR) s->escaped_names = 1;
     int32_t code = new_name(s, t);
     const char *borrow = code >= 0 && t->t == T_STR ? ascii_text(PyList_GET_ITEM(s->names, code), n) : NULL;
+    s->n_names = (int32_t)PyList_GET_SIZE(s->names);
     give_gil(s, had);
     if (code < 0) {
         s->err = E_PY;
@@ -944,8 +1039,20 @@ static int32_t py_name_code(Scanner *s, const tok *t)
     uint64_t h = hash_bytes(k, n);
     ent *slot = tfind(&s->py_names_t, k, n, h);
     if (slot->k) return (int32_t)slot->v;
+    if (t->t != T_ESTR) {  /* its str is made at the end of the feed */
+        int32_t code = s->n_py_names;
+        char *kept;
+        if (tput(&s->py_names_t, slot, k, n, h, code, &kept) || park(&s->py_pend, kept, n, h)) return nomem(s);
+        s->n_py_names++;
+        return code;
+    }
     int had = take_gil(s);
+    if (unpark_all(s)) {
+        give_gil(s, had);
+        return -1;
+    }
     int32_t code = (int32_t)PyList_GET_SIZE(s->py_names);
+    s->n_py_names = code + 1;
     PyObject *str = (t->t == T_STR || t->t == T_ESTR) ? tok_object(s, t) : PyUnicode_FromStringAndSize("", 0);
     if (!str || PyList_Append(s->py_names, str)) code = -1;
     const char *borrow = code >= 0 && t->t == T_STR ? ascii_text(str, n) : NULL; /* (the list holds it) */
@@ -1553,6 +1660,7 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     s->ts = PyEval_SaveThread();
     int r = scan_doc(s, base, base + view.len, &at);
     take_gil(s);
+    if (!s->err) unpark_all(s); /* the names met in this piece: their str, while the GIL is held anyway */
     PyBuffer_Release(&view);
     if (s->err == E_UNSUP) PyErr_SetString(Unsupported, s->msg);
     else if (s->err == E_NOMEM) PyErr_NoMemory();
