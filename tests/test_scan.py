@@ -272,3 +272,39 @@ def test_sequence_numbers_take_the_python_rules(tmp_path, monkeypatch):
             with monkeypatch.context():
                 same = reader.load_trace(str(p))
             _same(same, slow)
+
+
+def test_names_made_after_the_piece_meet_their_escaped_spellings(tmp_path, monkeypatch):
+    """The scanner makes a name's str when it next holds the GIL (the end of the piece), not as it meets the
+    name: a name spelled plainly first and with escapes later (or the other way round, across pieces) is
+    still one name with one code, step and collective names keep their flags, and the codes follow the
+    order the names first appear in, as in the Python loader."""
+    def op(name, ts):
+        return dict(OP, name=name, ts=ts, dur=1)
+
+    events = [op("aten::mm", 1), op("ProfilerStep#1", 2), op("record_param_comms", 3)]
+    events += [op(f"aten::op{i}", 10 + i) for i in range(3000)]  # several pieces' worth of names
+    events += [op("aten::m\\u006d", 9000), op("ProfilerStep\\u00231", 9001), op("\\u00e9t\\u00e9", 9002),
+               op("été", 9003), op("aten::late", 9004), op("aten::mm", 9005)]
+    text = json.dumps({"traceEvents": events})
+    for esc in ("aten::m\\\\u006d", "ProfilerStep\\\\u00231", "\\\\u00e9t\\\\u00e9"):
+        text = text.replace(esc, esc.replace("\\\\", "\\"))
+    p = tmp_path / "names.json"
+    p.write_text(text, encoding="utf-8")
+    from traceana.load import prefetch
+
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 12)  # pieces of 4 KB: names parked and made in many feeds
+    fast = _fast_load(p)
+    slow = _python_load(p, monkeypatch)
+    _same(fast, slow)
+    names = [fast.names[c] for c in fast.ops.name.tolist()]
+    assert names[-5:] == ["aten::mm", "été", "été", "aten::late", "aten::mm"]
+    codes = fast.ops.name.tolist()
+    assert codes[-5] == codes[0] == codes[-1]  # aten::mm plain, escaped, plain: one code
+    assert codes[-4] == codes[-3]  # été escaped, then plain
+    assert len(set(fast.names)) == len(fast.names)  # no name twice
+    # aten::mm + record_param_comms + 3000 + été + aten::late = 3004 distinct op names
+    assert len(set(codes)) == 3004
+    # ProfilerStep#1 plain, then escaped: one step annotation name, met twice
+    steps = fast.annotations.name.tolist()
+    assert len(steps) == 2 and steps[0] == steps[1] and fast.names[steps[0]] == "ProfilerStep#1"
