@@ -851,8 +851,10 @@ static int unpark(vec *v, table *t, PyObject *list, PyObject *dict)
             break;
         }
     }
-    memmove(v->p, v->p + i * sizeof(pend_t), v->n - i * sizeof(pend_t));
-    v->n -= i * sizeof(pend_t);
+    if (i) {  /* (an empty vec has no buffer at all) */
+        memmove(v->p, v->p + i * sizeof(pend_t), v->n - i * sizeof(pend_t));
+        v->n -= i * sizeof(pend_t);
+    }
     return r;
 }
 
