@@ -1,6 +1,6 @@
 """The trace's text fed, piece by piece, through the C scanner (traceana/load/_scan.c).
 
-Only msgspec and the scanner here, no numpy: `traceana report` starts this in a thread the
+Only the scanner here (msgspec when a value needs it), no numpy: `traceana report` starts this in a thread the
 moment it starts (traceana.load.prefetch), and since the scanner releases the GIL while it scans,
 the main thread imports numpy and the rest of traceana on the other core meanwhile.
 """
@@ -8,8 +8,6 @@ the main thread imports numpy and the rest of traceana on the other core meanwhi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-
-import msgspec
 
 from traceana.load import _scan
 
@@ -23,7 +21,7 @@ def scan(pieces: Iterable, progress: Callable[[float], None] | None = None,
     the Python loader. `stats`, when given, gets "fed": the bytes handed to the scanner in all
     (the text's size plus what was scanned again: an unfinished value is re-scanned from its
     start when more text comes, so this shows the scan stays linear in the text)."""
-    sc = _scan.Scanner(msgspec.json.decode)
+    sc = _scan.Scanner(_decode)
     tail = b""
     held: list = []  # pieces kept back while an unfinished value is longer than what came since
     held_n = 0
@@ -54,6 +52,15 @@ def scan(pieces: Iterable, progress: Callable[[float], None] | None = None,
     finally:
         if stats is not None:
             stats["fed"] = fed[0]
+
+
+def _decode(raw: bytes):
+    """A value the scanner leaves to JSON (an escaped string, an odd number): msgspec imported on the first
+    one, not when the scan starts, where the import would run in this thread alongside the main thread's
+    (numpy's) and hold it up."""
+    import msgspec
+
+    return msgspec.json.decode(raw)
 
 
 def _feed(sc, tail: bytes, piece: bytes, fed: list) -> bytes:
