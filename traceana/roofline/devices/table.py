@@ -54,8 +54,12 @@ class DeviceRow(msgspec.Struct, frozen=True):
     dram_gbps: float | None
     peak_tflops: Mapping[str, float]
     source: str
-    pattern: re.Pattern[str]
     boost_mhz: float | None = None  # the clock the peaks were computed at (None: not in the sources)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """name_regex compiled on first use: a device is matched against the rows before its own, not all 102."""
+        return _compile(self.name_regex)
 
     @property
     def cc_text(self) -> str:
@@ -99,7 +103,10 @@ class Alias(msgspec.Struct, frozen=True):
     target: str  # a table key or UNKNOWN_TARGET
     blank: tuple[str, ...]
     note: str
-    pattern: re.Pattern[str]
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compile(self.name_regex)
 
     def conditions(self) -> str:
         """The conditions as text ('' when there are none), for the source sentence."""
@@ -162,6 +169,7 @@ def _cc(text: str) -> tuple[int, int] | None:
     return int(major), int(minor or 0)
 
 
+@functools.lru_cache(maxsize=None)
 def _compile(regex: str) -> re.Pattern[str]:
     return re.compile(regex, re.IGNORECASE)
 
@@ -189,7 +197,6 @@ def load_rows() -> tuple[DeviceRow, ...]:
                 dram_gbps=_num(raw["dram_gbps"]),
                 peak_tflops=MappingProxyType(peaks),
                 source=raw["source"],
-                pattern=_compile(raw["name_regex"]),
                 boost_mhz=_num(raw.get("boost_mhz", "")),
             )
         )
@@ -213,7 +220,6 @@ def load_aliases() -> tuple[Alias, ...]:
             target=raw["target"],
             blank=tuple(b.strip() for b in raw["blank"].split(";") if b.strip()),
             note=raw["note"],
-            pattern=_compile(raw["name_regex"]),
         )
         for raw in _read_csv("aliases.csv")
     )
