@@ -42,8 +42,8 @@ import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 path, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
 import os
-from traceana.cli.entry import single_blas_thread  # as the console script does, before numpy
-single_blas_thread(["report"], os.environ)
+from traceana.cli.entry import tune_for_reading  # as the console script does, before numpy
+tune_for_reading(["report"], os.environ)
 from traceana.load import prefetch
 prefetch.start(path)
 from traceana.meter import Meter

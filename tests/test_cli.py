@@ -89,3 +89,28 @@ def test_version_and_help(capsys):
     assert main(["--version"]) == 0
     assert main(["report", "--help"]) == 0
     assert "--peak-tflops" in capsys.readouterr().out
+
+
+def test_read_only_commands_tune_the_process_others_do_not(monkeypatch):
+    """report / render / diff / annotate / devices: one BLAS thread (unless the user chose) and a first GC
+    threshold of 100,000 (default 700); record and calibrate, which run the user's model and time BLAS,
+    keep both defaults."""
+    import gc
+
+    from traceana.cli.entry import GC_GEN0, tune_for_reading
+
+    before = gc.get_threshold()
+    try:
+        env: dict = {}
+        tune_for_reading(["record", "train.py"], env)
+        assert env == {} and gc.get_threshold() == before
+        tune_for_reading(["calibrate"], env)
+        assert env == {} and gc.get_threshold() == before
+        tune_for_reading(["report", "t.json"], env)
+        assert env == {"OPENBLAS_NUM_THREADS": "1"}
+        assert gc.get_threshold() == (GC_GEN0, *before[1:]) == (100_000, *before[1:])
+        mine = {"OPENBLAS_NUM_THREADS": "4"}
+        tune_for_reading(["diff", "a.json", "b.json"], mine)
+        assert mine == {"OPENBLAS_NUM_THREADS": "4"}  # the user's own setting stays
+    finally:
+        gc.set_threshold(*before)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import os
 import sys
@@ -79,7 +80,7 @@ def run() -> None:
     teardown, freeing the analysis and every module one object at a time, took ~0.15 s of a 1.1 s
     report. Other commands (process pools, Dask clients) leave the usual way."""
     argv = sys.argv[1:]
-    single_blas_thread(argv, os.environ)
+    tune_for_reading(argv, os.environ)
     code = main(argv)
     if _exits_fast(argv):
         atexit._run_exitfuncs()  # what was registered to run at exit still runs (finalizers, caches)
@@ -96,14 +97,23 @@ def run() -> None:
 READ_ONLY = ("report", "render", "diff", "annotate", "devices")
 
 
-def single_blas_thread(argv: list[str], environ) -> None:
-    """OPENBLAS_NUM_THREADS=1 for a command that only reads traces, unless the user set it. OpenBLAS
-    starts its worker threads when numpy is imported, and they spin a while: ~0.17 s of CPU on the
-    second core (an `import numpy` costs 0.13 s of CPU with one thread, 0.31 s with the default), the
-    core the trace is being read and scanned on meanwhile. `record` and `calibrate` run the user's model
-    and time BLAS: they keep the default. Called before anything imports numpy."""
+#: the cyclic garbage collector's first threshold for those commands (Python's default: 700)
+GC_GEN0 = 100_000
+
+
+def tune_for_reading(argv: list[str], environ) -> None:
+    """The process set up for a command that only reads traces (`record` and `calibrate` run the user's
+    model and time BLAS: they keep the defaults). Called before anything imports numpy.
+
+    - OPENBLAS_NUM_THREADS=1, unless the user set it: OpenBLAS starts its worker threads when numpy is
+      imported and they spin a while, ~0.17 s of CPU on the second core (an `import numpy` costs 0.13 s
+      of CPU with one thread, 0.31 s with the default), the core the trace is read and scanned on.
+    - The cyclic garbage collector runs after 100,000 new container objects instead of 700: a report
+      makes few reference cycles, and with the default it collected 113 + 11 + 1 times per OWLv2 report,
+      50-80 ms, the full collection walking the whole analysis (peak RSS unchanged: 84-94 MB both ways)."""
     if argv and argv[0] in READ_ONLY:
         environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        gc.set_threshold(GC_GEN0, *gc.get_threshold()[1:])
 
 
 def _exits_fast(argv: list[str]) -> bool:
