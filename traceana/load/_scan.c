@@ -657,6 +657,7 @@ typedef struct {
        GIL's way (its str may equal one already made: names_d finds it) */
     vec pend, py_pend;
     int32_t n_names, n_py_names;
+    vec late;               /* fixups and collective events met without the GIL (a late_t each), listed with it */
     int escaped_names;
     table threads_t;
     PyObject *threads, *threads_d;
@@ -685,7 +686,37 @@ typedef struct {
 
 static PyObject *Unsupported;
 
-#define VECS(s) {&s->name_flags, &s->pend, &s->py_pend, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
+/* A fixup (col >= 0: column, row, the value's raw text) or a collective event (col < 0: its op row, the
+   event's raw text) met while the GIL is released: a copy of the text until the end of the feed. */
+typedef struct {
+    int col;
+    Py_ssize_t row;
+    char *p;
+    Py_ssize_t n;
+} late_t;
+
+static int park_late(vec *v, int col, Py_ssize_t row, const char *p, Py_ssize_t n)
+{
+    late_t e = {col, row, PyMem_RawMalloc(n ? (size_t)n : 1), n};
+    if (!e.p) return -1;
+    memcpy(e.p, p, (size_t)n);
+    if (v->n + sizeof e > v->cap && vgrow(v, sizeof e)) {
+        PyMem_RawFree(e.p);
+        return -1;
+    }
+    memcpy(v->p + v->n, &e, sizeof e);
+    v->n += sizeof e;
+    return 0;
+}
+
+static void free_late(vec *v)
+{
+    late_t *e = (late_t *)v->p;
+    for (size_t i = 0; i < v->n / sizeof(late_t); i++) PyMem_RawFree(e[i].p);
+    v->n = 0;
+}
+
+#define VECS(s) {&s->name_flags, &s->pend, &s->py_pend, &s->late, &s->raw_vals, &s->gp_name, &s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, \
     &s->gp_ts, &s->gp_dur, &s->gp_corr, &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,    \
     &s->gp_ord, &s->op_ord, &s->op_name,                                                                      \
     &s->op_thread, &s->op_ts, &s->op_end, &s->op_ext, &s->op_kflop, &s->op_kgb, &s->op_dims, &s->op_types,      \
@@ -710,6 +741,7 @@ static void Scanner_dealloc(Scanner *s)
     Py_XDECREF(s->names_d);
     Py_XDECREF(s->threads);
     Py_XDECREF(s->threads_d);
+    free_late(&s->late);
     vec *vs[] = VECS(s);
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) PyMem_RawFree(vs[i]->p);
     Py_XDECREF(s->fixups);
@@ -859,9 +891,23 @@ static int unpark(vec *v, table *t, PyObject *list, PyObject *dict)
 }
 
 /* Every parked name made into its str. GIL held. */
+static int append_item(Scanner *s, PyObject *list, PyObject *item);
+
 static int unpark_all(Scanner *s)
 {
     if (unpark(&s->pend, &s->names_t, s->names, s->names_d) || unpark(&s->py_pend, &s->py_names_t, s->py_names, NULL)) {
+        s->err = E_PY;
+        return -1;
+    }
+    late_t *e = (late_t *)s->late.p;
+    int r = 0;
+    for (size_t i = 0; i < s->late.n / sizeof(late_t) && !r; i++) {
+        PyObject *item = e[i].col >= 0 ? Py_BuildValue("(iny#)", e[i].col, e[i].row, e[i].p, e[i].n)
+                                       : Py_BuildValue("(ny#)", e[i].row, e[i].p, e[i].n);
+        r = append_item(s, e[i].col >= 0 ? s->fixups : s->comm, item);
+    }
+    free_late(&s->late);
+    if (r) {
         s->err = E_PY;
         return -1;
     }
@@ -1094,11 +1140,7 @@ static int append_item(Scanner *s, PyObject *list, PyObject *item)
 
 static int add_fixup(Scanner *s, int col, Py_ssize_t row, const tok *t)
 {
-    int had = take_gil(s);
-    int r = append_item(s, s->fixups, Py_BuildValue("(iny#)", col, row, t->p, t->n));
-    give_gil(s, had);
-    if (r) s->err = E_PY;
-    return r;
+    return park_late(&s->late, col, row, t->p, t->n) ? nomem(s) : 0;
 }
 
 /* An id (int / str / null): int64, -1 when absent; strings are fixups (_as_int in Python). */
@@ -1548,13 +1590,7 @@ static int take_event(Scanner *s, const event *ev, const char *raw, Py_ssize_t r
             NOMEM(ix < -1 || push_i(cols[i], ix));
         }
         if ((flags & NAME_COMM) && ev->args == T_OBJ) {
-            int had = take_gil(s);
-            int r = append_item(s, s->comm, Py_BuildValue("(ny#)", row, raw, raw_n));
-            give_gil(s, had);
-            if (r) {
-                s->err = E_PY;
-                return -1;
-            }
+            if (park_late(&s->late, -1, row, raw, raw_n)) return nomem(s);
         }
         return 0;
     }
