@@ -308,3 +308,27 @@ def test_names_made_after_the_piece_meet_their_escaped_spellings(tmp_path, monke
     # ProfilerStep#1 plain, then escaped: one step annotation name, met twice
     steps = fast.annotations.name.tolist()
     assert len(steps) == 2 and steps[0] == steps[1] and fast.names[steps[0]] == "ProfilerStep#1"
+
+
+def test_fixups_and_collectives_listed_per_piece_keep_their_order(tmp_path, monkeypatch):
+    """String ids (fixups) and record_param_comms events with args are kept as copies of their text while
+    the scanner works without the GIL and listed at the end of each piece: across 4 KB pieces they come out
+    as the Python loader reads them, each op with its own collective and its own id."""
+    events = []
+    for i in range(400):
+        events.append(dict(OP, name="record_param_comms", ts=10 * i, dur=1,
+                           args={"External id": str(1000 + i), "Collective name": ["allreduce", "allgather"][i % 2],
+                                 "In msg nelems": i, "Out msg nelems": 2 * i, "Group size": 8, "dtype": "Float",
+                                 "Seq": i}))
+    p = tmp_path / "comm.json"
+    p.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    from traceana.load import prefetch
+
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 12)
+    fast = _fast_load(p)
+    slow = _python_load(p, monkeypatch)
+    _same(fast, slow)
+    assert fast.ops.ext.tolist() == list(range(1000, 1400))  # "1000" ... "1399": fixups, in order
+    extra = [dict(fast.ops.extra[i]) for i in range(400)]
+    assert [e["in_nelems"] for e in extra] == list(range(400))
+    assert [e["collective"] for e in extra[:4]] == ["allreduce", "allgather"] * 2
