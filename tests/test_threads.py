@@ -110,3 +110,38 @@ def test_a_started_read_is_stopped_by_discard(tmp_path, loader):
     prefetch.discard()
     assert not prefetch._streams and not prefetch._jobs
     _same_threads(before)
+
+
+def test_pieces_inflated_inline_until_the_main_thread_waits(tmp_path, monkeypatch):
+    """With inline_until, the consumer inflates the pieces itself (no second reading thread while the main
+    thread imports); once the event is set, the producer thread takes over the rest. The text is the same
+    either way, every piece in order; an iteration left early or a close stops whichever is inflating."""
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 10)
+    monkeypatch.setattr(prefetch, "DEPTH", 2)
+    p = tmp_path / "t.json.gz"
+    text = json.dumps(s.trace([s.kernel(f"k{i}", 10 + i, 5, i) for i in range(2000)])).encode()
+    p.write_bytes(gzip.compress(text))
+    before = _threads()
+    whole = b"".join(prefetch.Pieces(str(p), p.stat()))  # the threaded way, for reference
+    assert whole == text
+    go = threading.Event()
+    pieces = prefetch.Pieces(str(p), p.stat(), inline_until=go)
+    got = []
+    for k, piece in enumerate(pieces):
+        got.append(piece)
+        if k < 5:  # the first pieces: inflated by this thread, no producer yet
+            assert pieces._thread.ident is None and _threads() == before
+        if k == 5:
+            go.set()  # "the main thread waits": the producer inflates the rest
+    assert pieces._thread.ident is not None and pieces.whole and pieces.error is None
+    assert b"".join(got) == text and len(got) > 10  # ~100 KB of text in 1 KB pieces
+    pieces.close()
+    _same_threads(before)
+    # left after two inline pieces: stopped, the file closed, no thread ever started
+    pieces = prefetch.Pieces(str(p), p.stat(), inline_until=threading.Event())
+    it = iter(pieces)
+    next(it), next(it)
+    it.close()
+    assert pieces._thread.ident is None and not pieces.whole
+    pieces.close()
+    _same_threads(before)

@@ -169,13 +169,18 @@ def _inflater():
 
 
 class Pieces:
-    """The file's JSON text as pieces of about PIECE bytes, produced by a daemon thread (gzip
-    inflated, its CRC and size checked by zlib) into a queue of DEPTH pieces. Iterate it once;
-    when the thread failed, iteration ends early and `error` holds why (the caller then reads
-    the file its own way); `whole` says whether every piece was handed over (not when closed
-    meanwhile). `done` is the fraction of the file read so far (the progress bar)."""
+    """The file's JSON text as pieces of about PIECE bytes (gzip inflated, its CRC and size checked by
+    zlib). Iterate it once; when reading failed, iteration ends early and `error` holds why (the caller
+    then reads the file its own way); `whole` says whether every piece was handed over (not when closed
+    meanwhile). `done` is the fraction of the file read so far (the progress bar).
 
-    def __init__(self, path: str, st: os.stat_result) -> None:
+    Who inflates: a daemon thread into a queue of DEPTH pieces, so that inflating and scanning run on
+    two cores. With `inline_until` (an Event), the consumer inflates each piece itself until the event
+    is set, and the thread takes over from there: while `traceana report` imports on the main thread,
+    a second reading thread would only share the one free core three ways (the imports slowed by ~10%,
+    OWLv2's load no sooner done); once the main thread waits for the load, the cores are free for both."""
+
+    def __init__(self, path: str, st: os.stat_result, inline_until: threading.Event | None = None) -> None:
         self.path = path
         self.key = _key(st)
         self.size = max(st.st_size, 1)
@@ -184,8 +189,12 @@ class Pieces:
         self.whole = False  # iteration reached the end marker: every piece was handed over
         self._q: queue.Queue = queue.Queue(DEPTH)
         self._stop = threading.Event()
+        self._inline = inline_until
+        self._starting = threading.Lock()  # the thread started, or the reading stopped: one or the other
+        self._source = self._pieces()  # the pieces, produced by whichever thread runs it (never two at once)
         self._thread = threading.Thread(target=self._run, name="traceana-pieces", daemon=True)
-        self._thread.start()
+        if inline_until is None:
+            self._thread.start()
 
     @property
     def done(self) -> float:
@@ -206,28 +215,51 @@ class Pieces:
 
         return _inflated(fh, _inflater(), count)
 
-    def _run(self) -> None:
+    def _pieces(self) -> Iterator[bytes]:
+        """The text in pieces of about PIECE bytes; a failure is kept in `error` and ends them."""
         try:
             with open(self.path, "rb") as fh:
                 parts: list[bytes] = []
                 size = 0
                 for text in self._texts(fh):
+                    if self._stop.is_set():
+                        return
                     parts.append(text)
                     size += len(text)
                     if size >= PIECE:
-                        if not self._put(b"".join(parts) if len(parts) > 1 else parts[0]):
-                            return
+                        yield b"".join(parts) if len(parts) > 1 else parts[0]
                         parts, size = [], 0
-                if parts and not self._put(b"".join(parts)):
-                    return
+                if parts:
+                    yield b"".join(parts)
+        except GeneratorExit:  # closed: stopped
+            raise
         except BaseException as exc:  # noqa: BLE001 - the loader reads again and says what is wrong
             self.error = exc
+
+    def _run(self) -> None:
+        for piece in self._source:
+            if not self._put(piece):
+                self._source.close()
+                return
         self._put(None)
 
     def __iter__(self) -> Iterator[bytes]:
         """The pieces in order; ends early when closed (or the producer ended without its end
         marker). Left unfinished, the generator's close (or its collection) stops the producer."""
         try:
+            if self._inline is not None:
+                while not self._inline.is_set():
+                    piece = next(self._source, None)
+                    if piece is None:
+                        self.whole = not self._stop.is_set()  # (a failure is in `error`)
+                        return
+                    if self._stop.is_set():
+                        return
+                    yield piece
+                with self._starting:
+                    if self._stop.is_set():
+                        return
+                    self._thread.start()  # the rest inflated on the other core, meanwhile
             while not self._stop.is_set():
                 try:
                     item = self._q.get(timeout=0.1)
@@ -236,20 +268,25 @@ class Pieces:
                         break
                     continue
                 if item is None:
-                    self.whole = True
+                    self.whole = True  # (a failure is in `error`)
                     return
                 if self._stop.is_set():
                     break
                 yield item
         finally:
             self._stop.set()
+            with self._starting:
+                if self._thread.ident is None:  # inflated here all along: the file closed now, not at collection
+                    self._source.close()
 
     def close(self) -> None:
         """Stop the thread (it ends at its next piece or queue put), drop what it queued, and
         wait for it to end."""
         self._stop.set()
         self._drain()
-        if self._thread is not threading.current_thread():
+        with self._starting:
+            started = self._thread.ident is not None
+        if started and self._thread is not threading.current_thread():
             self._thread.join()
         self._drain()
 
@@ -277,8 +314,9 @@ class Scan:
     in that thread, and it needs no numpy). The scanner releases the GIL while it scans, so the
     main thread goes on importing meanwhile. `result(progress)` waits for it."""
 
-    def __init__(self, pieces: Pieces) -> None:
+    def __init__(self, pieces: Pieces, waiting: threading.Event | None = None) -> None:
         self.pieces = pieces
+        self._waiting = waiting  # set when the main thread waits for the result (Pieces' inline_until)
         self.key = pieces.key
         self._out: list = []
         self._thread = threading.Thread(target=self._run, name="traceana-scan", daemon=True)
@@ -298,6 +336,8 @@ class Scan:
 
     def result(self, progress=None) -> dict | None:
         """The scanner's result dict, or None (it stepped aside, or failed)."""
+        if self._waiting is not None:
+            self._waiting.set()  # this thread only waits from now on: the reading may take the other core
         while self._thread.is_alive():
             self._thread.join(0.1)
             if progress is not None:
@@ -325,7 +365,8 @@ def start(path: str, pieces: bool | None = None) -> None:
     if not stat.S_ISREG(st.st_mode):
         return
     if pieces:
-        _streams[path] = Scan(Pieces(path, st))
+        waiting = threading.Event()
+        _streams[path] = Scan(Pieces(path, st, inline_until=waiting), waiting)
         return
     box: list = []
     stop = threading.Event()
