@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from traceana.errors import BadInput
 from traceana.link.attribute import CAUSE_KEYS, Links, link
 from traceana.load import Trace, load_trace
-from traceana.link.replay.align import align, tolerance
-from traceana.link.replay.graphs import Captured, captured_graphs, replayed, tokens
 from traceana.link.replay.index import beside, capture_files
-from traceana.link.replay.inject import Match, inject
+
+if TYPE_CHECKING:  # the alignment's modules load when a trace replays a graph (most do not)
+    from traceana.link.replay.graphs import Captured
+    from traceana.link.replay.inject import Match
 
 __all__ = ["attach", "has_graph_replay"]
 
@@ -46,6 +48,8 @@ def attach(trace: Trace, links: Links, capture: str | None, discover: bool = Tru
                                   "replays; the capture was not used")
             return trace, links, None
         return trace, links, (_not_needed(path) if path is not None else None)
+    from traceana.link.replay.graphs import captured_graphs
+
     own = captured_graphs(trace, links, 0)  # its own captures, when it holds them
     if path is None and not own:
         return trace, links, None
@@ -110,6 +114,9 @@ def _not_needed(path: str) -> dict | None:
 
 
 def _align_all(trace: Trace, links: Links, graphs: list[Captured], caps: list[Trace]) -> tuple[Trace, Links, dict]:
+    from traceana.link.replay.graphs import replayed, tokens
+    from traceana.link.replay.inject import Match, inject
+
     vocab: dict[str, int] = {}
     cap_tokens = [tokens(g.names, g.kinds, vocab) for g in graphs]
     gpu = trace.gpu
@@ -178,6 +185,8 @@ def _note(info: dict) -> str:
 
 def _fits(toks: tuple[int, ...], cap_tokens: list[tuple[int, ...]]) -> list[tuple[int, list]]:
     """The captured graphs this sequence aligns with best (most pairs): [(graph, pairs)]."""
+    from traceana.link.replay.align import align, tolerance
+
     out: list[tuple[int, list]] = []
     for g, ct in enumerate(cap_tokens):
         pairs = align(toks, ct, tolerance(len(toks), len(ct)))
