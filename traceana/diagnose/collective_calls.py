@@ -48,8 +48,8 @@ class TraceView:
         self.names = names
         # what the name rules read: each name's head (a kernel's template list can run to megabytes)
         self.heads = [n[:HEAD] if len(n) > HEAD else n for n in names]
-        self._used: dict[int, list[int]] = {}
-        self._parent_list: list[int] | None = None  # id of a name column -> the codes it holds (np.unique, once)
+        self._used: dict[str, list[int]] = {}  # "ops" / "anns" / "gpu" -> the name codes it holds (once)
+        self._parent_list: list[int] | None = None  # self.parent as a list, for walks a step at a time
         ops = trace.ops
         self.op_name = [names[c] for c in ops.name.tolist()]
         self.ann_name = [names[c] for c in trace.annotations.name.tolist()]
@@ -89,7 +89,7 @@ class TraceView:
     def ancestors(self, i: int) -> list[int]:
         parent = self._parent_list
         if parent is None:
-            parent = self._parent_list = self.parent.tolist()  # (walked a step at a time: list items, not numpy's)
+            parent = self._parent_list = self.parent.tolist()
         out = []
         j = parent[i]
         while j >= 0 and len(out) < 64:
@@ -162,29 +162,29 @@ class TraceView:
             out[inside(t, *self.windows["optimizer"]) >= 0] = "optimizer"
         return out
 
-    def _codes_where(self, rx: re.Pattern, column: np.ndarray) -> np.ndarray:
+    def _codes_where(self, rx: re.Pattern, which: str, column: np.ndarray) -> np.ndarray:
         """Per name code, whether rx finds the name's head; only the codes the column holds are searched
         (kernel names are most of the table and an op rule never reads them)."""
         hit = np.zeros(len(self.heads), dtype=bool)
         if len(column):
             heads = self.heads
-            used = self._used.get(id(column))
+            used = self._used.get(which)
             if used is None:
-                used = self._used[id(column)] = np.unique(column).tolist()
+                used = self._used[which] = np.unique(column).tolist()
             hit[[c for c in used if rx.search(heads[c])]] = True
         return hit
 
     def ops_where(self, rx: re.Pattern) -> np.ndarray:
         names = self.trace.ops.name
-        return np.flatnonzero(self._codes_where(rx, names)[names]) if len(names) else np.zeros(0, np.int64)
+        return np.flatnonzero(self._codes_where(rx, "ops", names)[names]) if len(names) else np.zeros(0, np.int64)
 
     def anns_where(self, rx: re.Pattern) -> np.ndarray:
         names = self.trace.annotations.name
-        return np.flatnonzero(self._codes_where(rx, names)[names]) if len(names) else np.zeros(0, np.int64)
+        return np.flatnonzero(self._codes_where(rx, "anns", names)[names]) if len(names) else np.zeros(0, np.int64)
 
     def kernels_where(self, rx: re.Pattern) -> np.ndarray:
         g = self.trace.gpu
-        return np.flatnonzero(self._codes_where(rx, g.name)[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
+        return np.flatnonzero(self._codes_where(rx, "gpu", g.name)[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
 
     def cpu_us(self, idx: np.ndarray, ann: bool = False) -> float:
         src = self.trace.annotations if ann else self.trace.ops
