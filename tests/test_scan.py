@@ -332,3 +332,133 @@ def test_fixups_and_collectives_listed_per_piece_keep_their_order(tmp_path, monk
     extra = [dict(fast.ops.extra[i]) for i in range(400)]
     assert [e["in_nelems"] for e in extra] == list(range(400))
     assert [e["collective"] for e in extra[:4]] == ["allreduce", "allgather"] * 2
+
+
+def _in_halves(monkeypatch, piece=1 << 12, least=1 << 9):
+    """Every piece of `piece` bytes from `least` bytes on scanned in two halves at once (the second by a
+    fragment scanner in a thread), whatever the machine's cores."""
+    from traceana.load import prefetch
+
+    monkeypatch.setattr(prefetch, "PIECE", piece)
+    monkeypatch.setattr(feed, "SPLIT_MIN", least)
+    monkeypatch.setattr(feed, "two_cores", lambda: True)
+
+
+def _rich_events(n):
+    """n steps of everything the scanner reads: ops with shapes, stacks and module paths, launches, kernels,
+    string ids (fixups), collectives, Python calls, [memory] events, step annotations, escaped names."""
+    py = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "dur": 1}
+    mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2}
+    events = []
+    for i in range(n):
+        t = 100 * i
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 2, "ts": t, "dur": 90},
+            dict(OP, name=f"aten::op{i % 13}", ts=t + 1, dur=5, tid=2 + i % 3,
+                 args=dict(OP["args"], **{"External id": str(i) if i % 5 == 0 else i, "Sequence number": i,
+                                          "Call stack": f"a.py({i % 4}): f", "Module Hierarchy": f"m{i % 2}(M)",
+                                          "Input Dims": [[i % 7, 32], [32, 128]]})),
+            dict(LAUNCH, ts=t + 2, tid=2 + i % 3, args={"correlation": i, "External id": i, "kernel": f"k{i % 11}"}),
+            dict(KERNEL, name=f"k{i % 11}", ts=t + 3, args=dict(KERNEL["args"], correlation=str(i) if i % 7 == 0 else i,
+                                                                bytes=str(i) if i % 9 == 0 else 4 * i)),
+            dict(OP, name="record_param_comms", ts=t + 4, dur=1,
+                 args={"External id": i, "Collective name": "allreduce", "In msg nelems": i, "Group size": 8}),
+            dict(py, name=f"x.py({i % 17}): g", ts=t + 5, tid=i % 4,
+                 args={"Python id": i, "Python parent id": str(i - 1), "Python module id": None}),
+            dict(mem, ts=t + 6, tid=9 + i % 2, args={"Addr": i, "Bytes": 512 if i % 3 else "7", "Total Allocated": i,
+                                                      "Total Reserved": 2.5e6, "Device Type": 1, "Device Id": 0}),
+        ]
+        if i % 40 == 39:  # now and then a name with an escape: a fragment leaves it to the primary scanner
+            events.append(dict(OP, name="aten::\\u00e9t\\u00e9", ts=t + 7, dur=1))
+    return events
+
+
+def test_pieces_scanned_in_two_halves_take_the_python_rules(tmp_path, monkeypatch):
+    """Each piece's second half scanned at once by a second thread (a fragment scanner, started at a guessed
+    event boundary and adopted when the first half's scan ends exactly there): names, threads, Python calls
+    and [memory] threads get the codes the Python loader gives them (first met, first coded), rows and event
+    places move past the first half's, string ids and collectives keep their rows. Pieces holding an escaped
+    name are read by the primary scanner alone."""
+    text = json.dumps({"traceEvents": _rich_events(400), "traceName": "x"}).replace("\\\\u", "\\u")
+    p = _write(tmp_path, text)
+    data = p.read_bytes()
+    _in_halves(monkeypatch)
+    stats: dict = {}
+    pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
+    halves = feed.scan(pieces, stats=stats)
+    assert halves == feed.scan(pieces, split=False)
+    # 545,742 bytes in 4 KB pieces: 134 pieces, each split; all adopted but those whose second half holds
+    # one of the 10 escaped names (400 / 40)
+    assert len(data) == 545742 and stats["halves"] == len(pieces) == 134
+    assert 134 - 10 <= stats["halves_adopted"] < 134
+    assert len(data) <= stats["fed"] <= 1.3 * len(data)  # the fragment's unfinished last event, read again
+    fast = _fast_load(p)
+    slow = _python_load(p, monkeypatch)
+    _same(fast, slow)
+    # per step: the op (its id a string every 5th step: a fixup, moved with its row), the collective, and every
+    # 40th step the escaped op (OP's id, 3)
+    assert fast.ops.ext.tolist() == [x for i in range(400) for x in ([i, i, 3] if i % 40 == 39 else [i, i])]
+    assert len(fast.ops.extra) == 400  # one parsed collective per record_param_comms, none lost or doubled
+    # 400 steps x 7 events + 10 escaped ops = 2810 events
+    assert len(fast.annotations.name) == 400 and fast.n_events == slow.n_events == 2810
+
+
+def test_a_wrong_boundary_guess_is_never_adopted(tmp_path, monkeypatch):
+    """`},{` inside a string or a nested array looks like an event boundary: a fragment started there is
+    dropped (the first half's scan does not end between two events there) and the primary scanner reads the
+    rest of the piece itself."""
+    events = []
+    for i in range(300):
+        events.append(dict(OP, ts=i, name="aten::mm", args=dict(OP["args"], note='{"a": 1}, {"b": 2}' * 40,
+                                                                 nested=[{}, {"x": [{}, {}]}] * 20)))
+    p = _write(tmp_path, {"traceEvents": events})
+    data = p.read_bytes()
+    _in_halves(monkeypatch)
+    stats: dict = {}
+    pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
+    assert feed.scan(pieces, stats=stats) == feed.scan(pieces, split=False)
+    assert stats["halves"] > 100 and stats["halves_adopted"] < stats["halves"]
+    _same(_fast_load(p), _python_load(p, monkeypatch))
+
+
+def test_a_fragment_stops_before_what_the_loader_decides(tmp_path, monkeypatch):
+    """A value the scanner leaves to the Python loader (here a key twice) in a piece's second half: the
+    fragment stops before it, the primary scanner reads it and steps aside, as without the split."""
+    events = [dict(OP, ts=i) for i in range(400)]
+    text = json.dumps({"traceEvents": events})
+    at = text.index('"ts": 300')
+    text = text[:at] + '"ts": 299, ' + text[at:]
+    data = text.encode()
+    _in_halves(monkeypatch)
+    pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
+    assert feed.scan(pieces) is None and feed.scan(pieces, split=False) is None
+
+
+def test_adopt_needs_a_scanner_between_events():
+    from traceana.load import _scan
+
+    sc, frag = _scan.Scanner(feed._decode), _scan.Scanner(feed._decode, fragment=True)
+    ev = b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}'
+    assert frag.feed(ev + b', {"ph"') == len(ev) + 2  # up to the unfinished event
+    sc.feed(b'{"traceEvents": [{"ph": "X"')
+    assert not sc.between_events
+    with pytest.raises(RuntimeError):
+        sc.adopt(frag)
+    sc2 = _scan.Scanner(feed._decode)
+    head = b'{"traceEvents": [{"ph": "i"}, '
+    assert sc2.feed(head) == len(head) and sc2.between_events
+    sc2.adopt(frag)
+    assert sc2.n_events == 2 and sc2.feed(b'{"ph": "X"}]}', True) == len(b'{"ph": "X"}]}')
+    got = sc2.result()
+    assert got["names"] == ["k"] and got["n_events"] == 3 and np.frombuffer(got["gp_ord"], np.int64).tolist() == [1]
+
+
+@pytest.mark.parametrize("path", [TRACES / rel for rel in all_shared_traces()], ids=lambda p: p.name)
+def test_every_shared_trace_scans_the_same_in_halves(path, monkeypatch):
+    """Every shared trace in 256 KB pieces, each from 16 KB on scanned in two halves: the same result dict."""
+    data = gzip.open(path).read()
+    pieces = [data[i:i + (1 << 18)] for i in range(0, len(data), 1 << 18)]
+    monkeypatch.setattr(feed, "SPLIT_MIN", 1 << 14)
+    stats: dict = {}
+    assert feed.scan(pieces, split=True, stats=stats) == feed.scan(pieces, split=False)
+    assert stats["halves_adopted"] == stats["halves"] >= len(data) // (1 << 18) - 1

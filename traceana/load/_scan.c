@@ -648,6 +648,13 @@ typedef struct {
     int state;
     int seen_events;
     int done;
+    /* a fragment: a run of whole events from the middle of traceEvents (just after a comma), scanned by a
+       second thread while the first scans the text before it; its columns are then appended to the first
+       scanner's by adopt(). It stops, without error, before anything other than an event and a comma (the
+       list's end, or text that is not an event: the primary scanner reads that itself, and decides) */
+    int fragment;
+    int adopted;
+    int between;            /* the last feed's text ended just after an event's comma (all of it consumed) */
     /* names: raw text -> code; the str of each code; str -> code (escaped spellings meet) */
     table names_t;
     PyObject *names, *names_d;
@@ -753,14 +760,17 @@ static void Scanner_dealloc(Scanner *s)
 static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw)
 {
     PyObject *loads;
-    if (!PyArg_ParseTuple(args, "O", &loads)) return -1;
+    int fragment = 0;
+    static char *kwlist[] = {"loads", "fragment", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwlist, &loads, &fragment)) return -1;
     if (s->names) {
         PyErr_SetString(PyExc_RuntimeError, "Scanner is initialised once");
         return -1;
     }
     Py_INCREF(loads);
     s->loads = loads;
-    s->state = S_START;
+    s->fragment = fragment;
+    s->state = fragment ? S_EV : S_START;
     s->t_min = INFINITY;
     s->t_max = -INFINITY;
     if (tinit(&s->names_t) || tinit(&s->threads_t) || tinit(&s->raw_t) || tinit(&s->py_names_t) ||
@@ -989,6 +999,7 @@ static int32_t name_code(Scanner *s, const tok *t)
         s->n_names++;
         return code;
     }
+    if (s->fragment) return unsup(s, "an escaped name in a fragment (the primary scanner reads it)");
     int had = take_gil(s);
     if (unpark_all(s)) {
         give_gil(s, had);
@@ -1094,6 +1105,7 @@ static int32_t py_name_code(Scanner *s, const tok *t)
         s->n_py_names++;
         return code;
     }
+    if (s->fragment) return unsup(s, "an escaped name in a fragment (the primary scanner reads it)");
     int had = take_gil(s);
     if (unpark_all(s)) {
         give_gil(s, had);
@@ -1665,7 +1677,10 @@ static int scan_doc(Scanner *s, const char *base, const char *e, const char **at
             s->state = S_EV;
             /* fall through */
         case S_EV:
-            if ((r = scan_event(p, e, &q, &ev))) goto stop;
+            if ((r = scan_event(p, e, &q, &ev))) {
+                if (s->fragment) r = J_MORE; /* not an event (or not yet whole): the fragment ends before it */
+                goto stop;
+            }
             s->n_events++;
             if (take_event(s, &ev, p, q - p)) goto stop;
             p = q;
@@ -1673,6 +1688,7 @@ static int scan_doc(Scanner *s, const char *base, const char *e, const char **at
             break;
         case S_EV_AFTER:
             if (*p == ',') { p++; s->state = S_EV; break; }
+            if (s->fragment) { r = J_MORE; goto stop; } /* the list's end (or worse): the primary scanner's */
             if (*p == ']') { p++; s->state = S_AFTER_VALUE; break; }
             r = J_BAD;
             goto stop;
@@ -1698,7 +1714,10 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     s->ts = PyEval_SaveThread();
     int r = scan_doc(s, base, base + view.len, &at);
     take_gil(s);
-    if (!s->err) unpark_all(s); /* the names met in this piece: their str, while the GIL is held anyway */
+    s->between = !s->err && r == J_MORE && at == base + view.len && s->state == S_EV;
+    /* the names met in this piece: their str, while the GIL is held anyway (a fragment keeps them parked
+       as text: adopt() gives them the primary scanner's codes) */
+    if (!s->err && !s->fragment) unpark_all(s);
     PyBuffer_Release(&view);
     if (s->err == E_UNSUP) PyErr_SetString(Unsupported, s->msg);
     else if (s->err == E_NOMEM) PyErr_NoMemory();
@@ -1827,17 +1846,287 @@ bad:
     return NULL;
 }
 
+
+/* ---------------------------------------------------------------- adopting a fragment */
+
+static int vcat(vec *dst, const vec *src)
+{
+    if (!src->n) return 0;
+    if (dst->n + src->n > dst->cap && vgrow(dst, src->n)) return -1;
+    memcpy(dst->p + dst->n, src->p, src->n);
+    dst->n += src->n;
+    return 0;
+}
+
+/* src's int32 codes through map (negative codes, "none", kept as they are) appended to dst. */
+static int vcat_mapped(vec *dst, const vec *src, const int32_t *map)
+{
+    size_t n = src->n / sizeof(int32_t);
+    if (dst->n + src->n > dst->cap && vgrow(dst, src->n)) return -1;
+    const int32_t *a = (const int32_t *)src->p;
+    int32_t *b = (int32_t *)(dst->p + dst->n);
+    for (size_t i = 0; i < n; i++) b[i] = a[i] < 0 ? a[i] : map[a[i]];
+    dst->n += src->n;
+    return 0;
+}
+
+/* src's int64 event places moved by `by`, appended to dst. */
+static int vcat_moved(vec *dst, const vec *src, int64_t by)
+{
+    size_t n = src->n / sizeof(int64_t);
+    if (dst->n + src->n > dst->cap && vgrow(dst, src->n)) return -1;
+    const int64_t *a = (const int64_t *)src->p;
+    int64_t *b = (int64_t *)(dst->p + dst->n);
+    for (size_t i = 0; i < n; i++) b[i] = a[i] + by;
+    dst->n += src->n;
+    return 0;
+}
+
+/* A string token over a copy of k with its quotes (the name lookups read a token's text). */
+static int quoted(const char *k, Py_ssize_t n, char **buf, size_t *cap, tok *t)
+{
+    if ((size_t)n + 2 > *cap) {
+        size_t c = (size_t)n + 2 > 2 * *cap ? (size_t)n + 2 : 2 * *cap;
+        char *b = PyMem_RawRealloc(*buf, c);
+        if (!b) return -1;
+        *buf = b;
+        *cap = c;
+    }
+    (*buf)[0] = '"';
+    memcpy(*buf + 1, k, (size_t)n);
+    (*buf)[n + 1] = '"';
+    t->p = *buf;
+    t->n = n + 2;
+    t->t = T_STR;
+    return 0;
+}
+
+/* The fragment's codes for its parked names (in the order it met them) in s's codes: each looked up, or
+   given the next code, exactly as if s had met it where the fragment did. */
+static int32_t *map_names(Scanner *s, vec *pend, int py)
+{
+    size_t n = pend->n / sizeof(pend_t);
+    int32_t *map = PyMem_RawMalloc(n ? n * sizeof(int32_t) : 1);
+    char *buf = NULL;
+    size_t cap = 0;
+    const pend_t *e = (const pend_t *)pend->p;
+    tok t;
+    for (size_t i = 0; map && i < n; i++) {
+        if (quoted(e[i].k, e[i].n, &buf, &cap, &t)) { PyMem_RawFree(map); map = NULL; nomem(s); break; }
+        int32_t c = py ? py_name_code(s, &t) : name_code(s, &t);
+        if (c < 0) { PyMem_RawFree(map); map = NULL; break; }
+        map[i] = c;
+    }
+    if (!map && !s->err) nomem(s);
+    PyMem_RawFree(buf);
+    return map;
+}
+
+/* The fragment's thread codes in s's: by the (pid, tid) pair's value, in the fragment's order. GIL held. */
+static int32_t *map_threads(Scanner *s, Scanner *w)
+{
+    Py_ssize_t n = PyList_GET_SIZE(w->threads);
+    int32_t *map = PyMem_RawMalloc(n ? (size_t)n * sizeof(int32_t) : 1);
+    if (!map) { nomem(s); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(w->threads, i), *have = PyDict_GetItemWithError(s->threads_d, pair);
+        if (have) { map[i] = (int32_t)PyLong_AsLong(have); continue; }
+        PyObject *co = PyErr_Occurred() ? NULL : PyLong_FromSsize_t(PyList_GET_SIZE(s->threads));
+        if (!co || PyDict_SetItem(s->threads_d, pair, co) || PyList_Append(s->threads, pair)) {
+            Py_XDECREF(co);
+            PyMem_RawFree(map);
+            s->err = E_PY;
+            return NULL;
+        }
+        map[i] = (int32_t)(PyList_GET_SIZE(s->threads) - 1);
+        Py_DECREF(co);
+    }
+    return map;
+}
+
+/* A late table's local codes (python_function / [memory] threads: by raw text, a tuple each) in s's. */
+static int32_t *map_late_threads(Scanner *s, table *st, PyObject *slist, table *wt, PyObject *wlist)
+{
+    Py_ssize_t n = PyList_GET_SIZE(wlist);
+    int32_t *map = PyMem_RawMalloc(n ? (size_t)n * sizeof(int32_t) : 1);
+    ent **by_code = PyMem_RawCalloc(n ? (size_t)n : 1, sizeof(ent *));
+    if (!map || !by_code) goto fail_mem;
+    for (size_t i = 0; i < wt->cap; i++)
+        if (wt->e[i].k && wt->e[i].v >= 0 && wt->e[i].v < n) by_code[wt->e[i].v] = &wt->e[i];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        ent *we = by_code[i];
+        if (!we) goto fail_mem; /* (every local code has its key) */
+        ent *slot = tfind(st, we->k, we->n, we->h);
+        if (slot->k) { map[i] = slot->v; continue; }
+        int32_t c = (int32_t)PyList_GET_SIZE(slist);
+        if (PyList_Append(slist, PyList_GET_ITEM(wlist, i))) { s->err = E_PY; goto fail; }
+        if (tput(st, slot, we->k, we->n, we->h, c, NULL)) goto fail_mem;
+        map[i] = c;
+    }
+    PyMem_RawFree(by_code);
+    return map;
+fail_mem:
+    nomem(s);
+fail:
+    PyMem_RawFree(map);
+    PyMem_RawFree(by_code);
+    return NULL;
+}
+
+/* The fragment's distinct raw values (shape args, stacks) in s's indices. */
+static int32_t *map_raw(Scanner *s, Scanner *w)
+{
+    size_t n = w->raw_vals.n / sizeof(span);
+    int32_t *map = PyMem_RawMalloc(n ? n * sizeof(int32_t) : 1);
+    if (!map) { nomem(s); return NULL; }
+    const span *sp = (const span *)w->raw_vals.p;
+    for (size_t i = 0; i < n; i++) {
+        tok t = {sp[i].k, sp[i].n, T_STR};
+        int32_t ix = raw_index(s, &t);
+        if (ix < 0) { PyMem_RawFree(map); nomem(s); return NULL; }
+        map[i] = ix;
+    }
+    return map;
+}
+
+/* Which rows a fixup's column counts: 0 GPU events, 1 ops, 2 launches, 3 Python calls, 4 [memory]. */
+static int fixup_group(int col)
+{
+    switch (col) {
+    case F_GP_DEVICE: case F_GP_PID: case F_GP_STREAM: case F_GP_CORR: case F_GP_EXT: case F_GP_GNODE:
+    case F_GP_BYTES: case F_GP_BLOCKS:
+        return 0;
+    case F_OP_EXT: case F_OP_KFLOP: case F_OP_KGB: case F_OP_SEQ:
+        return 1;
+    case F_LA_CORR: case F_LA_EXT:
+        return 2;
+    case F_PY_ID: case F_PY_PARENT: case F_PY_MODULE:
+        return 3;
+    default:
+        return 4;
+    }
+}
+
+#define ROWS(v, T) ((Py_ssize_t)((v).n / sizeof(T)))
+
+/* adopt(fragment): the fragment's events appended to this scanner's, as if it had scanned them itself
+   where the fragment's text starts (this scanner must have stopped exactly there, between two events):
+   names, threads and raw values given this scanner's codes in the order the fragment met them, rows and
+   event places moved past this scanner's, fixups and collective events moved with their rows. */
+static PyObject *Scanner_adopt(Scanner *s, PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, Py_TYPE(s))) {
+        PyErr_SetString(PyExc_TypeError, "adopt() takes a Scanner");
+        return NULL;
+    }
+    Scanner *w = (Scanner *)arg;
+    if (!w->fragment || w->adopted || w->err || s->fragment || s->done || s->err || !s->between) {
+        PyErr_SetString(PyExc_RuntimeError, "adopt() needs a fresh fragment and a scanner between events");
+        return NULL;
+    }
+    w->adopted = 1;
+    int32_t *names = NULL, *py_names = NULL, *threads = NULL, *py_threads = NULL, *me_threads = NULL, *raw = NULL;
+    int ok = 0;
+    if (!(names = map_names(s, &w->pend, 0)) || !(py_names = map_names(s, &w->py_pend, 1)) ||
+        !(threads = map_threads(s, w)) ||
+        !(py_threads = map_late_threads(s, &s->py_threads_t, s->py_threads, &w->py_threads_t, w->py_threads)) ||
+        !(me_threads = map_late_threads(s, &s->me_threads_t, s->me_threads, &w->me_threads_t, w->me_threads)) ||
+        !(raw = map_raw(s, w)))
+        goto out;
+    Py_ssize_t rows[5] = {ROWS(s->gp_ts, double), ROWS(s->op_ts, double), ROWS(s->la_ts, double),
+                          ROWS(s->py_ts, double), ROWS(s->me_ts, double)};
+    int64_t by = (int64_t)s->n_events;
+    vec *plain_s[] = {&s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, &s->gp_ts, &s->gp_dur, &s->gp_corr,
+                      &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,
+                      &s->op_ts, &s->op_end, &s->op_ext, &s->op_seq, &s->op_kflop, &s->op_kgb,
+                      &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext, &s->an_ts, &s->an_end,
+                      &s->py_ts, &s->py_end, &s->py_id, &s->py_parent, &s->py_module,
+                      &s->me_ts, &s->me_addr, &s->me_nbytes, &s->me_alloc, &s->me_reserved, &s->me_dtype, &s->me_device};
+    vec *plain_w[] = {&w->gp_kind, &w->gp_dev, &w->gp_pid, &w->gp_stream, &w->gp_ts, &w->gp_dur, &w->gp_corr,
+                      &w->gp_ext, &w->gp_bytes, &w->gp_blocks, &w->gp_groups, &w->gp_gnode,
+                      &w->op_ts, &w->op_end, &w->op_ext, &w->op_seq, &w->op_kflop, &w->op_kgb,
+                      &w->la_ts, &w->la_end, &w->la_corr, &w->la_ext, &w->an_ts, &w->an_end,
+                      &w->py_ts, &w->py_end, &w->py_id, &w->py_parent, &w->py_module,
+                      &w->me_ts, &w->me_addr, &w->me_nbytes, &w->me_alloc, &w->me_reserved, &w->me_dtype, &w->me_device};
+    for (size_t i = 0; i < sizeof plain_s / sizeof plain_s[0]; i++)
+        if (vcat(plain_s[i], plain_w[i])) { nomem(s); goto out; }
+    struct { vec *d, *src; const int32_t *map; } mapped[] = {
+        {&s->gp_name, &w->gp_name, names}, {&s->op_name, &w->op_name, names}, {&s->la_name, &w->la_name, names},
+        {&s->la_kernel, &w->la_kernel, names}, {&s->an_name, &w->an_name, names},
+        {&s->op_thread, &w->op_thread, threads}, {&s->la_thread, &w->la_thread, threads},
+        {&s->an_thread, &w->an_thread, threads}, {&s->py_name, &w->py_name, py_names},
+        {&s->py_thread, &w->py_thread, py_threads}, {&s->me_thread, &w->me_thread, me_threads},
+        {&s->op_dims, &w->op_dims, raw}, {&s->op_types, &w->op_types, raw}, {&s->op_strides, &w->op_strides, raw},
+        {&s->op_conc, &w->op_conc, raw},
+    };
+    for (size_t i = 0; i < sizeof mapped / sizeof mapped[0]; i++)
+        if (vcat_mapped(mapped[i].d, mapped[i].src, mapped[i].map)) { nomem(s); goto out; }
+    if (vcat_moved(&s->gp_ord, &w->gp_ord, by) || vcat_moved(&s->op_ord, &w->op_ord, by)) { nomem(s); goto out; }
+    vec *pairs_s[] = {&s->op_stack, &s->op_hier}, *pairs_w[] = {&w->op_stack, &w->op_hier};
+    for (int k = 0; k < 2; k++) {
+        const int32_t *a = (const int32_t *)pairs_w[k]->p;
+        for (size_t i = 0; i < pairs_w[k]->n / (2 * sizeof(int32_t)); i++)
+            if (push_i(pairs_s[k], (int32_t)(a[2 * i] + rows[1])) || push_i(pairs_s[k], raw[a[2 * i + 1]])) {
+                nomem(s);
+                goto out;
+            }
+    }
+    /* fixups and collective events: their text moves over (the fragment frees none of it) */
+    late_t *le = (late_t *)w->late.p;
+    size_t nl = w->late.n / sizeof(late_t);
+    if (nl && s->late.n + w->late.n > s->late.cap && vgrow(&s->late, w->late.n)) { nomem(s); goto out; }
+    for (size_t i = 0; i < nl; i++) {
+        late_t e = le[i];
+        e.row += rows[e.col >= 0 ? fixup_group(e.col) : 1];
+        memcpy(s->late.p + s->late.n, &e, sizeof e);
+        s->late.n += sizeof e;
+    }
+    w->late.n = 0;
+    s->n_events += w->n_events;
+    s->no_ph += w->no_ph;
+    s->bad_time += w->bad_time;
+    s->legacy += w->legacy;
+    if (w->t_min < s->t_min) s->t_min = w->t_min;
+    if (w->t_max > s->t_max) s->t_max = w->t_max;
+    s->state = w->state;
+    s->between = 0;
+    ok = !unpark_all(s);
+out:
+    PyMem_RawFree(names);
+    PyMem_RawFree(py_names);
+    PyMem_RawFree(threads);
+    PyMem_RawFree(py_threads);
+    PyMem_RawFree(me_threads);
+    PyMem_RawFree(raw);
+    if (ok) Py_RETURN_NONE;
+    /* this scanner's columns may be half appended: it is done for (the loader reads the file its other way) */
+    int err = s->err ? s->err : E_PY;
+    s->err = err;
+    if (err == E_NOMEM) PyErr_NoMemory();
+    else if (err == E_UNSUP) PyErr_SetString(Unsupported, s->msg);
+    else if (!PyErr_Occurred()) PyErr_SetString(Unsupported, "a fragment could not be adopted");
+    return NULL;
+}
+
+static PyObject *Scanner_between(Scanner *s, void *closure) { return PyBool_FromLong(s->between); }
+
 static PyObject *Scanner_events(Scanner *s, void *closure) { return PyLong_FromSsize_t(s->n_events); }
 
 static PyMethodDef Scanner_methods[] = {
     {"feed", (PyCFunction)Scanner_feed, METH_VARARGS,
      "feed(buffer, final=False) -> bytes consumed; keep the rest and pass it again with more text"},
     {"result", (PyCFunction)Scanner_result, METH_NOARGS, "result() -> dict of columns, after the final feed"},
+    {"adopt", (PyCFunction)Scanner_adopt, METH_O,
+     "adopt(fragment): a fragment scanner's events appended, as if scanned here (see between_events)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Scanner_getset[] = {
     {"n_events", (getter)Scanner_events, NULL, "events scanned so far", NULL},
+    {"between_events", (getter)Scanner_between, NULL,
+     "True when the last feed's text was all consumed and ends just after an event's comma in traceEvents "
+     "(where a fragment may start: adopt() needs it)",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
