@@ -431,8 +431,8 @@ static int tok_double(const tok *t, double *out, int *needs_gil)
             int bits = 0;
             for (uint64_t x = m; x; x >>= 1) bits++;
             int shift = 127 - bits;
-            unsigned __int128 num = (unsigned __int128)m << shift;
-            v = round_u128(num / P, num % P != 0, -shift);
+            unsigned __int128 num = (unsigned __int128)m << shift, quo = num / P;
+            v = round_u128(quo, num - quo * P != 0, -shift); /* (one 128-bit division, not two) */
         } else if (exp10 >= 0 && exp10 <= 19) {
             unsigned __int128 P = 1;
             for (int i = 0; i < exp10; i++) P *= 10;
@@ -1367,12 +1367,13 @@ static int scan_args(const char *p, const char *e, const char **out, event *ev)
     }
     for (;;) {
         if ((r = scan_key(q, e, &q, &k, &kn))) return r;
-        if ((r = scan_value(q, e, &q, &t, 2))) return r;
         int i = args_key(k, kn);
-        if (i >= 0) {
+        if (i >= 0) { /* scanned straight into its field (a copy after the call stalled on its stores) */
             if (ev->a[i].t != T_ABSENT) return J_UNSUP; /* a key twice: the typed decoder checks both copies */
-            ev->a[i] = t;
+            if ((r = scan_value(q, e, &q, &ev->a[i], 2))) return r;
             ev->set[ev->nset++] = (int8_t)i;
+        } else if ((r = scan_value(q, e, &q, &t, 2))) {
+            return r;
         }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
@@ -1407,7 +1408,6 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
                 ev->args = T_NULL;
             }
         } else {
-            if ((r = scan_value(q, e, &q, &t, 1))) return r;
             tok *slot = NULL;
             switch (kn) {
             case 2:
@@ -1422,12 +1422,10 @@ static int scan_event(const char *p, const char *e, const char **out, event *ev)
                 break;
             default: break;
             }
-            if (slot) {
-                /* a key twice: the typed decoder checks (and may refuse) the first copy too, the
-                   Python loader then decides; here only the last would be read */
-                if (slot->t != T_ABSENT) return J_UNSUP;
-                *slot = t;
-            }
+            /* a key twice: the typed decoder checks (and may refuse) the first copy too, the Python loader
+               then decides; here only the last would be read */
+            if (slot && slot->t != T_ABSENT) return J_UNSUP;
+            if ((r = scan_value(q, e, &q, slot ? slot : &t, 1))) return r;
         }
         if ((r = after_member(&q, e, '}', out)) != J_NEXT) return r;
     }
