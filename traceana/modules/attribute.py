@@ -30,7 +30,7 @@ import numpy as np
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
 from traceana.modules.paths import MAX_DEPTH, Paths
-from traceana.modules.frame_tree import ancestor, cut_cycles, depths, nearest, parent_index
+from traceana.modules.frame_tree import ancestor, cut_cycles, depths, nearest, nearest_at, parent_index
 
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
@@ -180,55 +180,69 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
         elif f.file.startswith(OPTIM_FILES):
             opt_c[i] = True
     is_mod = is_mod_c[inv]
-    is_user = frame_c[inv] >= 0
-    mod_anc = nearest(parent, is_mod)
-    user_anc = nearest(parent, is_user)
-    opt_anc = nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
-    path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths, warnings)
     inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
     n = len(ops)
-    has = inner >= 0
-    m_fr = np.full(n, -1, dtype=np.int64)
-    u_fr = np.full(n, -1, dtype=np.int64)
-    m_fr[has] = mod_anc[inner[has]]
+    # everything below is a function of the op's innermost frame: found once per distinct frame (ops
+    # issued from the same call share it), then given to each op
+    seen = np.zeros(len(parent), dtype=bool)
+    seen[inner[inner >= 0]] = True
+    at = np.flatnonzero(seen)  # the distinct innermost frames
+    slot = np.full(len(parent) + 1, len(at), dtype=np.int64)  # frame -> its place in `at`; -1 -> past the end
+    slot[at] = np.arange(len(at))
+    of_op = slot[inner]
+    # the nearest module frames: around each op, and around each module frame (its enclosing module)
+    m_fr = nearest_at(parent, is_mod, at)
+    mods = np.flatnonzero(is_mod)
+    p = parent[mods]
+    above = p >= 0
+    up = np.full(len(mods), -1, dtype=np.int64)
+    p_at, p_of = np.unique(p[above], return_inverse=True)
+    up[above] = nearest_at(parent, is_mod, p_at)[p_of.reshape(-1)]
+    mine = _module_paths(mods, up, py.name, names, paths, warnings)
     # the user's frame is above every kernel library frame on the way: what called into the library
-    start = inner.copy()
+    is_user = (frame_c >= 0)[inv]
     if lib_c.any():
         lib_anc = nearest(parent, lib_c[inv])
-        b = np.where(has, lib_anc[np.maximum(inner, 0)], -1)
+        start = at.copy()
+        b = lib_anc[at]
         for _ in range(64):
             live = np.flatnonzero(b >= 0)
             if not len(live):
                 break
             start[live] = parent[b[live]]
             b[live] = np.where(start[live] >= 0, lib_anc[np.maximum(start[live], 0)], -1)
-    ok = start >= 0
-    u_fr[ok] = user_anc[start[ok]]
-    module = np.where(m_fr >= 0, path_of[np.maximum(m_fr, 0)], -1)
-    frame = np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1)
-    m_start = np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf)
-    f_start = np.where(u_fr >= 0, py.ts[np.maximum(u_fr, 0)], -np.inf)
-    opt = np.zeros(n, dtype=bool)
-    opt[has] = opt_anc[inner[has]] >= 0
+        ok = start >= 0
+        u_fr = np.full(len(at), -1, dtype=np.int64)
+        s_at, s_of = np.unique(start[ok], return_inverse=True)  # callers of a library are shared
+        u_fr[ok] = nearest_at(parent, is_user, s_at)[s_of.reshape(-1)]
+    else:
+        u_fr = nearest_at(parent, is_user, at)
+    # per distinct frame, then per op (an op with no enclosing frame takes the last slot: unknown)
+    in_mod = m_fr >= 0
+    module = np.full(len(at) + 1, -1, dtype=np.int64)
+    module[:-1][in_mod] = mine[np.searchsorted(mods, m_fr[in_mod])]
+    module = module[of_op]
+    frame = np.append(np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1), -1)[of_op]
+    m_start = np.append(np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf), -np.inf)[of_op]
+    f_start = np.append(np.where(u_fr >= 0, py.ts[np.maximum(u_fr, 0)], -np.inf), -np.inf)[of_op]
+    if opt_c.any():
+        opt = np.append(nearest_at(parent, opt_c[inv], at) >= 0, False)[of_op]
+    else:
+        opt = np.zeros(n, dtype=bool)
     return module, frame, m_start, f_start, opt
 
 
-def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, name: np.ndarray,
-                  names: list[str], paths: Paths, warnings: list[str]) -> np.ndarray:
-    """Path index per module frame (-1 for other frames): the names of its module ancestors from the top.
-    Paths are numbered level by level (a vectorised pass per nesting level of modules, at most MAX_DEPTH);
-    a module frame nested deeper takes the path of its ancestor at that depth (found by pointer jumps)."""
-    n = len(parent)
-    path_of = np.full(n, -1, dtype=np.int64)
-    mods = np.flatnonzero(is_mod)
+def _module_paths(mods: np.ndarray, anc: np.ndarray, name: np.ndarray, names: list[str], paths: Paths,
+                  warnings: list[str]) -> np.ndarray:
+    """Path index per module frame (`mods`: their frame indices, ascending; `anc`: each one's enclosing
+    module frame, -1 for none): the names of its module ancestors from the top. Paths are numbered level
+    by level (a vectorised pass per nesting level of modules, at most MAX_DEPTH); a module frame nested
+    deeper takes the path of its ancestor at that depth (found by pointer jumps)."""
     m = len(mods)
     if not m:
-        return path_of
-    at_mod = np.full(n, -1, dtype=np.int64)
-    at_mod[mods] = np.arange(m)
-    p = parent[mods]
-    anc = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
-    up = np.where(anc >= 0, at_mod[np.maximum(anc, 0)], -1)  # each module frame's enclosing one (among mods)
+        return np.zeros(0, dtype=np.int64)
+    # each module frame's enclosing one (its place among mods)
+    up = np.where(anc >= 0, np.searchsorted(mods, anc), -1)
     depth = depths(up)
     deep = np.flatnonzero(depth >= MAX_DEPTH)
     mine = np.full(m, -1, dtype=np.int64)  # path per module frame
@@ -251,8 +265,7 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
         first = int(mods[deep[np.argmin(depth[deep])]])
         warnings.append(f"{len(deep):,} module call{'s' if len(deep) != 1 else ''} nested deeper than {MAX_DEPTH} modules "
                         f"(from {names[name[first]][:120]!r} down) count in their ancestor at depth {MAX_DEPTH}")
-    path_of[mods] = mine
-    return path_of
+    return mine
 
 
 def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np.ndarray:
