@@ -2,7 +2,8 @@
 fast paths as on the general ones: parent_index by a table of ids (ids counted up from 0 or 1, as the
 profiler numbers calls) and by a search (ids out of order or far apart); nearest_at (a walk up from the
 frames asked about) and nearest (pointer doubling over every frame), including the walk's hand-over to
-the doubling when chains are long and unflagged. By hand, then on a real trace's call tree."""
+the doubling when chains are long and unflagged; the innermost enclosing frame of an op on each way of
+pairing threads. By hand, then on a real trace's call tree."""
 
 from __future__ import annotations
 
@@ -104,3 +105,40 @@ def test_fast_paths_agree_on_a_recorded_call_tree():
     for flag in (is_mod, is_user):
         assert flag.any()
         assert np.array_equal(nearest_at(par, flag, every), nearest(par, flag))
+
+
+def test_innermost_enclosing_interval_per_thread():
+    """attribute._innermost on each way of pairing threads (one on either side, a few, many). Per thread k:
+    A = [0, 100] (a root), B = [10, 50] inside A; queries [20, 30] -> B, [60, 70] -> A (B, the last to
+    start, ended at 50: climbed to its parent), [200, 210] -> none open (A ended at 100; A is a root)."""
+    from traceana.modules.attribute import _innermost
+
+    def case(iv_threads, q_threads):
+        th, ts, end, par = [], [], [], []
+        for k in iv_threads:
+            a = len(th)
+            th += [k, k]
+            ts += [0.0, 10.0]
+            end += [100.0, 50.0]
+            par += [-1, a]
+        qth, qts, qend = [], [], []
+        for k in q_threads:
+            qth += [k, k, k]
+            qts += [20.0, 60.0, 200.0]
+            qend += [30.0, 70.0, 210.0]
+        got = _innermost(np.array(th, dtype=np.int32), np.array(ts), np.array(end), np.array(par),
+                         np.array(qth, dtype=np.int32), np.array(qts), np.array(qend))
+        want = []
+        for k in q_threads:
+            if k in iv_threads:
+                a = 2 * iv_threads.index(k)
+                want += [a + 1, a, -1]  # B, A, none
+            else:
+                want += [-1, -1, -1]  # no interval on the query's thread
+        assert got.tolist() == want, (iv_threads, q_threads)
+
+    case([0], [0])  # one thread each side
+    case([0], [1, 0])  # one interval thread
+    case([2, 0], [0])  # one query thread
+    case([0, 1, 2], [2, 1, 3])  # a few on both sides
+    case(list(range(7)), [6, 5, 4, 3, 2, 1, 0, 9])  # more than four on both: a sort by thread

@@ -272,24 +272,19 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
     """Index of the innermost interval (by parent links) that encloses each query [q_ts, q_end] on the same
     thread, -1 when none: the last interval starting at or before the query, climbed up its parents while
     it ended before the query did."""
-    out = np.full(len(q_ts), -1, dtype=np.int64)
-    if not len(iv_ts) or not len(q_ts):
-        return out
-    order = _by_thread_and_start(iv_thread, iv_ts, iv_end)
-    s_thread, s_ts = iv_thread[order], iv_ts[order]
-    by_q = np.argsort(q_thread, kind="stable")
-    qt = q_thread[by_q]
-    cuts = np.flatnonzero(np.diff(s_thread)) + 1
-    starts, stops = np.r_[0, cuts], np.r_[cuts, len(order)]
     cand = np.full(len(q_ts), -1, dtype=np.int64)
-    for lo, hi in zip(starts.tolist(), stops.tolist()):  # per thread
-        t = s_thread[lo]
-        a, b = np.searchsorted(qt, t, "left"), np.searchsorted(qt, t, "right")
-        if a == b:
-            continue
-        sel = by_q[a:b]
-        c = np.searchsorted(s_ts[lo:hi], q_ts[sel], side="right") - 1 + lo
-        cand[sel] = np.where(c >= lo, order[np.maximum(c, 0)], -1)
+    if not len(iv_ts) or not len(q_ts):
+        return cand
+    for idx, sel in _threads(iv_thread, q_thread):
+        idx = _by_start(idx, iv_ts, iv_end)
+        ts = iv_ts if idx is None else iv_ts[idx]
+        c = np.searchsorted(ts, q_ts if sel is None else q_ts[sel], side="right") - 1
+        found = c if idx is None else idx[np.maximum(c, 0)]
+        found[c < 0] = -1
+        if sel is None:
+            cand = found
+        else:
+            cand[sel] = found
     for _ in range(1024):  # climb while the candidate ended before the query did
         live = np.flatnonzero(cand >= 0)
         miss = live[iv_end[cand[live]] < q_end[live]]
@@ -299,17 +294,52 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
     return cand
 
 
-def _by_thread_and_start(thread, ts, end) -> np.ndarray:
-    """Intervals ordered by thread, then start, then longest first. Python calls are recorded in the order they
-    start (parents before children), so a stable sort by thread usually gives that order already (checked);
-    else the full sort."""
-    order = np.argsort(thread, kind="stable")
-    t, th, e = ts[order], thread[order], end[order]
-    same = th[1:] == th[:-1]
-    dt = t[1:] - t[:-1]
-    if not ((dt > 0) | ((dt == 0) & (e[1:] <= e[:-1])) | ~same).all():
-        order = np.lexsort((-end, ts, thread))
-    return order
+def _threads(iv_thread, q_thread):
+    """(interval indices, query indices) per thread that has both, each in recorded order; None for all of
+    them. One thread on either side (a model's Python runs on one) costs a comparison per event; a few
+    threads on both, one per event and thread; more, one sort by thread of each side."""
+    t_iv, t_q = int(iv_thread[0]), int(q_thread[0])
+    one_iv, one_q = bool((iv_thread == t_iv).all()), bool((q_thread == t_q).all())
+    if one_iv or one_q:
+        if one_iv and one_q:
+            return [(None, None)] if t_iv == t_q else []
+        if one_iv:
+            sel = np.flatnonzero(q_thread == t_iv)
+            return [(None, sel)] if len(sel) else []
+        idx = np.flatnonzero(iv_thread == t_q)
+        return [(idx, None)] if len(idx) else []
+    top = max(int(iv_thread.max()), int(q_thread.max())) + 1
+    if min(int(iv_thread.min()), int(q_thread.min())) >= 0 and top <= 1 << 20:
+        both = np.flatnonzero((np.bincount(iv_thread, minlength=top) > 0) & (np.bincount(q_thread, minlength=top) > 0))
+        if len(both) <= 4:
+            return [(np.flatnonzero(iv_thread == t), np.flatnonzero(q_thread == t)) for t in both.tolist()]
+    order, by_q = np.argsort(iv_thread, kind="stable"), np.argsort(q_thread, kind="stable")
+    s_thread, qt = iv_thread[order], q_thread[by_q]
+    cuts = np.flatnonzero(s_thread[1:] != s_thread[:-1]) + 1
+    out = []
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(order)].tolist()):  # per thread
+        t = s_thread[lo]
+        a, b = np.searchsorted(qt, t, "left"), np.searchsorted(qt, t, "right")
+        if a < b:
+            out.append((order[lo:hi], by_q[a:b]))
+    return out
+
+
+def _by_start(idx, ts, end):
+    """One thread's intervals (indices `idx`, None for all) by start, then longest first. Python calls are
+    recorded in the order they start (parents before children), so that is usually their order already
+    (checked: None back for all in recorded order); else the sort."""
+    t = ts if idx is None else ts[idx]
+    later = t[1:] >= t[:-1]
+    if later.all():
+        tie = np.flatnonzero(t[1:] == t[:-1])  # equal starts: the longer first
+        if not len(tie):
+            return idx
+        i0, i1 = (tie, tie + 1) if idx is None else (idx[tie], idx[tie + 1])
+        if (end[i1] <= end[i0]).all():
+            return idx
+    o = np.lexsort((-(end if idx is None else end[idx]), t))
+    return o if idx is None else idx[o]
 
 
 # --- autograd nodes, optimizer ranges ------------------------------------------------------------------
