@@ -30,7 +30,7 @@ import numpy as np
 from traceana.load.model import Trace
 from traceana.modules.frames import Frame, call_stack_frames, hierarchy_path, module_name, parse_frame
 from traceana.modules.paths import MAX_DEPTH, Paths
-from traceana.modules.frame_tree import ancestor, cut_cycles, depths, nearest, parent_index
+from traceana.modules.frame_tree import ancestor, cut_cycles, depths, nearest, nearest_at, parent_index
 
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
@@ -180,55 +180,69 @@ def _from_python(trace: Trace, paths: Paths, frames: list, q_ts: np.ndarray, q_e
         elif f.file.startswith(OPTIM_FILES):
             opt_c[i] = True
     is_mod = is_mod_c[inv]
-    is_user = frame_c[inv] >= 0
-    mod_anc = nearest(parent, is_mod)
-    user_anc = nearest(parent, is_user)
-    opt_anc = nearest(parent, opt_c[inv]) if opt_c.any() else np.full(len(parent), -1, dtype=np.int64)
-    path_of = _module_paths(parent, is_mod, mod_anc, py.name, names, paths, warnings)
     inner = _innermost(py.thread, py.ts, py.end, parent, ops.thread, q_ts, q_end)
     n = len(ops)
-    has = inner >= 0
-    m_fr = np.full(n, -1, dtype=np.int64)
-    u_fr = np.full(n, -1, dtype=np.int64)
-    m_fr[has] = mod_anc[inner[has]]
+    # everything below is a function of the op's innermost frame: found once per distinct frame (ops
+    # issued from the same call share it), then given to each op
+    seen = np.zeros(len(parent), dtype=bool)
+    seen[inner[inner >= 0]] = True
+    at = np.flatnonzero(seen)  # the distinct innermost frames
+    slot = np.full(len(parent) + 1, len(at), dtype=np.int64)  # frame -> its place in `at`; -1 -> past the end
+    slot[at] = np.arange(len(at))
+    of_op = slot[inner]
+    # the nearest module frames: around each op, and around each module frame (its enclosing module)
+    m_fr = nearest_at(parent, is_mod, at)
+    mods = np.flatnonzero(is_mod)
+    p = parent[mods]
+    above = p >= 0
+    up = np.full(len(mods), -1, dtype=np.int64)
+    p_at, p_of = np.unique(p[above], return_inverse=True)
+    up[above] = nearest_at(parent, is_mod, p_at)[p_of.reshape(-1)]
+    mine = _module_paths(mods, up, py.name, names, paths, warnings)
     # the user's frame is above every kernel library frame on the way: what called into the library
-    start = inner.copy()
+    is_user = (frame_c >= 0)[inv]
     if lib_c.any():
         lib_anc = nearest(parent, lib_c[inv])
-        b = np.where(has, lib_anc[np.maximum(inner, 0)], -1)
+        start = at.copy()
+        b = lib_anc[at]
         for _ in range(64):
             live = np.flatnonzero(b >= 0)
             if not len(live):
                 break
             start[live] = parent[b[live]]
             b[live] = np.where(start[live] >= 0, lib_anc[np.maximum(start[live], 0)], -1)
-    ok = start >= 0
-    u_fr[ok] = user_anc[start[ok]]
-    module = np.where(m_fr >= 0, path_of[np.maximum(m_fr, 0)], -1)
-    frame = np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1)
-    m_start = np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf)
-    f_start = np.where(u_fr >= 0, py.ts[np.maximum(u_fr, 0)], -np.inf)
-    opt = np.zeros(n, dtype=bool)
-    opt[has] = opt_anc[inner[has]] >= 0
+        ok = start >= 0
+        u_fr = np.full(len(at), -1, dtype=np.int64)
+        s_at, s_of = np.unique(start[ok], return_inverse=True)  # callers of a library are shared
+        u_fr[ok] = nearest_at(parent, is_user, s_at)[s_of.reshape(-1)]
+    else:
+        u_fr = nearest_at(parent, is_user, at)
+    # per distinct frame, then per op (an op with no enclosing frame takes the last slot: unknown)
+    in_mod = m_fr >= 0
+    module = np.full(len(at) + 1, -1, dtype=np.int64)
+    module[:-1][in_mod] = mine[np.searchsorted(mods, m_fr[in_mod])]
+    module = module[of_op]
+    frame = np.append(np.where(u_fr >= 0, frame_c[inv[np.maximum(u_fr, 0)]], -1), -1)[of_op]
+    m_start = np.append(np.where(m_fr >= 0, py.ts[np.maximum(m_fr, 0)], -np.inf), -np.inf)[of_op]
+    f_start = np.append(np.where(u_fr >= 0, py.ts[np.maximum(u_fr, 0)], -np.inf), -np.inf)[of_op]
+    if opt_c.any():
+        opt = np.append(nearest_at(parent, opt_c[inv], at) >= 0, False)[of_op]
+    else:
+        opt = np.zeros(n, dtype=bool)
     return module, frame, m_start, f_start, opt
 
 
-def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, name: np.ndarray,
-                  names: list[str], paths: Paths, warnings: list[str]) -> np.ndarray:
-    """Path index per module frame (-1 for other frames): the names of its module ancestors from the top.
-    Paths are numbered level by level (a vectorised pass per nesting level of modules, at most MAX_DEPTH);
-    a module frame nested deeper takes the path of its ancestor at that depth (found by pointer jumps)."""
-    n = len(parent)
-    path_of = np.full(n, -1, dtype=np.int64)
-    mods = np.flatnonzero(is_mod)
+def _module_paths(mods: np.ndarray, anc: np.ndarray, name: np.ndarray, names: list[str], paths: Paths,
+                  warnings: list[str]) -> np.ndarray:
+    """Path index per module frame (`mods`: their frame indices, ascending; `anc`: each one's enclosing
+    module frame, -1 for none): the names of its module ancestors from the top. Paths are numbered level
+    by level (a vectorised pass per nesting level of modules, at most MAX_DEPTH); a module frame nested
+    deeper takes the path of its ancestor at that depth (found by pointer jumps)."""
     m = len(mods)
     if not m:
-        return path_of
-    at_mod = np.full(n, -1, dtype=np.int64)
-    at_mod[mods] = np.arange(m)
-    p = parent[mods]
-    anc = np.where(p >= 0, mod_anc[np.maximum(p, 0)], -1)
-    up = np.where(anc >= 0, at_mod[np.maximum(anc, 0)], -1)  # each module frame's enclosing one (among mods)
+        return np.zeros(0, dtype=np.int64)
+    # each module frame's enclosing one (its place among mods)
+    up = np.where(anc >= 0, np.searchsorted(mods, anc), -1)
     depth = depths(up)
     deep = np.flatnonzero(depth >= MAX_DEPTH)
     mine = np.full(m, -1, dtype=np.int64)  # path per module frame
@@ -251,32 +265,26 @@ def _module_paths(parent: np.ndarray, is_mod: np.ndarray, mod_anc: np.ndarray, n
         first = int(mods[deep[np.argmin(depth[deep])]])
         warnings.append(f"{len(deep):,} module call{'s' if len(deep) != 1 else ''} nested deeper than {MAX_DEPTH} modules "
                         f"(from {names[name[first]][:120]!r} down) count in their ancestor at depth {MAX_DEPTH}")
-    path_of[mods] = mine
-    return path_of
+    return mine
 
 
 def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np.ndarray:
     """Index of the innermost interval (by parent links) that encloses each query [q_ts, q_end] on the same
     thread, -1 when none: the last interval starting at or before the query, climbed up its parents while
     it ended before the query did."""
-    out = np.full(len(q_ts), -1, dtype=np.int64)
-    if not len(iv_ts) or not len(q_ts):
-        return out
-    order = _by_thread_and_start(iv_thread, iv_ts, iv_end)
-    s_thread, s_ts = iv_thread[order], iv_ts[order]
-    by_q = np.argsort(q_thread, kind="stable")
-    qt = q_thread[by_q]
-    cuts = np.flatnonzero(np.diff(s_thread)) + 1
-    starts, stops = np.r_[0, cuts], np.r_[cuts, len(order)]
     cand = np.full(len(q_ts), -1, dtype=np.int64)
-    for lo, hi in zip(starts.tolist(), stops.tolist()):  # per thread
-        t = s_thread[lo]
-        a, b = np.searchsorted(qt, t, "left"), np.searchsorted(qt, t, "right")
-        if a == b:
-            continue
-        sel = by_q[a:b]
-        c = np.searchsorted(s_ts[lo:hi], q_ts[sel], side="right") - 1 + lo
-        cand[sel] = np.where(c >= lo, order[np.maximum(c, 0)], -1)
+    if not len(iv_ts) or not len(q_ts):
+        return cand
+    for idx, sel in _threads(iv_thread, q_thread):
+        idx = _by_start(idx, iv_ts, iv_end)
+        ts = iv_ts if idx is None else iv_ts[idx]
+        c = np.searchsorted(ts, q_ts if sel is None else q_ts[sel], side="right") - 1
+        found = c if idx is None else idx[np.maximum(c, 0)]
+        found[c < 0] = -1
+        if sel is None:
+            cand = found
+        else:
+            cand[sel] = found
     for _ in range(1024):  # climb while the candidate ended before the query did
         live = np.flatnonzero(cand >= 0)
         miss = live[iv_end[cand[live]] < q_end[live]]
@@ -286,17 +294,52 @@ def _innermost(iv_thread, iv_ts, iv_end, iv_parent, q_thread, q_ts, q_end) -> np
     return cand
 
 
-def _by_thread_and_start(thread, ts, end) -> np.ndarray:
-    """Intervals ordered by thread, then start, then longest first. Python calls are recorded in the order they
-    start (parents before children), so a stable sort by thread usually gives that order already (checked);
-    else the full sort."""
-    order = np.argsort(thread, kind="stable")
-    t, th, e = ts[order], thread[order], end[order]
-    same = th[1:] == th[:-1]
-    dt = t[1:] - t[:-1]
-    if not ((dt > 0) | ((dt == 0) & (e[1:] <= e[:-1])) | ~same).all():
-        order = np.lexsort((-end, ts, thread))
-    return order
+def _threads(iv_thread, q_thread):
+    """(interval indices, query indices) per thread that has both, each in recorded order; None for all of
+    them. One thread on either side (a model's Python runs on one) costs a comparison per event; a few
+    threads on both, one per event and thread; more, one sort by thread of each side."""
+    t_iv, t_q = int(iv_thread[0]), int(q_thread[0])
+    one_iv, one_q = bool((iv_thread == t_iv).all()), bool((q_thread == t_q).all())
+    if one_iv or one_q:
+        if one_iv and one_q:
+            return [(None, None)] if t_iv == t_q else []
+        if one_iv:
+            sel = np.flatnonzero(q_thread == t_iv)
+            return [(None, sel)] if len(sel) else []
+        idx = np.flatnonzero(iv_thread == t_q)
+        return [(idx, None)] if len(idx) else []
+    top = max(int(iv_thread.max()), int(q_thread.max())) + 1
+    if min(int(iv_thread.min()), int(q_thread.min())) >= 0 and top <= 1 << 20:
+        both = np.flatnonzero((np.bincount(iv_thread, minlength=top) > 0) & (np.bincount(q_thread, minlength=top) > 0))
+        if len(both) <= 4:
+            return [(np.flatnonzero(iv_thread == t), np.flatnonzero(q_thread == t)) for t in both.tolist()]
+    order, by_q = np.argsort(iv_thread, kind="stable"), np.argsort(q_thread, kind="stable")
+    s_thread, qt = iv_thread[order], q_thread[by_q]
+    cuts = np.flatnonzero(s_thread[1:] != s_thread[:-1]) + 1
+    out = []
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(order)].tolist()):  # per thread
+        t = s_thread[lo]
+        a, b = np.searchsorted(qt, t, "left"), np.searchsorted(qt, t, "right")
+        if a < b:
+            out.append((order[lo:hi], by_q[a:b]))
+    return out
+
+
+def _by_start(idx, ts, end):
+    """One thread's intervals (indices `idx`, None for all) by start, then longest first. Python calls are
+    recorded in the order they start (parents before children), so that is usually their order already
+    (checked: None back for all in recorded order); else the sort."""
+    t = ts if idx is None else ts[idx]
+    later = t[1:] >= t[:-1]
+    if later.all():
+        tie = np.flatnonzero(t[1:] == t[:-1])  # equal starts: the longer first
+        if not len(tie):
+            return idx
+        i0, i1 = (tie, tie + 1) if idx is None else (idx[tie], idx[tie + 1])
+        if (end[i1] <= end[i0]).all():
+            return idx
+    o = np.lexsort((-(end if idx is None else end[idx]), t))
+    return o if idx is None else idx[o]
 
 
 # --- autograd nodes, optimizer ranges ------------------------------------------------------------------
