@@ -23,3 +23,32 @@ def median(x: np.ndarray) -> float:
     s = np.sort(x)
     h = len(s) // 2
     return float(s[h]) if len(s) % 2 else float((s[h - 1] + s[h]) / 2)
+
+
+def codes_of(values: list, at: np.ndarray) -> tuple[np.ndarray, list]:
+    """values[i] for each i in `at` as an integer code, equal codes for equal values (equal as dict keys are),
+    numbered by first appearance; and the distinct values, by code. A column at a time (no tuple per item):
+    the loader shares one object per distinct string, whose hash is computed once."""
+    items = list(map(values.__getitem__, at.tolist()))
+    code = dict(zip(dict.fromkeys(items), range(len(items))))
+    return np.fromiter(map(code.__getitem__, items), dtype=np.int64, count=len(items)), list(code)
+
+
+def first_codes(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of equal columns (non-negative integer codes) numbered 0, 1, ... by first appearance: the number
+    of each row, and the first row of each number."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    span = 1
+    for c in cols:
+        top = int(c.max()) + 1 if len(c) else 1
+        if span * top >= 1 << 62:  # compact the key so far before it overflows
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            span = int(key.max()) + 1 if len(key) else 1
+        key = key * top + c
+        span *= top
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return rank[inv.reshape(-1)], first[order]

@@ -20,7 +20,8 @@ import msgspec
 import numpy as np
 
 from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_library
-from traceana.link.attribute import Links, _parents
+from traceana.link.attribute import Links
+from traceana.link.nesting import OpNesting, nesting_of
 from traceana.link.kernel_names import HEAD
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
@@ -38,53 +39,130 @@ _KIND_ALGO = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "All
 _P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
 
 
+class _Names:
+    """names[codes[i]] for an index i, each looked up when asked (no list of every op's name up front)."""
+
+    __slots__ = ("names", "codes")
+
+    def __init__(self, names: list[str], codes: np.ndarray) -> None:
+        self.names, self.codes = names, codes
+
+    def __getitem__(self, i: int) -> str:
+        return self.names[self.codes[i]]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def of(self, idx: np.ndarray) -> list[str]:
+        """The names at these indices, in their order."""
+        names = self.names
+        return [names[c] for c in self.codes[idx].tolist()]
+
+
 class TraceView:
-    """The trace's columns as the rules read them (computed once)."""
+    """The trace's columns as the rules read them (each computed once, when a rule first needs it: a trace
+    without collectives never sorts its launches or climbs its ops)."""
 
     def __init__(self, trace: Trace, links: Links, meter: Meter = OFF):
         self.trace, self.links, self.meter = trace, links, meter
-        meter.visit("context", len(trace.ops) + len(trace.launches) + len(trace.gpu) + len(trace.annotations))
+        meter.visit("context", len(trace.ops) + len(trace.annotations))  # the phase windows' pass over them
         names = trace.names
         self.names = names
         # what the name rules read: each name's head (a kernel's template list can run to megabytes)
         self.heads = [n[:HEAD] if len(n) > HEAD else n for n in names]
         self._used: dict[str, list[int]] = {}  # "ops" / "anns" / "gpu" -> the name codes it holds (once)
         self._parent_list: list[int] | None = None  # self.parent as a list, for walks a step at a time
-        ops = trace.ops
-        self.op_name = [names[c] for c in ops.name.tolist()]
+        self.op_name = _Names(names, trace.ops.name)
         self.ann_name = [names[c] for c in trace.annotations.name.tolist()]
         nums, st, se = _steps(trace)
         self.steps = (nums, st, se)
         self.windows, self.window_src = phase_windows(trace, st, se)
-        gpu, la = trace.gpu, trace.launches
         self.gpu_launch = links.gpu_launch
-        # the start of the call that launched each GPU event (its own start when none)
+
+    @functools.cached_property
+    def launch_ts(self) -> np.ndarray:
+        """Per GPU event: the start of the call that launched it (its own start when none)."""
+        gpu, la, links = self.trace.gpu, self.trace.launches, self.links
+        self.meter.visit("context", len(gpu))
         lt = gpu.ts.astype(float).copy()
         has = links.gpu_launch >= 0
         lt[has] = la.ts[links.gpu_launch[has]]
-        self.launch_ts = lt
-        self.comm_event = comm_event_mask(names, gpu.name) & (gpu.kind == 0) if len(gpu) else np.zeros(0, bool)
-        # op nesting: ops sorted by (thread, start, longest first), each one's parent (link/attribute.py's sweep)
-        order = np.lexsort((-ops.end, ops.ts, ops.thread)) if len(ops) else np.zeros(0, np.int64)
-        self.order = order
-        self.sorted_ts = ops.ts[order]  # start of the op at each sorted position (searched per call, never copied)
-        self.pos = np.empty(len(ops), dtype=np.int64)
-        self.pos[order] = np.arange(len(order))
-        th = ops.thread[order]
-        bounds = np.flatnonzero(np.diff(th)) + 1
-        starts = np.concatenate(([0], bounds)) if len(order) else np.zeros(0, np.int64)
-        stops = np.concatenate((bounds, [len(order)])) if len(order) else np.zeros(0, np.int64)
-        self.run_end = np.repeat(stops, stops - starts)  # per sorted position: the end of its thread's run
-        par = _parents(ops.ts[order], ops.end[order], np.repeat(starts, stops - starts)) if len(order) else order
-        self.parent = np.full(len(ops), -1, dtype=np.int64)
-        if len(order):
-            self.parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
-        # launches by (thread, start), and the GPU events of each launch
-        self.la_order = np.lexsort((la.ts, la.thread)) if len(la) else np.zeros(0, np.int64)
-        self.la_thread, self.la_ts = la.thread[self.la_order], la.ts[self.la_order]
-        ev = np.flatnonzero(links.gpu_launch >= 0)
-        ev = ev[np.argsort(links.gpu_launch[ev], kind="stable")]
-        self.ev_by_launch, self.ev_launch = ev, links.gpu_launch[ev]
+        return lt
+
+    @functools.cached_property
+    def comm_event(self) -> np.ndarray:
+        """Per GPU event: a communication kernel."""
+        gpu = self.trace.gpu
+        self.meter.visit("context", len(gpu))
+        return comm_event_mask(self.names, gpu.name) & (gpu.kind == 0) if len(gpu) else np.zeros(0, bool)
+
+    @functools.cached_property
+    def _nest(self) -> OpNesting:
+        """Op nesting: ops sorted by (thread, start, longest first), each one's parent (the link stage's)."""
+        self.meter.visit("context", len(self.trace.ops))
+        return nesting_of(self.trace, self.links)
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        return self._nest.order
+
+    @functools.cached_property
+    def sorted_ts(self) -> np.ndarray:
+        """The start of the op at each sorted position (searched per call, never copied)."""
+        return self._nest.ts
+
+    @functools.cached_property
+    def pos(self) -> np.ndarray:
+        """Per op: its sorted position."""
+        return self._nest.pos()
+
+    @functools.cached_property
+    def run_end(self) -> np.ndarray:
+        """Per sorted position: the end of its thread's run."""
+        nest = self._nest
+        return np.repeat(nest.stops, nest.stops - nest.starts)
+
+    @functools.cached_property
+    def parent(self) -> np.ndarray:
+        """Per op: the op it runs inside, -1 when none."""
+        return self._nest.op_parent()
+
+    @functools.cached_property
+    def _launch_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Launches by (thread, start): their order, threads and starts."""
+        la = self.trace.launches
+        self.meter.visit("context", len(la))
+        order = np.lexsort((la.ts, la.thread)) if len(la) else np.zeros(0, np.int64)
+        return order, la.thread[order], la.ts[order]
+
+    @property
+    def la_order(self) -> np.ndarray:
+        return self._launch_index[0]
+
+    @property
+    def la_thread(self) -> np.ndarray:
+        return self._launch_index[1]
+
+    @property
+    def la_ts(self) -> np.ndarray:
+        return self._launch_index[2]
+
+    @functools.cached_property
+    def _events_by_launch(self) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU events with a launch, by launch (each launch's in event order), and their launches."""
+        gl = self.links.gpu_launch
+        self.meter.visit("context", len(gl))
+        ev = np.flatnonzero(gl >= 0)
+        ev = ev[np.argsort(gl[ev], kind="stable")]
+        return ev, gl[ev]
+
+    @property
+    def ev_by_launch(self) -> np.ndarray:
+        return self._events_by_launch[0]
+
+    @property
+    def ev_launch(self) -> np.ndarray:
+        return self._events_by_launch[1]
 
     def ancestors(self, i: int) -> list[int]:
         parent = self._parent_list
@@ -170,21 +248,24 @@ class TraceView:
             heads = self.heads
             used = self._used.get(which)
             if used is None:
-                used = self._used[which] = np.unique(column).tolist()
+                used = self._used[which] = _codes(column)
             hit[[c for c in used if rx.search(heads[c])]] = True
         return hit
 
     def ops_where(self, rx: re.Pattern) -> np.ndarray:
         names = self.trace.ops.name
-        return np.flatnonzero(self._codes_where(rx, "ops", names)[names]) if len(names) else np.zeros(0, np.int64)
+        hit = self._codes_where(rx, "ops", names)
+        return np.flatnonzero(hit[names]) if hit.any() else np.zeros(0, np.int64)
 
     def anns_where(self, rx: re.Pattern) -> np.ndarray:
         names = self.trace.annotations.name
-        return np.flatnonzero(self._codes_where(rx, "anns", names)[names]) if len(names) else np.zeros(0, np.int64)
+        hit = self._codes_where(rx, "anns", names)
+        return np.flatnonzero(hit[names]) if hit.any() else np.zeros(0, np.int64)
 
     def kernels_where(self, rx: re.Pattern) -> np.ndarray:
         g = self.trace.gpu
-        return np.flatnonzero(self._codes_where(rx, "gpu", g.name)[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
+        hit = self._codes_where(rx, "gpu", g.name)
+        return np.flatnonzero(hit[g.name] & (g.kind == 0)) if hit.any() else np.zeros(0, np.int64)
 
     def cpu_us(self, idx: np.ndarray, ann: bool = False) -> float:
         src = self.trace.annotations if ann else self.trace.ops
@@ -215,6 +296,13 @@ class TraceView:
 
     def kernel_us(self, idx: np.ndarray) -> float:
         return float(self.trace.gpu.dur[idx].sum()) if len(idx) else 0.0
+
+
+def _codes(column: np.ndarray) -> list[int]:
+    """The distinct name codes of a column, ascending: one count per code of the table (codes are small)."""
+    if len(column) and column.min() >= 0:
+        return np.flatnonzero(np.bincount(column)).tolist()
+    return np.unique(column).tolist()
 
 
 def _slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -419,6 +507,9 @@ def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
     elements as the matmul right before it wrote, or an all-gather whose output has as many elements
     as the next matmul's input (no other collective between them, same thread)."""
     ops = r.trace.ops
+    if not any(c.op >= 0 and c.phase == "forward" and c.algo in ("all_reduce", "reduce_scatter", "all_gather")
+               for c in calls):
+        return []  # no call to link (and no matmuls to sort)
     gemm = r.ops_where(_GEMM)
     if not len(gemm):
         return []
