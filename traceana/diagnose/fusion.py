@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from traceana import units as u
-from traceana.arrays import distinct
+from traceana.arrays import distinct, first_codes
 from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link.attribute import Links
@@ -364,28 +364,59 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     fresh_l = fresh_pos.tolist()
     t_sum, t_max, gap = _chain_sums(op_us[seq], oe["start"][seq], oe["end"][seq], starts, stops)
     r_l = r.tolist()
+    # identical chains (rows), and identical chains whose intermediates are fresh alike: classes numbered by first
+    # appearance, each worked out from its first chain; the sums then added per class in chain order
+    gid, g_first = _classes(r, starts, stops)
+    fid, f_first = _classes(r, starts, stops, fresh_pos)
     groups: dict[tuple, dict] = {}
-    saved_of: dict[tuple, float] = {}
-    for c, (i, j) in enumerate(zip(starts.tolist(), stops.tolist())):
+    order: list[dict] = []
+    for c in g_first.tolist():
+        i, j = int(starts[c]), int(stops[c])
         key = tuple(r_l[i:j + 1])
-        fresh = tuple(fresh_l[i:j])
-        g = groups.get(key)
-        if g is None:
-            inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
-            g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter,
-                               "fresh": list(fresh), "launch_saved_us": 0.0, "gap_us": 0.0,
-                               "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
-                               "before": _neighbour(flow, r, th, i, i - 1), "after": _neighbour(flow, r, th, j, j + 1)}
-        saved = saved_of.get((key, fresh))
-        if saved is None:
-            saved = saved_of[(key, fresh)] = sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(g["links"], fresh))
-        g["count"] += 1
-        g["time_us"] += t_sum[c]
-        g["saved_bytes"] += float(saved)
-        g["launch_saved_us"] += t_sum[c] - t_max[c]
-        g["gap_us"] += gap[c]
+        inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
+        order.append(groups.setdefault(key, {
+            "rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter, "fresh": fresh_l[i:j],
+            "launch_saved_us": 0.0, "gap_us": 0.0, "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
+            "before": _neighbour(flow, r, th, i, i - 1), "after": _neighbour(flow, r, th, j, j + 1)}))
+    saved = np.zeros(len(f_first))
+    for k, c in enumerate(f_first.tolist()):
+        i, j = int(starts[c]), int(stops[c])
+        saved[k] = float(sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(order[gid[c]]["links"],
+                                                                                   fresh_l[i:j])))
+    n_g = len(order)
+    count = np.bincount(gid, minlength=n_g).tolist()
+    sums = np.zeros((4, n_g))
+    for row, x in enumerate((t_sum, saved[fid], t_sum - t_max, gap)):
+        np.add.at(sums[row], gid, x)  # (ufunc.at adds in index order: chain by chain, as a running total)
+    for g, n, t, b, ls, gp in zip(order, count, *sums.tolist()):
+        g.update(count=n, time_us=t, saved_bytes=b, launch_saved_us=ls, gap_us=gp)
     out = [_cost(g, rows) for g in groups.values()] + attention.cost(att, rows, device)
     return sorted(out, key=lambda g: -g["saving_us"])
+
+
+def _classes(r: np.ndarray, starts: np.ndarray, stops: np.ndarray,
+             fresh: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Chains seq[i..j] (i in starts, j in stops) numbered by first appearance, equal numbers for equal rows
+    r[i..j] (and, given fresh, equal fresh[i..j-1]): each chain's number, and the first chain of each number."""
+    n = len(starts)
+    key = np.zeros(n, dtype=np.int64)
+    if not n:
+        return key, key
+    length = stops - starts + 1
+    base = 0
+    for m in distinct(length).tolist():  # chains of one length at a time: a matrix of their rows
+        sel = np.flatnonzero(length == m)
+        at = starts[sel][:, None] + np.arange(m)
+        mat = r[at]
+        if fresh is not None:
+            mat = np.concatenate((mat, fresh[at[:, :-1]].astype(np.int64)), axis=1)
+        o = np.lexsort(mat.T)  # equal rows side by side
+        s = mat[o]
+        new = np.ones(len(o), dtype=bool)
+        new[1:] = (s[1:] != s[:-1]).any(axis=1)
+        key[sel[o]] = base + np.cumsum(new) - 1
+        base += len(sel)
+    return first_codes(key)
 
 
 def _seq_sum(x: np.ndarray, lo: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -402,17 +433,17 @@ def _seq_sum(x: np.ndarray, lo: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _chain_sums(t: np.ndarray, start: np.ndarray, end: np.ndarray, starts: np.ndarray,
-                stops: np.ndarray) -> tuple[list[float], list[float], list[float]]:
+                stops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per chain seq[i..j] (i in starts, j in stops): its ops' summed and longest device time, and the
     GPU idle between its ops' kernels (t, start, end: per position of seq)."""
     if not len(starts):
-        return [], [], []
+        return np.zeros(0), np.zeros(0), np.zeros(0)
     n = stops - starts + 1
     total = _seq_sum(t, starts, n)
     bounds = np.stack((starts, stops + 1), axis=1).ravel()  # max of t[i..j]: exact in any order
     longest = np.maximum.reduceat(t, bounds[:-1] if bounds[-1] == len(t) else bounds)[::2]
     gaps = np.clip(start[1:] - end[:-1], 0, None)  # gaps[k]: between positions k and k + 1
-    return total.tolist(), longest.tolist(), _seq_sum(gaps, starts, n - 1).tolist()
+    return total, longest, _seq_sum(gaps, starts, n - 1)
 
 
 def _cost(g: dict, rows: list[dict]) -> dict:
