@@ -40,15 +40,20 @@ _P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
 
 
 class _Names:
-    """names[codes[i]] for an index i, each looked up when asked (no list of every op's name up front)."""
+    """names[codes[i]] for an index i, looked up when asked (no list of every op's name up front; the codes
+    as a list once something asks for one name at a time)."""
 
-    __slots__ = ("names", "codes")
+    __slots__ = ("names", "codes", "_codes")
 
     def __init__(self, names: list[str], codes: np.ndarray) -> None:
         self.names, self.codes = names, codes
+        self._codes: list[int] | None = None
 
     def __getitem__(self, i: int) -> str:
-        return self.names[self.codes[i]]
+        codes = self._codes
+        if codes is None:
+            codes = self._codes = self.codes.tolist()
+        return self.names[codes[i]]
 
     def __len__(self) -> int:
         return len(self.codes)
