@@ -316,13 +316,15 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
     at = at[~inside]
     groups: dict[tuple, dict] = {}
     meter.visit("diagnose.attention", len(seq) + (2 * WINDOW + 1) * len(at))  # each walk: WINDOW ops either side
+    if not len(at):
+        return [], claimed
     if strides is None:
         raw = list(map(trace.ops.strides.__getitem__, seq.tolist()))
         code = dict(zip(dict.fromkeys(raw), range(len(raw))))
         strides = np.fromiter(map(code.__getitem__, raw), dtype=np.int64, count=len(raw))
     seen = _Seen(q, claimed, strides)
     r_l = q._r
-    us = op_us[seq].tolist() if len(at) else []  # each position's op time
+    us = op_us[seq].tolist()  # each position's op time
     for c in at.tolist():
         if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.args(r_l[c]), 1) in fused_p):
             continue
