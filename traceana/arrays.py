@@ -52,3 +52,40 @@ def first_codes(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order), dtype=np.int64)
     return rank[inv.reshape(-1)], first[order]
+
+
+def slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """values[lo[0]:hi[0]], values[lo[1]:hi[1]], ... concatenated, and which slice each item came from."""
+    n = np.maximum(hi - lo, 0)
+    total = int(n.sum())
+    which = np.repeat(np.arange(len(lo), dtype=np.int64), n)
+    if not total:
+        return values[:0], which
+    first = np.concatenate(([0], np.cumsum(n)[:-1]))
+    return values[np.arange(total, dtype=np.int64) - first[which] + lo[which]], which
+
+
+def run_classes(r: np.ndarray, starts: np.ndarray, stops: np.ndarray,
+                fresh: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Runs r[i..j] (i in starts, j in stops) numbered by first appearance, equal numbers for equal values
+    (and, given fresh, equal fresh[i..j-1]): each run's number, and the first run of each number. One lexsort
+    per run length, not a tuple per run."""
+    n = len(starts)
+    key = np.zeros(n, dtype=np.int64)
+    if not n:
+        return key, key
+    length = stops - starts + 1
+    base = 0
+    for m in distinct(length).tolist():  # runs of one length at a time: a matrix of their values
+        sel = np.flatnonzero(length == m)
+        at = starts[sel][:, None] + np.arange(m)
+        mat = r[at]
+        if fresh is not None:
+            mat = np.concatenate((mat, fresh[at[:, :-1]].astype(np.int64)), axis=1)
+        o = np.lexsort(mat.T)  # equal rows side by side
+        s = mat[o]
+        new = np.ones(len(o), dtype=bool)
+        new[1:] = (s[1:] != s[:-1]).any(axis=1)
+        key[sel[o]] = base + np.cumsum(new) - 1
+        base += len(sel)
+    return first_codes(key)

@@ -51,7 +51,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from traceana.cost.families.comm import CUSTOM_COMM
-from traceana.diagnose.collective_calls import Call, TraceView, collectives, on_a_matmul
+from traceana.diagnose.collective_calls import Call, collectives, on_a_matmul
+from traceana.diagnose.trace_view import TraceView
 from traceana.meter import OFF, Meter
 from traceana.link.attribute import Links
 from traceana.load.model import Trace

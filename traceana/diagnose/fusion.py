@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from traceana import units as u
-from traceana.arrays import distinct, first_codes
+from traceana.arrays import distinct, run_classes
 from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link.attribute import Links
@@ -249,7 +249,7 @@ def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]
     # what a link needs of the two signatures alone, worked out once per distinct pair (and consumer strides):
     # b reads a's output (its arguments doing so), and a fresh output is read densely
     a_t, b_t = r[todo], r[todo + 1]
-    upair, first, pinv = np.unique(a_t * len(rows) + b_t, return_index=True, return_inverse=True)
+    _, first, pinv = np.unique(a_t * len(rows) + b_t, return_index=True, return_inverse=True)
     r_l = r.tolist()
     args_of = [_pair(flow, r_l[i], r_l[i + 1]) for i in todo[first].tolist()]
     has_args = np.array([bool(x) for x in args_of], dtype=bool)[pinv] if len(todo) else np.zeros(0, bool)
@@ -257,7 +257,7 @@ def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]
     strided = np.zeros(len(todo), dtype=bool)
     need = np.flatnonzero(has_args & ~again & ~in_place_row[a_t])
     if len(need):
-        ukey, ufirst, kinv = np.unique(pinv[need] * n_codes + sc[todo[need] + 1], return_index=True,
+        _, ufirst, kinv = np.unique(pinv[need] * n_codes + sc[todo[need] + 1], return_index=True,
                                        return_inverse=True)
         cache: dict[bytes, object] = {}
         bad = []
@@ -366,8 +366,8 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     r_l = r.tolist()
     # identical chains (rows), and identical chains whose intermediates are fresh alike: classes numbered by first
     # appearance, each worked out from its first chain; the sums then added per class in chain order
-    gid, g_first = _classes(r, starts, stops)
-    fid, f_first = _classes(r, starts, stops, fresh_pos)
+    gid, g_first = run_classes(r, starts, stops)
+    fid, f_first = run_classes(r, starts, stops, fresh_pos)
     groups: dict[tuple, dict] = {}
     order: list[dict] = []
     for c in g_first.tolist():
@@ -392,31 +392,6 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
         g.update(count=n, time_us=t, saved_bytes=b, launch_saved_us=ls, gap_us=gp)
     out = [_cost(g, rows) for g in groups.values()] + attention.cost(att, rows, device)
     return sorted(out, key=lambda g: -g["saving_us"])
-
-
-def _classes(r: np.ndarray, starts: np.ndarray, stops: np.ndarray,
-             fresh: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Chains seq[i..j] (i in starts, j in stops) numbered by first appearance, equal numbers for equal rows
-    r[i..j] (and, given fresh, equal fresh[i..j-1]): each chain's number, and the first chain of each number."""
-    n = len(starts)
-    key = np.zeros(n, dtype=np.int64)
-    if not n:
-        return key, key
-    length = stops - starts + 1
-    base = 0
-    for m in distinct(length).tolist():  # chains of one length at a time: a matrix of their rows
-        sel = np.flatnonzero(length == m)
-        at = starts[sel][:, None] + np.arange(m)
-        mat = r[at]
-        if fresh is not None:
-            mat = np.concatenate((mat, fresh[at[:, :-1]].astype(np.int64)), axis=1)
-        o = np.lexsort(mat.T)  # equal rows side by side
-        s = mat[o]
-        new = np.ones(len(o), dtype=bool)
-        new[1:] = (s[1:] != s[:-1]).any(axis=1)
-        key[sel[o]] = base + np.cumsum(new) - 1
-        base += len(sel)
-    return first_codes(key)
 
 
 def _seq_sum(x: np.ndarray, lo: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from traceana.link.attribute import Links
 from traceana.link.nesting import OpNesting, nesting_of, op_nesting
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
-from traceana.arrays import distinct
+from traceana.arrays import distinct, slices
 
 _SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
 _TO_HOST = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy", "aten::_copy_from",
@@ -150,7 +150,7 @@ class _Calls:
         place in `launches`) each is of."""
         a = np.searchsorted(self.ev_launch, launches, "left")
         b = np.searchsorted(self.ev_launch, launches, "right")
-        return _slices(self.ev, a, b)
+        return slices(self.ev, a, b)
 
     def launches_in(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per (thread, lo, hi): the launches on that thread that started in [lo, hi], concatenated; and which
@@ -164,18 +164,7 @@ class _Calls:
             b = int(np.searchsorted(self.la_thread, key, "right"))
             x[m] = a + np.searchsorted(self.la_ts[a:b], lo[m], "left")
             y[m] = a + np.searchsorted(self.la_ts[a:b], hi[m], "right")
-        return _slices(self.la_order, x, y)
-
-
-def _slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """values[lo[0]:hi[0]], values[lo[1]:hi[1]], ... concatenated, and which slice each item came from."""
-    n = np.maximum(hi - lo, 0)
-    which = np.repeat(np.arange(len(lo), dtype=np.int64), n)
-    total = len(which)
-    if not total:
-        return values[:0], which
-    first = np.cumsum(n) - n
-    return values[np.arange(total, dtype=np.int64) - first[which] + lo[which]], which
+        return slices(self.la_order, x, y)
 
 
 def _behind(names: list[str], op_name: np.ndarray, rounds: list[tuple], n: int) -> np.ndarray:
