@@ -18,6 +18,8 @@ events visited, for
 
     bench/.venv/bin/python bench/bench_stages.py [TRACE ...] [--runs 5] [--format html|md|json]
         [--copies N]  (the first trace replicated N times first: bench/make_large_trace.py)
+        [--baseline CHECKOUT]  (another checkout, e.g. `git archive` of an older commit with its scanner
+                                built, run alternately with this one: each stage's CPU before / after)
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--format", default="html", choices=("html", "md", "json"))
     ap.add_argument("--copies", type=int, default=1, help="replicate the (first) trace this many times first")
+    ap.add_argument("--baseline", type=Path, help="another checkout timed in the same rounds, alternately")
     args = ap.parse_args()
     traces = args.traces or [p for p in DEFAULT if p.exists()]
     if not traces:
@@ -116,7 +119,11 @@ def main() -> None:
                         str(args.copies), "-o", str(big)], check=True, stdout=subprocess.DEVNULL)
         traces = [big]
     for trace in traces:
-        runs = [run_once(trace, args.format) for _ in range(args.runs)]
+        runs, before = [], []
+        for _ in range(args.runs):  # with a baseline, its run and this checkout's alternate
+            if args.baseline is not None:
+                before.append(run_once(trace, args.format, args.baseline))
+            runs.append(run_once(trace, args.format))
         wall = statistics.median(r["total"] for r in runs)
         cpu = statistics.median(r["total_cpu"] for r in runs)
         print(f"{trace.name}: report -> {args.format}, {args.runs} runs, median {wall:.2f} s wall, {cpu:.2f} s CPU "
@@ -126,6 +133,13 @@ def main() -> None:
             indent = "  " if "." in n and n.split(".")[0] == "diagnose" else ""
             print(f"  {indent + n:20s} {w:8.3f} {share:6.1f}% {c:8.3f} {v:15,d}")
         print("  (diagnose.* are parts of diagnose; a loading thread's CPU counts in the stage it overlapped)")
+        if before:
+            was = {n: c for n, _, _, c, _ in table(trace, before)}
+            print(f"  against {args.baseline} (median CPU s of the same rounds):")
+            print(f"  {'stage':20s} {'before':>8s} {'after':>8s} {'after/before':>13s}")
+            for n, _, _, c, _ in table(trace, runs):
+                b = was.get(n, 0.0)
+                print(f"  {n:20s} {b:8.3f} {c:8.3f} {c / b if b > 0 else float('nan'):13.2f}")
     if tmp is not None:
         tmp.cleanup()
 

@@ -113,6 +113,14 @@ class _Seq:
         self._dense: dict[tuple[int, int], list[bool] | None] = {}
         self._gemm: dict[int, tuple | None] = {}
         self.memo: dict[tuple, tuple | None] = {}  # _walk_back's answers
+        # the lowest and highest position read since `reset`: every walk reads a position through same() or
+        # name() first (or is at a position one of them read)
+        self.lo = self.hi = 0
+
+    def reset(self, c: int) -> None:
+        """Start a search around position c: its reach is c alone, its walks' answers are its own."""
+        self.lo = self.hi = c
+        self.memo = {}
 
     def args(self, i: int) -> list[tuple[int, Tensor, float]]:
         """tensor_args of op i's row (worked out once per row)."""
@@ -126,9 +134,17 @@ class _Seq:
         return self._gemm[a]
 
     def name(self, i: int) -> str:
+        if i < self.lo:
+            self.lo = i
+        elif i > self.hi:
+            self.hi = i
         return self.names[self._r[i]]
 
     def same(self, i: int, j: int) -> bool:
+        if j < self.lo:
+            self.lo = j
+        elif j > self.hi:
+            self.hi = j
         st = self._st
         return 0 <= j < len(st) and self._th[j] == self._th[i] and self._r[j] >= 0 and st[j] >= 0 and st[j] == st[i]
 
@@ -285,8 +301,9 @@ def _copies(q: _Seq, lo: int, hi: int, operands: list[tuple[int, ...]], dt: str 
 
 
 def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: dict[str, np.ndarray],
-         op_us: np.ndarray, meter: Meter = OFF) -> tuple[list[dict], np.ndarray]:
-    """Groups of identical unfused attention chains, and the positions of seq they claim."""
+         op_us: np.ndarray, meter: Meter = OFF, strides: np.ndarray | None = None) -> tuple[list[dict], np.ndarray]:
+    """Groups of identical unfused attention chains, and the positions of seq they claim. strides: each
+    position's recorded strides as a number (equal numbers for equal strings), when already worked out."""
     claimed = np.zeros(len(seq), dtype=bool)
     if len(seq) < 3:
         return [], claimed
@@ -299,19 +316,73 @@ def find(trace, flow: Flow, seq: np.ndarray, r: np.ndarray, th: np.ndarray, oe: 
     at = at[~inside]
     groups: dict[tuple, dict] = {}
     meter.visit("diagnose.attention", len(seq) + (2 * WINDOW + 1) * len(at))  # each walk: WINDOW ops either side
+    if not len(at):
+        return [], claimed
+    if strides is None:
+        raw = list(map(trace.ops.strides.__getitem__, seq.tolist()))
+        code = dict(zip(dict.fromkeys(raw), range(len(raw))))
+        strides = np.fromiter(map(code.__getitem__, raw), dtype=np.int64, count=len(raw))
+    seen = _Seen(q, claimed, strides)
+    r_l = q._r
+    us = op_us[seq].tolist()  # each position's op time
     for c in at.tolist():
-        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.args(int(r[c])), 1) in fused_p):
+        if claimed[c] or (q.name(c) in SOFTMAX_BWD and _first_tensor(flow.args(r_l[c]), 1) in fused_p):
             continue
-        hit = _chain(q, c, claimed)
+        hit = seen.chain(c)
         if hit is None:
             continue
         positions, facts = hit
-        claimed[positions] = True
-        key = tuple(int(r[p]) for p in positions)
-        g = groups.setdefault(key, {"rows": key, "count": 0, "time_us": 0.0, **facts})
+        for p in positions:
+            claimed[p] = True
+        key = tuple(r_l[p] for p in positions)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, **facts, "chain": list(facts["chain"])}
         g["count"] += 1
-        g["time_us"] += float(sum(op_us[seq[p]] for p in positions))
+        t = 0.0  # the ops' times added in order (as sum() adds numpy floats: no compensation)
+        for p in positions:
+            t += us[p]
+        g["time_us"] += t
     return list(groups.values()), claimed
+
+
+_MARGIN = 4  # positions past a search's reach that its bounds checks may have looked at (a walk's end, range stops)
+
+
+class _Seen:
+    """_chain's answers by neighbourhood: a search reads only the positions between the lowest and highest it
+    reached (and, through bounds checks, a few past them); at another centre whose positions over that reach
+    hold the same rows, threads, streams, strides and claims, it reads the same and answers the same, shifted.
+    So a model's repeated layers and a trace's repeated steps are searched once."""
+
+    def __init__(self, q: _Seq, claimed: np.ndarray, strides: np.ndarray) -> None:
+        """strides: each position's recorded strides as a number (equal numbers for equal strings)."""
+        self.q, self.claimed = q, claimed
+        self.cols = np.ascontiguousarray(np.stack((q.r, q.th, q.stream, strides), axis=1).astype(np.int64))
+        self.reach: dict[tuple[int, int], dict[tuple, tuple | None]] = {}  # (lo, hi) from the centre -> answers
+
+    def _key(self, a: int, b: int) -> tuple:
+        """What a search may read over positions [a, b]: the rows, threads, streams and strides, the claims
+        (and how far the range runs past either end of the sequence)."""
+        n = len(self.cols)
+        lo, hi = max(a, 0), min(b + 1, n)
+        return lo - a, b + 1 - hi, self.cols[lo:hi].tobytes(), self.claimed[lo:hi].tobytes()
+
+    def chain(self, c: int) -> tuple[list[int], dict] | None:
+        for (lo, hi), answers in self.reach.items():
+            got = answers.get(self._key(c + lo - _MARGIN, c + hi + _MARGIN), False)
+            if got is not False:
+                if got is None:
+                    return None
+                offsets, facts = got
+                return [c + o for o in offsets], facts  # (facts: the same dict each time; the caller copies it)
+        q = self.q
+        q.reset(c)
+        hit = _chain(q, c, self.claimed)
+        lo, hi = q.lo - c, q.hi - c
+        key = self._key(c + lo - _MARGIN, c + hi + _MARGIN)  # (the claims as they were when searched)
+        self.reach.setdefault((lo, hi), {})[key] = None if hit is None else ([p - c for p in hit[0]], hit[1])
+        return hit
 
 
 def _chain(q: _Seq, c: int, claimed: np.ndarray) -> tuple[list[int], dict] | None:

@@ -1,9 +1,6 @@
 """The run's collective calls, as the context rules (context.py) read them.
 
-TraceView holds the trace's columns the rules need, computed once: op names, op nesting (link/attribute.py's
-parent sweep), the phase of any time (forward / backward / optimizer, from rank_facts' windows,
-with the backward's tail: after the step's backward began and before its optimizer), the GPU events
-launched inside any op's window. `collectives` lists every call: each outermost communication op
+`collectives` lists every call (read through trace_view.TraceView): each outermost communication op
 (a c10d op holding a record_param_comms is one call) with its algorithm, phase, parent ops, input
 and output elements and GPU time, and every communication kernel no such op launched (DeepEP,
 graph replays, launches outside ops). `on_a_matmul` finds the forward collectives linked to a
@@ -19,12 +16,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from traceana.link.comm_kernels import comm_event_mask, is_comm_op, kernel_library
-from traceana.link.attribute import Links, _parents
-from traceana.link.kernel_names import HEAD
-from traceana.load.model import Trace
-from traceana.meter import OFF, Meter
-from traceana.link.steps import _steps, collective_kind, inside, merge, phase_windows
+from traceana.diagnose.trace_view import TraceView
+from traceana.link.comm_kernels import is_comm_op, kernel_library
+from traceana.link.steps import collective_kind
 from traceana.arrays import distinct
 
 _GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
@@ -38,196 +32,6 @@ _KIND_ALGO = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "All
 _P2P_COLLECTIVE = {"send", "recv", "recv_any_source"}
 
 
-class TraceView:
-    """The trace's columns as the rules read them (computed once)."""
-
-    def __init__(self, trace: Trace, links: Links, meter: Meter = OFF):
-        self.trace, self.links, self.meter = trace, links, meter
-        meter.visit("context", len(trace.ops) + len(trace.launches) + len(trace.gpu) + len(trace.annotations))
-        names = trace.names
-        self.names = names
-        # what the name rules read: each name's head (a kernel's template list can run to megabytes)
-        self.heads = [n[:HEAD] if len(n) > HEAD else n for n in names]
-        self._used: dict[str, list[int]] = {}  # "ops" / "anns" / "gpu" -> the name codes it holds (once)
-        self._parent_list: list[int] | None = None  # self.parent as a list, for walks a step at a time
-        ops = trace.ops
-        self.op_name = [names[c] for c in ops.name.tolist()]
-        self.ann_name = [names[c] for c in trace.annotations.name.tolist()]
-        nums, st, se = _steps(trace)
-        self.steps = (nums, st, se)
-        self.windows, self.window_src = phase_windows(trace, st, se)
-        gpu, la = trace.gpu, trace.launches
-        self.gpu_launch = links.gpu_launch
-        # the start of the call that launched each GPU event (its own start when none)
-        lt = gpu.ts.astype(float).copy()
-        has = links.gpu_launch >= 0
-        lt[has] = la.ts[links.gpu_launch[has]]
-        self.launch_ts = lt
-        self.comm_event = comm_event_mask(names, gpu.name) & (gpu.kind == 0) if len(gpu) else np.zeros(0, bool)
-        # op nesting: ops sorted by (thread, start, longest first), each one's parent (link/attribute.py's sweep)
-        order = np.lexsort((-ops.end, ops.ts, ops.thread)) if len(ops) else np.zeros(0, np.int64)
-        self.order = order
-        self.sorted_ts = ops.ts[order]  # start of the op at each sorted position (searched per call, never copied)
-        self.pos = np.empty(len(ops), dtype=np.int64)
-        self.pos[order] = np.arange(len(order))
-        th = ops.thread[order]
-        bounds = np.flatnonzero(np.diff(th)) + 1
-        starts = np.concatenate(([0], bounds)) if len(order) else np.zeros(0, np.int64)
-        stops = np.concatenate((bounds, [len(order)])) if len(order) else np.zeros(0, np.int64)
-        self.run_end = np.repeat(stops, stops - starts)  # per sorted position: the end of its thread's run
-        par = _parents(ops.ts[order], ops.end[order], np.repeat(starts, stops - starts)) if len(order) else order
-        self.parent = np.full(len(ops), -1, dtype=np.int64)
-        if len(order):
-            self.parent[order] = np.where(par >= 0, order[np.maximum(par, 0)], -1)
-        # launches by (thread, start), and the GPU events of each launch
-        self.la_order = np.lexsort((la.ts, la.thread)) if len(la) else np.zeros(0, np.int64)
-        self.la_thread, self.la_ts = la.thread[self.la_order], la.ts[self.la_order]
-        ev = np.flatnonzero(links.gpu_launch >= 0)
-        ev = ev[np.argsort(links.gpu_launch[ev], kind="stable")]
-        self.ev_by_launch, self.ev_launch = ev, links.gpu_launch[ev]
-
-    def ancestors(self, i: int) -> list[int]:
-        parent = self._parent_list
-        if parent is None:
-            parent = self._parent_list = self.parent.tolist()
-        out = []
-        j = parent[i]
-        while j >= 0 and len(out) < 64:
-            out.append(j)
-            j = parent[j]
-        return out[::-1]
-
-    def inner(self, idx: np.ndarray) -> list[np.ndarray]:
-        """Per op in idx: the ops nested in it (itself included), on its thread, in (start, longest first)
-        order. One search per thread for all of them, then slices."""
-        ops = self.trace.ops
-        p = self.pos[idx]
-        stop = np.empty(len(idx), dtype=np.int64)
-        for run in distinct(self.run_end[p]).tolist():  # per thread (its run of sorted positions)
-            m = self.run_end[p] == run
-            lo = int(np.searchsorted(self.run_end, run, "left"))  # the run's first position
-            # ops of the run that start by the op's end (all those before it do: sorted by start)
-            stop[m] = lo + np.searchsorted(self.sorted_ts[lo:run], ops.end[idx[m]], side="right")
-        cand, which = _slices(self.order, p, stop)
-        keep = ops.end[cand] <= ops.end[idx][which]
-        return _split(cand[keep], which[keep], len(idx))
-
-    def events_in(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
-        """Per (thread, lo, hi): the GPU events launched on that thread between lo and hi, by launch (each
-        launch's events in their order). One search per thread for all of them, then slices."""
-        n = len(thread)
-        if not len(self.la_order) or not n:
-            return [np.zeros(0, np.int64) for _ in range(n)]
-        x, y = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        for th in distinct(thread).tolist():
-            m = thread == th
-            key = self.la_thread.dtype.type(th)  # a Python int would make numpy cast the whole array
-            a = int(np.searchsorted(self.la_thread, key, side="left"))
-            b = int(np.searchsorted(self.la_thread, key, side="right"))
-            x[m] = a + np.searchsorted(self.la_ts[a:b], lo[m], side="left")
-            y[m] = a + np.searchsorted(self.la_ts[a:b], hi[m], side="right")
-        lids, which = _slices(self.la_order, x, y)
-        o = np.lexsort((lids, which))  # each call's launches in launch order
-        lids, which = lids[o], which[o]
-        u = np.searchsorted(self.ev_launch, lids, side="left")
-        v = np.searchsorted(self.ev_launch, lids, side="right")
-        ev, k = _slices(self.ev_by_launch, u, v)
-        return _split(ev, which[k], n)
-
-    def phase(self, t: np.ndarray) -> np.ndarray:
-        """'forward' / 'backward' / 'optimizer' per time: in an optimizer window, optimizer; in a
-        backward window, or after its step's backward began and before its optimizer (the backward's
-        tail: DDP's last bucket, FSDP's post-backward callback), backward; else forward."""
-        t = np.asarray(t, dtype=float)
-        out = np.full(len(t), "forward", dtype=object)
-        if "backward" in self.windows:
-            bs, be = self.windows["backward"]
-            out[inside(t, bs, be) >= 0] = "backward"
-            # the step each time is in (without steps: one step, the whole trace)
-            st, se = (self.steps[1], self.steps[2]) if len(self.steps[0]) else (np.array([-np.inf]), np.array([np.inf]))
-            k = inside(t, st, se)
-            first_b = np.full(len(st), np.inf)
-            first_o = np.full(len(st), np.inf)
-            kb = inside(bs, st, se)
-            np.minimum.at(first_b, kb[kb >= 0], bs[kb >= 0])
-            if "optimizer" in self.windows:
-                os_ = self.windows["optimizer"][0]
-                ko = inside(os_, st, se)
-                np.minimum.at(first_o, ko[ko >= 0], os_[ko >= 0])
-            ok = k >= 0
-            tail = np.zeros(len(t), dtype=bool)
-            tail[ok] = (t[ok] >= first_b[k[ok]]) & (t[ok] < first_o[k[ok]])
-            out[tail] = "backward"
-        if "optimizer" in self.windows:
-            out[inside(t, *self.windows["optimizer"]) >= 0] = "optimizer"
-        return out
-
-    def _codes_where(self, rx: re.Pattern, which: str, column: np.ndarray) -> np.ndarray:
-        """Per name code, whether rx finds the name's head; only the codes the column holds are searched
-        (kernel names are most of the table and an op rule never reads them)."""
-        hit = np.zeros(len(self.heads), dtype=bool)
-        if len(column):
-            heads = self.heads
-            used = self._used.get(which)
-            if used is None:
-                used = self._used[which] = np.unique(column).tolist()
-            hit[[c for c in used if rx.search(heads[c])]] = True
-        return hit
-
-    def ops_where(self, rx: re.Pattern) -> np.ndarray:
-        names = self.trace.ops.name
-        return np.flatnonzero(self._codes_where(rx, "ops", names)[names]) if len(names) else np.zeros(0, np.int64)
-
-    def anns_where(self, rx: re.Pattern) -> np.ndarray:
-        names = self.trace.annotations.name
-        return np.flatnonzero(self._codes_where(rx, "anns", names)[names]) if len(names) else np.zeros(0, np.int64)
-
-    def kernels_where(self, rx: re.Pattern) -> np.ndarray:
-        g = self.trace.gpu
-        return np.flatnonzero(self._codes_where(rx, "gpu", g.name)[g.name] & (g.kind == 0)) if len(g) else np.zeros(0, np.int64)
-
-    def cpu_us(self, idx: np.ndarray, ann: bool = False) -> float:
-        src = self.trace.annotations if ann else self.trace.ops
-        if not len(idx):
-            return 0.0
-        s, e = merge(src.ts[idx], src.end[idx])
-        return float((e - s).sum())
-
-    def gpu_under(self, idx: np.ndarray, ann: bool = False) -> float:
-        """Device time of the GPU events launched inside these ops' windows, on their threads; for
-        annotations (user ranges such as `## backward ##`, whose work another thread may launch: the
-        autograd engine's), on any thread."""
-        src = self.trace.annotations if ann else self.trace.ops
-        la, gpu = self.trace.launches, self.trace.gpu
-        if not len(idx) or not len(gpu) or not len(la):
-            return 0.0
-        hit = np.zeros(len(la), dtype=bool)
-        if ann:
-            hit[inside(la.ts, *merge(src.ts[idx], src.end[idx])) >= 0] = True
-        for th in ([] if ann else distinct(src.thread[idx]).tolist()):
-            sel = idx[src.thread[idx] == th]
-            s, e = merge(src.ts[sel], src.end[sel])
-            on = np.flatnonzero(la.thread == th)
-            self.meter.visit("context", len(la))
-            hit[on[inside(la.ts[on], s, e) >= 0]] = True
-        ev = (self.gpu_launch >= 0) & hit[np.maximum(self.gpu_launch, 0)]
-        return float(gpu.dur[ev].sum())
-
-    def kernel_us(self, idx: np.ndarray) -> float:
-        return float(self.trace.gpu.dur[idx].sum()) if len(idx) else 0.0
-
-
-def _slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """values[lo[0]:hi[0]], values[lo[1]:hi[1]], ... concatenated, and which slice each item came from."""
-    n = np.maximum(hi - lo, 0)
-    total = int(n.sum())
-    which = np.repeat(np.arange(len(lo), dtype=np.int64), n)
-    if not total:
-        return values[:0], which
-    first = np.concatenate(([0], np.cumsum(n)[:-1]))
-    return values[np.arange(total, dtype=np.int64) - first[which] + lo[which]], which
-
-
 def _sums(x: np.ndarray, parts: list[np.ndarray]) -> list[float]:
     """sum(x[p]) for each index array p: one gather and one prefix sum for all of them."""
     if not parts:
@@ -237,12 +41,6 @@ def _sums(x: np.ndarray, parts: list[np.ndarray]) -> list[float]:
     c = np.concatenate(([0.0], np.cumsum(x[flat], dtype=float)))
     ends = np.cumsum(n)
     return (c[ends] - c[ends - n]).tolist()
-
-
-def _split(items: np.ndarray, which: np.ndarray, n: int) -> list[np.ndarray]:
-    """items (grouped by which, in order) as n arrays, one per slice."""
-    ends = np.cumsum(np.bincount(which, minlength=n)).tolist()
-    return [items[a:z] for a, z in zip([0] + ends[:-1], ends)]
 
 
 def _algorithm(name: str, extra: dict) -> str | None:
@@ -419,6 +217,9 @@ def on_a_matmul(r: TraceView, calls: list[Call]) -> list[Call]:
     elements as the matmul right before it wrote, or an all-gather whose output has as many elements
     as the next matmul's input (no other collective between them, same thread)."""
     ops = r.trace.ops
+    if not any(c.op >= 0 and c.phase == "forward" and c.algo in ("all_reduce", "reduce_scatter", "all_gather")
+               for c in calls):
+        return []  # no call to link (and no matmuls to sort)
     gemm = r.ops_where(_GEMM)
     if not len(gemm):
         return []

@@ -51,7 +51,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from traceana.cost.families.comm import CUSTOM_COMM
-from traceana.diagnose.collective_calls import Call, TraceView, collectives, on_a_matmul
+from traceana.diagnose.collective_calls import Call, collectives, on_a_matmul
+from traceana.diagnose.trace_view import TraceView
 from traceana.meter import OFF, Meter
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
@@ -87,7 +88,7 @@ def _ranges(r: TraceView, rx: re.Pattern, rule: str, what: str) -> dict | None:
     o, a = r.ops_where(rx), r.anns_where(rx)
     if not len(o) and not len(a):
         return None
-    return _evidence(rule, what, [r.op_name[i] for i in o.tolist()] + [r.ann_name[i] for i in a.tolist()],
+    return _evidence(rule, what, r.op_name.of(o) + [r.ann_name[i] for i in a.tolist()],
                      r.cpu_us(o) + r.cpu_us(a, True), r.gpu_under(o) + r.gpu_under(a, True))
 
 
@@ -115,12 +116,12 @@ def _mode(r: TraceView) -> tuple[str, list[dict]]:
     inf_o, inf_k = r.ops_where(_INFERENCE), r.kernels_where(_INFERENCE)
     if len(inf_o) or len(inf_k):
         ev.append(_evidence("KV cache", "KV-cache writes / paged attention: autoregressive inference",
-                            [r.op_name[i] for i in inf_o.tolist()] + [r.names[c] for c in r.trace.gpu.name[inf_k]],
+                            r.op_name.of(inf_o) + [r.names[c] for c in r.trace.gpu.name[inf_k]],
                             r.cpu_us(inf_o), r.gpu_under(inf_o) + r.kernel_us(inf_k)))
     eng = r.ops_where(_ENGINE)
     if len(eng):
         ev.append(_evidence("serving engine", "a serving engine's ops (vLLM / SGLang)",
-                            [r.op_name[i] for i in eng.tolist()], r.cpu_us(eng), r.gpu_under(eng)))
+                            r.op_name.of(eng), r.cpu_us(eng), r.gpu_under(eng)))
     n_ops = len(r.trace.ops)
     if n_ops:
         ev.append(_evidence("forward only", f"none of the {n_ops:,} ops is a backward or optimizer op", [],

@@ -36,10 +36,11 @@ import msgspec
 import numpy as np
 
 from traceana import units as u
-from traceana.arrays import distinct
+from traceana.arrays import distinct, run_classes
 from traceana.diagnose import attention
 from traceana.diagnose.dataflow import REDUCTIONS, Flow, dense, fills_out_buffer, in_place, reads, short
 from traceana.link.attribute import Links
+from traceana.link.nesting import nesting_of
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
 
@@ -176,20 +177,21 @@ def _op_events(trace: Trace, links: Links, ev_row: np.ndarray) -> dict[str, np.n
     return {"row": row, "stream": stream, "first": first, "last": last, "start": start, "end": end}
 
 
-def _parent_names(trace: Trace, idx: list[int]) -> dict[int, str]:
+def _parent_names(trace: Trace, links: Links | None, idx: list[int]) -> dict[int, str]:
     """Name of the innermost op enclosing each op in idx (same thread), where it is near: among the
-    16 ops before it in (thread, start, longest first) order, the nearest that encloses it."""
+    16 ops before it in (thread, start, longest first) order (the link stage's: link/nesting.py), the
+    nearest that encloses it."""
     ops = trace.ops
     if not idx:
         return {}
-    order = np.lexsort((-ops.end, ops.ts, ops.thread))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
+    nest = nesting_of(trace, links)
+    order = nest.order
     at = np.asarray(idx, dtype=np.int64)
+    rank_at = nest.pos()[at]
     found = np.full(len(at), -1, dtype=np.int64)
     live = np.ones(len(at), dtype=bool)  # still looking: no enclosing op yet, no other thread reached
     for off in range(1, 17):
-        k = rank[at] - off
+        k = rank_at - off
         live &= k >= 0
         j = order[np.where(live, k, 0)]
         live &= ops.thread[j] == ops.thread[at]
@@ -221,8 +223,10 @@ def _strides(raw: bytes, cache: dict[bytes, object]) -> object:
     return cache[raw]
 
 
-def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray], meter: Meter = OFF) -> np.ndarray:
-    """ok[i]: seq[i] -> seq[i + 1] is a producer -> consumer link."""
+def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray], meter: Meter = OFF,
+            strides: tuple[list[bytes], np.ndarray, int] | None = None) -> np.ndarray:
+    """ok[i]: seq[i] -> seq[i + 1] is a producer -> consumer link. strides: each position's recorded strides
+    (trace.ops.strides of seq), the same as numbers and how many distinct there are, when worked out."""
     ops, rows = trace.ops, flow.rows
     r = oe["row"][seq]
     cand = np.array([r_.get("bound") in FUSABLE_BOUNDS and r_.get("bytes") is not None
@@ -231,53 +235,61 @@ def _linked(trace: Trace, flow: Flow, seq: np.ndarray, oe: dict[str, np.ndarray]
     pre = ((th[1:] == th[:-1]) & (st[1:] == st[:-1]) & (st[1:] >= 0) & cand[r[:-1]] & cand[r[1:]]
            & (oe["first"][seq][1:] == oe["last"][seq][:-1] + 1) & (r[1:] != r[:-1]))
     ok = np.zeros(len(pre), dtype=bool)
-    inlink = np.zeros(len(seq), dtype=bool)
-    pair: dict[tuple[int, int], tuple[int, ...] | None] = {}
-    strided: dict[tuple[int, int, bytes], bool] = {}
-    stride_cache: dict[bytes, object] = {}
     multi = len(distinct(th)) > 1
     all_ts = ops.ts[seq]
     by_ts = np.argsort(all_ts, kind="stable")
     s_ts = all_ts[by_ts]
     todo = np.flatnonzero(pre)
-    back, again = _repeats(ops.strides, seq, r, th, todo)
-    r_l, seq_l, strides = r.tolist(), seq.tolist(), ops.strides
-    for i, bk, rep in zip(todo.tolist(), back.tolist(), again.tolist()):
-        a, b = r_l[i], r_l[i + 1]
-        if (a, b) not in pair:
-            pair[(a, b)] = _pair(flow, a, b)
-        args = pair[(a, b)]
-        if not args:
-            continue
+    if strides is None:
+        raw = list(map(ops.strides.__getitem__, seq.tolist()))
+        codes = dict(zip(dict.fromkeys(raw), range(len(raw))))  # each distinct strides string -> a number
+        strides = raw, np.fromiter(map(codes.__getitem__, raw), dtype=np.int64, count=len(raw)), len(codes)
+    raw, sc, n_codes = strides
+    back, again = _repeats(sc, n_codes, r, th, todo)
+    # what a link needs of the two signatures alone, worked out once per distinct pair (and consumer strides):
+    # b reads a's output (its arguments doing so), and a fresh output is read densely
+    a_t, b_t = r[todo], r[todo + 1]
+    _, first, pinv = np.unique(a_t * len(rows) + b_t, return_index=True, return_inverse=True)
+    r_l = r.tolist()
+    args_of = [_pair(flow, r_l[i], r_l[i + 1]) for i in todo[first].tolist()]
+    has_args = np.array([bool(x) for x in args_of], dtype=bool)[pinv] if len(todo) else np.zeros(0, bool)
+    in_place_row = np.array([in_place(x["name"]) for x in rows], dtype=bool)
+    strided = np.zeros(len(todo), dtype=bool)
+    need = np.flatnonzero(has_args & ~again & ~in_place_row[a_t])
+    if len(need):
+        _, ufirst, kinv = np.unique(pinv[need] * n_codes + sc[todo[need] + 1], return_index=True,
+                                       return_inverse=True)
+        cache: dict[bytes, object] = {}
+        bad = []
+        for k in need[ufirst].tolist():
+            i, args = int(todo[k]), args_of[int(pinv[k])]
+            st_b = _strides(raw[i + 1], cache)
+            dims_b = rows[r_l[i + 1]]["input_dims"]
+            bad.append(isinstance(st_b, list) and not any(j < len(st_b) and dense(tuple(dims_b[j]), st_b[j])
+                                                          for j in args))
+        strided[need] = np.array(bad, dtype=bool)[kinv]
+    # b repeats a recent op that started a branch (the same code on a second tensor): only when that op is not
+    # itself in a link, which the links before it decide, in order
+    keep = has_args & ~again & ~strided
+    inlink = bytearray(len(seq))
+    for i, bk in zip(todo[keep].tolist(), back[keep].tolist()):
         if bk >= 0 and not inlink[bk]:
-            continue  # b repeats an op that started a branch: the same code on a second tensor
-        if rep:
-            continue  # b is one of several identical ops in a row (q, k, v copies): which one reads a is unknown
-        if not in_place(rows[a]["name"]):  # a fresh output is dense: a strided slice of that shape is another tensor
-            key = (a, b, strides[seq_l[i + 1]])
-            if key not in strided:
-                st_b = _strides(key[2], stride_cache)
-                dims_b = rows[b]["input_dims"]
-                strided[key] = isinstance(st_b, list) and not any(k < len(st_b) and dense(tuple(dims_b[k]), st_b[k])
-                                                                  for k in args)
-            if strided[key]:
-                continue
+            continue
         if multi and _read_elsewhere(flow, r, th, all_ts, s_ts, by_ts, i, meter):
             continue
-        ok[i] = inlink[i + 1] = True
+        ok[i] = True
+        inlink[i + 1] = 1
     return ok
 
 
-def _repeats(strides: list[bytes], seq: np.ndarray, r: np.ndarray, th: np.ndarray,
+def _repeats(sc: np.ndarray, n_codes: int, r: np.ndarray, th: np.ndarray,
              at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each candidate link seq[i] -> seq[i + 1] (i in at), where an instance's signature is its row
-    and its recorded strides: back[i], the latest j in [i - REPEAT_WINDOW + 1, i] on seq[i]'s thread
-    whose signature is seq[i + 1]'s (-1: none), and again[i], whether seq[i + 2] (same thread) has it too."""
-    raw = list(map(strides.__getitem__, seq.tolist()))
-    codes = dict(zip(dict.fromkeys(raw), range(len(raw))))  # each distinct strides string -> a number
-    sc = np.fromiter(map(codes.__getitem__, raw), dtype=np.int64, count=len(raw))
-    sig = r * max(len(codes), 1) + sc
-    n = len(seq)
+    and its recorded strides (sc[i]: seq[i]'s strides as one of n_codes numbers): back[i], the latest j in
+    [i - REPEAT_WINDOW + 1, i] on seq[i]'s thread whose signature is seq[i + 1]'s (-1: none), and again[i],
+    whether seq[i + 2] (same thread) has it too."""
+    sig = r * max(n_codes, 1) + sc
+    n = len(sc)
     back = np.full(len(at), -1, dtype=np.int64)
     for off in range(REPEAT_WINDOW - 1, -1, -1):  # the nearest match (smallest offset) written last
         j = at - off
@@ -334,8 +346,11 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     flow = Flow(rows)
     r, th = oe["row"][seq], ops.thread[seq]
     op_us = links.op_device_us
-    att, claimed = attention.find(trace, flow, seq, r, th, oe, op_us, meter)
-    ok = _linked(trace, flow, seq, oe, meter) & ~claimed[:-1] & ~claimed[1:]
+    raw = list(map(ops.strides.__getitem__, seq.tolist()))  # each position's recorded strides ...
+    codes = dict(zip(dict.fromkeys(raw), range(len(raw))))  # ... and as a number (equal for equal strings)
+    sc = np.fromiter(map(codes.__getitem__, raw), dtype=np.int64, count=len(raw))
+    att, claimed = attention.find(trace, flow, seq, r, th, oe, op_us, meter, sc)
+    ok = _linked(trace, flow, seq, oe, meter, (raw, sc, len(codes))) & ~claimed[:-1] & ~claimed[1:]
     meter.visit("diagnose.fusion", len(seq))
     edges = np.diff(np.concatenate(([0], ok.astype(np.int8), [0])))
     starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
@@ -343,32 +358,38 @@ def chains(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict],
     fresh_pos = np.array([not in_place(x["name"]) for x in rows], dtype=bool)[r]
     is_copy = np.array([short(x["name"]) == "copy_" for x in rows], dtype=bool)
     copies = np.flatnonzero(np.append(ok, False) & is_copy[r])  # the copies inside chains
-    parent = _parent_names(trace, seq[copies].tolist())
+    parent = _parent_names(trace, links, seq[copies].tolist())
     fresh_pos[copies] |= np.array([parent.get(o, "") in _FRESH_COPY_PARENTS for o in seq[copies].tolist()],
                                   dtype=bool)
     fresh_l = fresh_pos.tolist()
     t_sum, t_max, gap = _chain_sums(op_us[seq], oe["start"][seq], oe["end"][seq], starts, stops)
     r_l = r.tolist()
+    # identical chains (rows), and identical chains whose intermediates are fresh alike: classes numbered by first
+    # appearance, each worked out from its first chain; the sums then added per class in chain order
+    gid, g_first = run_classes(r, starts, stops)
+    fid, f_first = run_classes(r, starts, stops, fresh_pos)
     groups: dict[tuple, dict] = {}
-    saved_of: dict[tuple, float] = {}
-    for c, (i, j) in enumerate(zip(starts.tolist(), stops.tolist())):
+    order: list[dict] = []
+    for c in g_first.tolist():
+        i, j = int(starts[c]), int(stops[c])
         key = tuple(r_l[i:j + 1])
-        fresh = tuple(fresh_l[i:j])
-        g = groups.get(key)
-        if g is None:
-            inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
-            g = groups[key] = {"rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter,
-                               "fresh": list(fresh), "launch_saved_us": 0.0, "gap_us": 0.0,
-                               "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
-                               "before": _neighbour(flow, r, th, i, i - 1), "after": _neighbour(flow, r, th, j, j + 1)}
-        saved = saved_of.get((key, fresh))
-        if saved is None:
-            saved = saved_of[(key, fresh)] = sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(g["links"], fresh))
-        g["count"] += 1
-        g["time_us"] += t_sum[c]
-        g["saved_bytes"] += float(saved)
-        g["launch_saved_us"] += t_sum[c] - t_max[c]
-        g["gap_us"] += gap[c]
+        inter = [flow.feeds(key[k], key[k + 1]) for k in range(len(key) - 1)]
+        order.append(groups.setdefault(key, {
+            "rows": key, "count": 0, "time_us": 0.0, "saved_bytes": 0.0, "links": inter, "fresh": fresh_l[i:j],
+            "launch_saved_us": 0.0, "gap_us": 0.0, "kernels": int(sum(rows[k]["kernel_count"] for k in key) + 0.5),
+            "before": _neighbour(flow, r, th, i, i - 1), "after": _neighbour(flow, r, th, j, j + 1)}))
+    saved = np.zeros(len(f_first))
+    for k, c in enumerate(f_first.tolist()):
+        i, j = int(starts[c]), int(stops[c])
+        saved[k] = float(sum(prod(s) * isz * (2 if f else 1) for (s, isz), f in zip(order[gid[c]]["links"],
+                                                                                   fresh_l[i:j])))
+    n_g = len(order)
+    count = np.bincount(gid, minlength=n_g).tolist()
+    sums = np.zeros((4, n_g))
+    for row, x in enumerate((t_sum, saved[fid], t_sum - t_max, gap)):
+        np.add.at(sums[row], gid, x)  # (ufunc.at adds in index order: chain by chain, as a running total)
+    for g, n, t, b, ls, gp in zip(order, count, *sums.tolist()):
+        g.update(count=n, time_us=t, saved_bytes=b, launch_saved_us=ls, gap_us=gp)
     out = [_cost(g, rows) for g in groups.values()] + attention.cost(att, rows, device)
     return sorted(out, key=lambda g: -g["saving_us"])
 
@@ -387,17 +408,17 @@ def _seq_sum(x: np.ndarray, lo: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _chain_sums(t: np.ndarray, start: np.ndarray, end: np.ndarray, starts: np.ndarray,
-                stops: np.ndarray) -> tuple[list[float], list[float], list[float]]:
+                stops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per chain seq[i..j] (i in starts, j in stops): its ops' summed and longest device time, and the
     GPU idle between its ops' kernels (t, start, end: per position of seq)."""
     if not len(starts):
-        return [], [], []
+        return np.zeros(0), np.zeros(0), np.zeros(0)
     n = stops - starts + 1
     total = _seq_sum(t, starts, n)
     bounds = np.stack((starts, stops + 1), axis=1).ravel()  # max of t[i..j]: exact in any order
     longest = np.maximum.reduceat(t, bounds[:-1] if bounds[-1] == len(t) else bounds)[::2]
     gaps = np.clip(start[1:] - end[:-1], 0, None)  # gaps[k]: between positions k and k + 1
-    return total.tolist(), longest.tolist(), _seq_sum(gaps, starts, n - 1).tolist()
+    return total, longest, _seq_sum(gaps, starts, n - 1)
 
 
 def _cost(g: dict, rows: list[dict]) -> dict:

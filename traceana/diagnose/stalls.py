@@ -22,10 +22,11 @@ import numpy as np
 from traceana import units as u
 from traceana.link.copies import classify
 from traceana.diagnose.ledger import ALLOCATOR_FREE, Account
-from traceana.link.attribute import Links, _parents
+from traceana.link.attribute import Links
+from traceana.link.nesting import OpNesting, nesting_of, op_nesting
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
-from traceana.arrays import distinct
+from traceana.arrays import distinct, slices
 
 _SCALAR = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal")
 _TO_HOST = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu", "aten::numpy", "aten::_copy_from",
@@ -82,109 +83,176 @@ class _Nesting:
     """Intervals (ops, or annotations) of each thread by start, longest first, with their nesting parents:
     the intervals enclosing a call are found by one search and a climb, bounded by the nesting depth."""
 
-    def __init__(self, thread: np.ndarray, ts: np.ndarray, end: np.ndarray, keep: np.ndarray | None = None) -> None:
-        idx = np.arange(len(ts), dtype=np.int64) if keep is None else np.flatnonzero(keep)
-        self.order = idx[np.lexsort((-end[idx], ts[idx], thread[idx]))]
-        self.thread, self.ts, self.end = thread[self.order], ts[self.order], end[self.order]
-        bounds = np.flatnonzero(np.diff(self.thread)) + 1
-        starts = np.concatenate(([0], bounds)) if len(self.order) else np.zeros(0, np.int64)
-        stops = np.concatenate((bounds, [len(self.order)])) if len(self.order) else np.zeros(0, np.int64)
-        self.parent = _parents(self.ts, self.end, np.repeat(starts, stops - starts)) if len(self.order) else self.order
+    def __init__(self, nest: OpNesting) -> None:
+        """nest: the intervals' nesting (link/nesting.py: the link stage's, for the ops)."""
+        self.order, self.thread, self.ts, self.end = nest.order, nest.thread, nest.ts, nest.end
+        self.parent = nest.parent
 
-    def enclosing(self, thread: int, ts: float, end: float, meter: Meter = OFF) -> list[int]:
-        """Indices of the intervals on `thread` enclosing [ts, end], innermost first."""
-        key = self.thread.dtype.type(thread) if len(self.thread) else thread
-        lo = int(np.searchsorted(self.thread, key, "left"))
-        hi = int(np.searchsorted(self.thread, key, "right"))
-        c = lo + int(np.searchsorted(self.ts[lo:hi], ts + EPS_US, "right")) - 1
-        out: list[int] = []
-        steps = 2
-        while c >= lo:  # climb from the last interval started by ts to the first that is still running at end
-            steps += 1
-            if self.end[c] >= end - EPS_US:
-                out.append(int(self.order[c]))
-            c = int(self.parent[c])
-        meter.visit("diagnose.stalls", steps)
-        return out
+    @classmethod
+    def of(cls, thread: np.ndarray, ts: np.ndarray, end: np.ndarray, keep: np.ndarray | None = None) -> _Nesting:
+        """The nesting of the intervals in keep (all when None)."""
+        idx = np.arange(len(ts), dtype=np.int64) if keep is None else np.flatnonzero(keep)
+        sub = op_nesting(_Cols(thread[idx], ts[idx], end[idx]))
+        return cls(OpNesting(None, idx[sub.order], sub.thread, sub.ts, sub.end, sub.starts, sub.stops, sub.parent,
+                             False))
+
+    def climb(self, thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[list[tuple], int]:
+        """The intervals enclosing each [ts[i], end[i]] on thread[i], all calls at once: per round of the climb
+        from the last interval started by ts (+ the clock's resolution) up its parents, (calls, their
+        intervals, which of those still run at end) — rounds in order, so innermost first; and the
+        intervals visited (+ 2 per call: its searches)."""
+        n = len(ts)
+        c = np.full(n, -1, dtype=np.int64)
+        if len(self.thread) and n:
+            for th in distinct(thread).tolist():  # one search per thread for all its calls
+                m = np.flatnonzero(thread == th)
+                key = self.thread.dtype.type(th)
+                lo = int(np.searchsorted(self.thread, key, "left"))
+                hi = int(np.searchsorted(self.thread, key, "right"))
+                k = lo + np.searchsorted(self.ts[lo:hi], ts[m] + EPS_US, "right") - 1
+                c[m] = np.where(k >= lo, k, -1)
+        at = np.flatnonzero(c >= 0)
+        c = c[at]
+        rounds = []
+        visits = 2 * n
+        while len(at):  # (a parent sits earlier in its thread's run, or is -1: the climb ends)
+            visits += len(at)
+            rounds.append((at, self.order[c], self.end[c] >= end[at] - EPS_US))
+            c = self.parent[c]
+            up = c >= 0
+            at, c = at[up], c[up]
+        return rounds, visits
+
+
+class _Cols:
+    """Interval columns (thread, ts, end), as op_nesting reads them."""
+
+    def __init__(self, thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> None:
+        self.thread, self.ts, self.end = thread, ts, end
 
 
 class _Calls:
-    """What describe_call looks up, indexed once: op and annotation nesting, launches by (thread, start), and
+    """What describe_calls looks up, indexed once: op and annotation nesting, launches by (thread, start), and
     the GPU events of each launch."""
 
     def __init__(self, trace: Trace, links: Links) -> None:
-        ops, ann, la = trace.ops, trace.annotations, trace.launches
-        self.ops = _Nesting(ops.thread, ops.ts, ops.end)
+        ann, la = trace.annotations, trace.launches
+        self.ops = _Nesting(nesting_of(trace, links))
         step = np.fromiter((n.startswith("ProfilerStep#") for n in trace.names), dtype=bool, count=len(trace.names))
-        self.ann = _Nesting(ann.thread, ann.ts, ann.end, ~step[ann.name] if len(ann) else None)
+        self.ann = _Nesting.of(ann.thread, ann.ts, ann.end, ~step[ann.name] if len(ann) else None)
         self.la_order = np.lexsort((la.ts, la.thread))
         self.la_thread, self.la_ts = la.thread[self.la_order], la.ts[self.la_order]
         self.ev = np.argsort(links.gpu_launch, kind="stable")  # GPU events by launch, in event order per launch
         self.ev_launch = links.gpu_launch[self.ev]
 
-    def events_of(self, launches: np.ndarray) -> np.ndarray:
-        """The GPU events of these launches, by launch, each launch's in event order."""
+    def events_of(self, launches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU events of these launches, by launch, each launch's in event order; and which launch (its
+        place in `launches`) each is of."""
         a = np.searchsorted(self.ev_launch, launches, "left")
         b = np.searchsorted(self.ev_launch, launches, "right")
-        return np.concatenate([self.ev[p:q] for p, q in zip(a.tolist(), b.tolist())]) if len(a) else a
+        return slices(self.ev, a, b)
 
-    def launches_in(self, thread: int, lo: float, hi: float) -> np.ndarray:
-        """Launches on `thread` that started in [lo, hi]."""
-        key = self.la_thread.dtype.type(thread)
-        a = int(np.searchsorted(self.la_thread, key, "left"))
-        b = int(np.searchsorted(self.la_thread, key, "right"))
-        x = a + int(np.searchsorted(self.la_ts[a:b], lo, "left"))
-        y = a + int(np.searchsorted(self.la_ts[a:b], hi, "right"))
-        return self.la_order[x:y]
+    def launches_in(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (thread, lo, hi): the launches on that thread that started in [lo, hi], concatenated; and which
+        window each is from."""
+        x = np.zeros(len(thread), dtype=np.int64)
+        y = np.zeros(len(thread), dtype=np.int64)
+        for th in distinct(thread).tolist():  # one search per thread for all its windows
+            m = np.flatnonzero(thread == th)
+            key = self.la_thread.dtype.type(th)
+            a = int(np.searchsorted(self.la_thread, key, "left"))
+            b = int(np.searchsorted(self.la_thread, key, "right"))
+            x[m] = a + np.searchsorted(self.la_ts[a:b], lo[m], "left")
+            y[m] = a + np.searchsorted(self.la_ts[a:b], hi[m], "right")
+        return slices(self.la_order, x, y)
 
 
-def _behind(trace: Trace, chain: list[int]) -> int:
-    """The op the user called: the outermost of the innermost run of aten ops (-1 when none)."""
-    names = trace.names
-    pick = -1
-    for i in reversed(chain):
-        if names[int(trace.ops.name[i])].startswith("aten::"):
-            pick = i
-        elif pick >= 0:
-            break
+def _behind(names: list[str], op_name: np.ndarray, rounds: list[tuple], n: int) -> np.ndarray:
+    """Per call, the op the user called: the outermost of the innermost run of aten ops among the ops enclosing
+    it (rounds: _Nesting.climb's, innermost first), -1 when none."""
+    aten = np.fromiter((x.startswith("aten::") for x in names), dtype=bool, count=len(names))
+    pick = np.full(n, -1, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
+    for at, node, enc in rounds:
+        live = enc & ~done[at]
+        a = aten[op_name[node]]
+        pick[at[live & a]] = node[live & a]
+        done[at[live & ~a & (pick[at] >= 0)]] = True
     return pick
 
 
-def describe_call(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], call: int,
-                  index: _Calls | None = None, meter: Meter = OFF) -> dict:
-    """What one blocking runtime call was: its name, copy direction, the op and annotation behind it.
-    `index`: _Calls(trace, links), built once for many calls; the work per call is then bounded by the
-    call's own op nesting and the events its op launched."""
+def _innermost(rounds: list[tuple], n: int) -> np.ndarray:
+    """Per call, the innermost interval enclosing it (rounds: _Nesting.climb's), -1 when none."""
+    out = np.full(n, -1, dtype=np.int64)
+    for at, node, enc in rounds:
+        new = enc & (out[at] < 0)
+        out[at[new]] = node[new]
+    return out
+
+
+def describe_calls(trace: Trace, links: Links, ev_row: np.ndarray, rows: list[dict], calls: np.ndarray,
+                   index: _Calls | None = None, meter: Meter = OFF) -> list[dict]:
+    """What each blocking runtime call was: its name, copy direction, the op and annotation behind it, and the
+    rows its op launched. `index`: _Calls(trace, links), built once; the work is then bounded by the calls'
+    own op nesting and the events their ops launched, all calls at once."""
     q = index if index is not None else _Calls(trace, links)
-    la, gpu, names = trace.launches, trace.gpu, trace.names
-    name = names[int(la.name[call])]
-    mine = q.events_of(np.array([call]))
-    direction = memory = None
-    for e in mine.tolist():
-        if gpu.kind[e] == 1:
-            direction, memory = classify(names[int(gpu.name[e])])
-            break
-    th, ts, end = int(la.thread[call]), float(la.ts[call]), float(la.end[call])
-    chain = q.ops.enclosing(th, ts, end, meter)[::-1]  # outermost first
-    anns = q.ann.enclosing(th, ts, end, meter)
-    ann = anns[0] if anns else -1
-    op = _behind(trace, chain)
-    op_name = names[int(trace.ops.name[op])] if op >= 0 else None
-    # the ops' rows: GPU events launched on this thread while the op ran
-    ids: list[str] = []
-    if op >= 0:
-        near = q.launches_in(th, float(trace.ops.ts[op]), float(trace.ops.end[op]))
-        ev = q.events_of(np.sort(near))
-        meter.visit("diagnose.stalls", len(mine) + len(near) + len(ev))
-        for r in distinct(ev_row[ev]).tolist():
-            if r >= 0 and rows[r]["id"] not in ids:
-                ids.append(rows[r]["id"])
-    label = name
-    if direction:
-        label += f" ({direction}{', ' + memory + ' memory' if memory else ''}, host-synchronous)"
-    return {"call": name, "label": label, "direction": direction, "memory": memory, "op": op_name,
-            "annotation": names[int(trace.annotations.name[ann])] if ann >= 0 else None,
-            "ops": ids[:10], "blocked_us": float(la.end[call] - la.ts[call])}
+    la, gpu, names, ops = trace.launches, trace.gpu, trace.names, trace.ops
+    n = len(calls)
+    # each call's own events: its direction and memory from its first memcpy
+    a = np.searchsorted(q.ev_launch, calls, "left")
+    b = np.searchsorted(q.ev_launch, calls, "right")
+    cp = np.flatnonzero(gpu.kind[q.ev] == 1)  # the memcpy events' places in q.ev
+    first = np.full(n, -1, dtype=np.int64)
+    if len(cp):
+        k = np.searchsorted(cp, a, "left")
+        f = cp[np.minimum(k, len(cp) - 1)]
+        first = np.where((k < len(cp)) & (f < b), f, -1)
+    kinds: dict[int, tuple[str | None, str | None]] = {}
+    th, ts, end = la.thread[calls], la.ts[calls], la.end[calls]
+    op_rounds, v_ops = q.ops.climb(th, ts, end)
+    ann_rounds, v_ann = q.ann.climb(th, ts, end)
+    op = _behind(names, ops.name, op_rounds, n)
+    ann = _innermost(ann_rounds, n)
+    visits = v_ops + v_ann
+    # the ops' rows: GPU events launched on the call's thread while its op ran (the first 10 rows, by row)
+    has = np.flatnonzero(op >= 0)
+    ids: list[list[str]] = [[] for _ in range(n)]
+    if len(has):
+        near, w_near = q.launches_in(th[has], ops.ts[op[has]], ops.end[op[has]])
+        ev, w_ev = q.events_of(near)
+        w_ev = w_near[w_ev]
+        visits += int((b - a)[has].sum()) + len(near) + len(ev)
+        r = ev_row[ev]
+        keep = r >= 0
+        r, w_ev = r[keep], w_ev[keep]
+        o = np.lexsort((r, w_ev))
+        r, w_ev = r[o], w_ev[o]
+        new = np.ones(len(r), dtype=bool)
+        new[1:] = (r[1:] != r[:-1]) | (w_ev[1:] != w_ev[:-1])
+        r, w_ev = r[new], w_ev[new]
+        for ri, wi in zip(r.tolist(), w_ev.tolist()):
+            got = ids[has[wi]]
+            if len(got) < 10:
+                got.append(rows[ri]["id"])
+    meter.visit("diagnose.stalls", visits)
+    out = []
+    blocked = (end - ts).tolist()
+    for i, (call, e, o_, an) in enumerate(zip(calls.tolist(), first.tolist(), op.tolist(), ann.tolist())):
+        name = names[int(la.name[call])]
+        direction = memory = None
+        if e >= 0:
+            code = int(gpu.name[int(q.ev[e])])
+            if code not in kinds:
+                kinds[code] = classify(names[code])
+            direction, memory = kinds[code]
+        label = name
+        if direction:
+            label += f" ({direction}{', ' + memory + ' memory' if memory else ''}, host-synchronous)"
+        out.append({"call": name, "label": label, "direction": direction, "memory": memory,
+                    "op": names[int(ops.name[o_])] if o_ >= 0 else None,
+                    "annotation": names[int(trace.annotations.name[an])] if an >= 0 else None,
+                    "ops": ids[i], "blocked_us": blocked[i]})
+    return out
 
 
 def stalls(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: list[dict],
@@ -193,14 +261,14 @@ def stalls(trace: Trace, links: Links, acc: Account, ev_row: np.ndarray, rows: l
     m = acc.gap_sync_us > 0
     if not m.any():
         return []
-    index = _Calls(trace, links)  # sorts once: ops, annotations, launches, events
+    index = _Calls(trace, links)  # sorts once: annotations, launches, events (the ops: the link stage's)
     meter.visit("diagnose.stalls", len(trace.ops) + len(trace.annotations) + len(trace.launches) + len(trace.gpu))
     calls, us = acc.gap_sync_call[m], acc.gap_sync_us[m]
     uniq, inv = np.unique(calls, return_inverse=True)
     per_call = np.bincount(inv, weights=us)
     groups: dict[tuple, dict] = {}
-    for c, t in zip(uniq.tolist(), per_call.tolist()):
-        d = describe_call(trace, links, ev_row, rows, int(c), index, meter)
+    for d, t in zip(describe_calls(trace, links, ev_row, rows, uniq.astype(np.int64), index, meter),
+                    per_call.tolist()):
         key = (d["op"], d["label"])
         g = groups.get(key)
         if g is None:

@@ -14,7 +14,8 @@ from math import prod
 import msgspec
 import numpy as np
 
-from traceana.arrays import distinct
+from traceana.arrays import codes_of, distinct, first_codes
+from traceana.link.nesting import OpNesting, _parents, _parents_sweep, op_nesting  # noqa: F401 (re-exported)
 from traceana.load.model import Trace
 
 # Why a GPU event has no op with recorded shapes (the "opaque" causes).
@@ -62,6 +63,9 @@ class Links(msgspec.Struct, frozen=True):
     # int64 op index per [memory] event (trace.memory order): the innermost op of its thread at its time,
     # passing over ALLOC_HELPERS to the op that asked for the memory; -1 when none (diagnose/memory.py)
     memory_op: np.ndarray | None = None
+    # the ops by (thread, start, longest first) with their nesting parents, as linking sorted them
+    # (link/nesting.py: nesting_of hands it to the diagnoses that climb the op tree)
+    nesting: OpNesting | None = None
 
 
 CAUSE_KEYS = tuple(CAUSES)
@@ -70,22 +74,22 @@ ALLOC_HELPERS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_li
                            "aten::new_empty_strided", "aten::resize_", "aten::empty.memory_format"})
 
 
-def _innermost(trace: Trace) -> np.ndarray:
+def _innermost(trace: Trace, nest: OpNesting | None = None) -> np.ndarray:
     """Op index of the innermost op enclosing each launch on the same thread, or -1."""
-    return innermost_ops(trace, trace.launches.thread, trace.launches.ts)
+    return innermost_ops(trace, trace.launches.thread, trace.launches.ts, nest=nest)
 
 
-def _innermost_and_memory(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+def _innermost_and_memory(trace: Trace, nest: OpNesting | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(_innermost; each memory event's op, allocation helpers passed over), from one sort of the ops."""
     la = trace.launches
     m = getattr(trace, "memory", None)
     n_mem = len(m) if m is not None else 0
     if not n_mem:
-        return _innermost(trace), np.zeros(0, dtype=np.int64)
+        return _innermost(trace, nest), np.zeros(0, dtype=np.int64)
     thread = np.concatenate((la.thread, m.thread))
     t = np.concatenate((la.ts, m.ts))
     skip_q = np.concatenate((np.zeros(len(la), dtype=bool), np.ones(n_mem, dtype=bool)))
-    found = innermost_ops(trace, thread, t, helper_ops(trace), skip_q)
+    found = innermost_ops(trace, thread, t, helper_ops(trace), skip_q, nest)
     return found[:len(la)], found[len(la):]
 
 
@@ -96,25 +100,22 @@ def helper_ops(trace: Trace) -> np.ndarray:
 
 
 def innermost_ops(trace: Trace, thread: np.ndarray, t: np.ndarray, skip: np.ndarray | None = None,
-                  skip_q: np.ndarray | None = None) -> np.ndarray:
+                  skip_q: np.ndarray | None = None, nest: OpNesting | None = None) -> np.ndarray:
     """Op index of the innermost CPU op of the same thread running at each instant (thread[i], t[i]), or -1
     (an instant on an op's end counts as inside it). skip: a mask over ops passed over (for the instants
-    where skip_q is true; for all when skip_q is None) to the op enclosing them."""
+    where skip_q is true; for all when skip_q is None) to the op enclosing them. nest: op_nesting(trace.ops),
+    when already computed."""
     ops = trace.ops
     result = np.full(len(t), -1, dtype=np.int64)
     if len(ops) == 0 or len(t) == 0:
         return result
-    order = np.lexsort((-ops.end, ops.ts, ops.thread))
-    skip_sorted = skip[order] if skip is not None and skip.any() else None
+    if nest is None:
+        nest = op_nesting(ops)
+    order, o_thread, o_ts, o_end, parent = nest.order, nest.thread, nest.ts, nest.end, nest.parent
+    starts, stops = nest.starts, nest.stops
+    skip_sorted = (skip if nest.identity else skip[order]) if skip is not None and skip.any() else None
     if skip_sorted is not None and skip_q is None:
         skip_q = np.ones(len(t), dtype=bool)
-    o_thread = ops.thread[order]
-    o_ts = ops.ts[order]
-    o_end = ops.end[order]
-    bounds = np.flatnonzero(np.diff(o_thread)) + 1
-    starts = np.concatenate(([0], bounds))
-    stops = np.concatenate((bounds, [len(order)]))
-    parent = _parents(o_ts, o_end, np.repeat(starts, stops - starts))
     # each instant's candidate: the last op of its thread starting at or before it (instants grouped by
     # thread once, not one pass over all instants per thread)
     cand = np.full(len(t), -1, dtype=np.int64)
@@ -129,67 +130,23 @@ def innermost_ops(trace: Trace, thread: np.ndarray, t: np.ndarray, skip: np.ndar
         c = np.searchsorted(o_ts[lo:hi], t[sel], side="right") - 1 + lo
         c[c < lo] = -1
         cand[sel] = c
-    for _ in range(256):  # climb to the enclosing op while the candidate ended before the instant (or is skipped)
-        live = cand >= 0
-        miss = np.zeros(len(cand), dtype=bool)
-        miss[live] = o_end[cand[live]] < t[live]
+    # climb to the enclosing op while the candidate ended before the instant (or is skipped): each round
+    # over the instants still climbing only
+    at = np.flatnonzero(cand >= 0)
+    c = cand[at]
+    for _ in range(256):
+        miss = o_end[c] < t[at]
         if skip_sorted is not None:
-            miss[live] |= skip_q[live] & skip_sorted[cand[live]]
+            miss |= skip_q[at] & skip_sorted[c]
         if not miss.any():
             break
-        cand[miss] = parent[cand[miss]]
+        at, c = at[miss], parent[c[miss]]
+        cand[at] = c
+        up = c >= 0
+        at, c = at[up], c[up]
     found = cand >= 0
     result[found] = order[cand[found]]
     return result
-
-
-def _parents(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """parent[i]: the op on the stack when op i starts, in a stack sweep over ops sorted by start
-    (ts, then longest first) within each thread's run [lo[i], ..): the nearest j in [lo[i], i) with
-    end[j] > ts[i] (an op whose end is past is popped; one below a live op stays but is never on top
-    when it has ended), -1 when none.
-
-    Found by pointer jumping, all ops at once: jump[i] is a j such that every op strictly between j
-    and i ended by ts[i]; it starts at i - 1, and when op jump[i] ended by ts[i] too, jump[i] moves on
-    to jump[jump[i]] (those between ended by ts[jump[i]] <= ts[i]). An op that starts after every
-    earlier op of its thread ended (a top-level op) has none, read off the running maximum of the
-    ends without jumping. Rounds: about log2(siblings) plus the nesting depth; past 256 rounds
-    (pathological overlaps) the rest is swept with a stack."""
-    n = len(ts)
-    parent = np.full(n, -1, dtype=np.int64)
-    jump = np.arange(-1, n - 1, dtype=np.int64)
-    first = lo == np.arange(n)
-    latest = np.empty(n)  # latest[i]: the latest end among ops lo[i]..i
-    for a, z in zip(np.flatnonzero(first).tolist(), np.append(np.flatnonzero(first)[1:], n).tolist()):
-        np.maximum.accumulate(end[a:z], out=latest[a:z])
-    todo = np.flatnonzero(~first)
-    todo = todo[latest[todo - 1] > ts[todo]]
-    for _ in range(256):
-        if not len(todo):
-            return parent
-        j = jump[todo]
-        hit = end[j] > ts[todo]
-        parent[todo[hit]] = j[hit]
-        todo = todo[~hit]
-        jump[todo] = jump[jump[todo]]
-        todo = todo[jump[todo] >= lo[todo]]
-    return _parents_sweep(ts, end, lo)
-
-
-def _parents_sweep(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """_parents by the stack sweep itself, one op at a time."""
-    parent = np.full(len(ts), -1, dtype=np.int64)
-    ts_l, end_l, lo_l = ts.tolist(), end.tolist(), lo.tolist()
-    stack: list[int] = []
-    for i in range(len(ts_l)):
-        if i == lo_l[i]:
-            stack = []
-        t = ts_l[i]
-        while stack and end_l[stack[-1]] <= t:
-            stack.pop()
-        parent[i] = stack[-1] if stack else -1
-        stack.append(i)
-    return parent
 
 
 def _ext_lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -211,7 +168,8 @@ def _ext_lookup(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def link(trace: Trace) -> Links:
     ops, la, gpu = trace.ops, trace.launches, trace.gpu
-    nested, memory_op = _innermost_and_memory(trace)
+    nest = op_nesting(ops)
+    nested, memory_op = _innermost_and_memory(trace, nest)
     by_nesting = int((nested >= 0).sum())
 
     # Are External ids usable? Modern traces: a nested launch shares its op's External id.
@@ -255,7 +213,7 @@ def link(trace: Trace) -> Links:
         if len(ops) else np.zeros(0)
     op_n = np.bincount(gpu_op[attributed], minlength=len(ops)) if len(ops) else np.zeros(0, np.int64)
     return Links(gpu_launch, gpu_op, launch_op, op_us.astype(np.float64), op_n.astype(np.int64), cause,
-                 by_nesting, by_ext, reliable, memory_op)
+                 by_nesting, by_ext, reliable, memory_op, nest)
 
 
 def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:
@@ -274,9 +232,9 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
         ops = trace.ops
         op_idx = gpu_op[has_op]
         uniq, inv = np.unique(op_idx, return_inverse=True)  # per op, not per event: an op has many kernels
-        u = uniq.tolist()
-        u_dims, u_types = list(map(ops.dims.__getitem__, u)), list(map(ops.types.__getitem__, u))
-        shapeless = np.fromiter(map(operator.not_, u_dims), dtype=bool, count=len(u))[inv]
+        dcode, dvals = codes_of(ops.dims, uniq)  # per distinct dims / types string, not per op
+        tcode, tvals = codes_of(ops.types, uniq)
+        shapeless = np.fromiter(map(operator.not_, dvals), dtype=bool, count=len(dvals))[dcode][inv]
         region = np.array([_is_compiled_region(n) for n in names], dtype=bool)[ops.name[op_idx]]
         triton = np.array([n.startswith("triton_") for n in names], dtype=bool)[ops.name[op_idx]]
         compiled = region | (shapeless & triton)
@@ -287,12 +245,11 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
             cause[has_op[shapeless & ~compiled & comm]] = CAUSE_KEYS.index("comm_unsized")
         checked: dict[tuple[bytes, bytes], bool] = {}
         checked_sizes: dict[tuple[bytes, bytes], bool] = {}
-        pairs = list(zip(u_dims, u_types))  # each distinct (dims, types) checked once
-        code = dict(zip(dict.fromkeys(pairs), range(len(pairs))))
-        which = np.fromiter(map(code.__getitem__, pairs), dtype=np.int64, count=len(pairs))
-        bad_op = np.array([not _shapes_ok(*k, checked) for k in code], dtype=bool)[which]
+        which, first = first_codes(dcode, tcode)  # each distinct (dims, types) checked once
+        pairs = list(zip(map(dvals.__getitem__, dcode[first].tolist()), map(tvals.__getitem__, tcode[first].tolist())))
+        bad_op = np.array([not _shapes_ok(*k, checked) for k in pairs], dtype=bool)[which]
         cause[has_op[bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("bad_shapes")
-        unsized = np.array([_sizes_missing(*k, checked_sizes) for k in code], dtype=bool)[which]
+        unsized = np.array([_sizes_missing(*k, checked_sizes) for k in pairs], dtype=bool)[which]
         cause[has_op[unsized[inv] & ~bad_op[inv] & ~shapeless & ~compiled]] = CAUSE_KEYS.index("shapes_not_recorded")
     return cause
 

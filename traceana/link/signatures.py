@@ -10,7 +10,7 @@ import functools
 import msgspec
 import numpy as np
 
-from traceana.arrays import distinct
+from traceana.arrays import codes_of, distinct, first_codes
 from traceana.link.copies import LINK
 from traceana.link.copies import classify as classify_copy
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
@@ -129,16 +129,19 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
     # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
     busy = distinct(links.gpu_op[with_shapes])
     op_group = np.full(len(ops), -1, dtype=np.int64)
-    dims, types, conc, name_codes = ops.dims, ops.types, ops.concrete, ops.name.tolist()
-    op_extra = ops.extra
-    b = busy.tolist()
-    inst = list(zip(map(name_codes.__getitem__, b), map(dims.__getitem__, b), map(types.__getitem__, b),
-                    map(conc.__getitem__, b), map(op_extra.get, b)))
-    keys.update(zip(dict.fromkeys(inst), range(len(inst))))  # signatures numbered by first appearance
-    of = np.fromiter(map(keys.__getitem__, inst), dtype=np.int64, count=len(inst))
-    op_group[busy] = of
-    if len(inst):
-        _, at = np.unique(of, return_index=True)  # each signature's first instance
+    dims, types, conc, op_extra = ops.dims, ops.types, ops.concrete, ops.extra
+    if len(busy):
+        # each column coded per distinct value (link/arrays.codes_of), the signatures numbered by first appearance
+        ex = np.zeros(len(busy), dtype=np.int64)  # 0: no extra args, else 1 + the extra args' code
+        if op_extra:
+            has = np.flatnonzero(np.isin(busy, np.fromiter(op_extra, dtype=np.int64, count=len(op_extra))))
+            if len(has):
+                ex[has] = 1 + codes_of([op_extra[i] for i in busy[has].tolist()], np.arange(len(has)))[0]
+        of, at = first_codes(ops.name[busy].astype(np.int64), codes_of(dims, busy)[0], codes_of(types, busy)[0],
+                             codes_of(conc, busy)[0], ex)
+        for i in busy[at].tolist():
+            keys[(int(ops.name[i]), dims[i], types[i], conc[i], op_extra.get(i))] = len(keys)
+        op_group[busy] = of
         first.extend(busy[at].tolist())
         label.extend((names[k[0]], None) for k in keys)
         calls.extend(np.bincount(of).tolist())

@@ -49,7 +49,7 @@ def _primary(trace: Trace) -> int | None:
 
 def _phase_fn(trace: Trace, links: Any):
     """Phase name per time ("" where the trace says nothing about phases)."""
-    from traceana.diagnose.collective_calls import TraceView
+    from traceana.diagnose.trace_view import TraceView
 
     view = TraceView(trace, links)
     if not view.windows:
