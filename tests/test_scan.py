@@ -456,7 +456,8 @@ def test_adopt_needs_a_scanner_between_events():
 @pytest.mark.parametrize("path", [TRACES / rel for rel in all_shared_traces()], ids=lambda p: p.name)
 def test_every_shared_trace_scans_the_same_in_halves(path, monkeypatch):
     """Every shared trace in 256 KB pieces, each from 16 KB on scanned in two halves: the same result dict."""
-    data = gzip.open(path).read()
+    with gzip.open(path) as fh:
+        data = fh.read()
     pieces = [data[i:i + (1 << 18)] for i in range(0, len(data), 1 << 18)]
     monkeypatch.setattr(feed, "SPLIT_MIN", 1 << 14)
     stats: dict = {}

@@ -22,7 +22,7 @@ def parent_index(py) -> np.ndarray:
     idx = np.arange(n, dtype=np.int64) if every else np.flatnonzero(ok)
     s = ids if every else ids[idx]
     rising = bool((s[1:] > s[:-1]).all())
-    lo, hi = int(s[0]), int(s[-1])
+    hi = int(s[-1])
     if rising and hi <= 3 * n + 1024:  # distinct ids, not far above 0 (the profiler counts 1, 2, ...): a table by id
         at = np.full(hi + 2, n, dtype=np.int64)  # n: no such frame; the last entry for every id outside [0, hi]
         at[s] = idx
