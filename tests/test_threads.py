@@ -145,3 +145,33 @@ def test_pieces_inflated_inline_until_the_main_thread_waits(tmp_path, monkeypatc
     assert pieces._thread.ident is None and not pieces.whole
     pieces.close()
     _same_threads(before)
+
+
+def test_inflated_parts_are_pieces_as_they_come(tmp_path, monkeypatch):
+    """A gzip file's inflated parts (up to PIECE each, the rest of each compressed read smaller) are handed
+    over as they are from a quarter piece on, never copied into a fuller piece; only parts below a quarter
+    piece are joined (up to a quarter piece)."""
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 14)
+    monkeypatch.setattr(prefetch, "_READ", 1 << 10)
+    p = tmp_path / "t.json.gz"
+    text = json.dumps(s.trace([s.kernel(f"k{i}", 10 + i, 5, i) for i in range(3000)])).encode()
+    p.write_bytes(gzip.compress(text))
+    with open(p, "rb") as fh:
+        parts = list(prefetch._inflated(fh, prefetch._inflater()))  # what inflating gives, before the pieces
+    got = list(prefetch.Pieces(str(p), p.stat()))
+    assert b"".join(got) == text
+    big = [x for x in parts if len(x) >= 4096]  # PIECE / 4 = 16384 / 4
+    assert len(big) >= 10 and max(len(x) for x in parts) == 16384  # ~17x inflation of 1 KB reads
+    # walking both in order: each piece is one big part, or consecutive small parts joined (under half a piece)
+    k = 0
+    for piece in got:
+        if len(parts[k]) >= 4096:
+            assert piece == parts[k]
+            k += 1
+            continue
+        n = 0
+        while k < len(parts) and len(parts[k]) < 4096 and n < len(piece):
+            n += len(parts[k])
+            k += 1
+        assert n == len(piece) < 8192
+    assert k == len(parts) and len(got) >= len(big)
