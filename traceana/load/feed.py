@@ -18,6 +18,8 @@ from traceana.load import _scan
 _JOIN = 1 << 16
 #: text of a piece from which its second half is scanned by a second thread (a fragment scanner)
 SPLIT_MIN = 1 << 20
+#: second halves tried before a text whose halves are mostly dropped is scanned in one thread (_unrewarding)
+GIVE_UP = 8
 #: where an event may start: after `},` (whitespace around the comma allowed); only a guess, which the
 #: scanner of the text before it confirms (see _two_halves)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -116,12 +118,19 @@ def _rest(sc, view: memoryview, start: int, fed: list, split: bool) -> int:
     """Scan view[start:] (start: an event's start, or between two); the position reached (the rest
     is an unfinished event). A long one in two halves at once when `split`."""
     n = len(view)
-    if split and n - start >= SPLIT_MIN:
+    if split and n - start >= SPLIT_MIN and not _unrewarding(fed):
         m = _BOUNDARY.search(view, start + (n - start) // 2)
         if m is not None:
             return _two_halves(sc, view, start, m.end() - 1, fed)
     fed[0] += n - start
     return start + sc.feed(view[start:])
+
+
+def _unrewarding(fed: list) -> bool:
+    """Have the second halves mostly been dropped so far (at least GIVE_UP tried, fewer than half kept)?
+    A text whose `},{` often falls inside strings, or whose names are escaped throughout, then stops being
+    split: each dropped half was scanned twice."""
+    return fed[1] >= GIVE_UP and 2 * fed[2] < fed[1]
 
 
 def _two_halves(sc, view: memoryview, start: int, half: int, fed: list) -> int:
