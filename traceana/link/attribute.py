@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from traceana.arrays import codes_of, distinct, first_codes
+from traceana.arrays import codes_of, distinct, distinct_below, first_codes
 from traceana.link.nesting import OpNesting, _parents, _parents_sweep, op_nesting  # noqa: F401 (re-exported)
 from traceana.load.model import Trace
 
@@ -255,7 +255,7 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray, coded: list
     if len(has_op):
         ops = trace.ops
         op_idx = gpu_op[has_op]
-        uniq, inv = np.unique(op_idx, return_inverse=True)  # per op, not per event: an op has many kernels
+        uniq, inv = distinct_below(op_idx, len(ops))  # per op, not per event: an op has many kernels
         dcode, dvals = codes_of(ops.dims, uniq)  # per distinct dims / types string, not per op
         tcode, tvals = codes_of(ops.types, uniq)
         if coded is not None:

@@ -10,7 +10,7 @@ import functools
 import msgspec
 import numpy as np
 
-from traceana.arrays import codes_of, distinct, first_codes
+from traceana.arrays import codes_of, distinct, distinct_below, first_codes
 from traceana.link.copies import LINK
 from traceana.link.copies import classify as classify_copy
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
@@ -127,7 +127,7 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 
     with_shapes = links.gpu_cause < 0
     # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
-    busy = distinct(links.gpu_op[with_shapes])
+    busy = distinct_below(links.gpu_op[with_shapes], len(ops))[0]
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, op_extra = ops.dims, ops.types, ops.concrete, ops.extra
     if len(busy):
