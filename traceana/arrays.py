@@ -17,6 +17,19 @@ def distinct(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def distinct_below(x: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(x, return_inverse=True) for a 1-D array of integers in [0, n) (indices into a column of n):
+    when n is not much larger than len(x), the values marked in a mask of n and numbered by a running count
+    (no sort); else by sorting."""
+    if n > 8 * len(x) + 4096:
+        uniq, inv = np.unique(x, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    present = np.zeros(n, dtype=bool)
+    present[x] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[x]
+
+
 def median(x: np.ndarray) -> float:
     """np.median(x) of a non-empty 1-D array without NaNs, by sorting (np.median imports numpy.ma,
     ~6 ms, to check for masked arrays): the middle value, or the mean of the middle two."""

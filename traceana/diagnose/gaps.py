@@ -12,6 +12,7 @@ from traceana.arrays import distinct, median
 from traceana.diagnose.ledger import (GRAPH_LAUNCH, IDLE_CAUSES, LAUNCH_GAP_US, Account, feeding_threads,
                                       graph_calls, median_gap)
 from traceana.link.attribute import Links
+from traceana.link.nesting import OpNesting
 from traceana.load.model import Trace
 from traceana.meter import OFF, Meter
 
@@ -131,23 +132,56 @@ def graph_facts(trace: Trace, links: Links, acc: Account) -> dict:
             "graph_build_calls": sorted(set(n for n, ok in zip(names, is_launch) if not ok))[:4]}
 
 
-def _top_level(trace: Trace, thread: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, name code) of the outermost ops and annotations (ProfilerStep# left out) of a thread."""
+def _top_level(trace: Trace, thread: int, nest: OpNesting | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, name code) of the outermost ops and annotations (ProfilerStep# left out) of a thread.
+    nest: the nesting of trace.ops (its thread's run already by start, longest first), when at hand."""
     names = trace.names
     skip = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
-    parts = [(src.ts[m], src.end[m], src.name[m]) for src in (trace.ops, trace.annotations) if len(src)
-             for m in [(src.thread == thread) & ~skip[src.name]]]
-    if not parts:
-        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
-    ts = np.concatenate([p[0] for p in parts])
-    end = np.concatenate([p[1] for p in parts])
-    code = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    o = np.lexsort((-end, ts))
-    ts, end, code = ts[o], end[o], code[o]
-    reach = np.maximum.accumulate(end)
+    if nest is not None and len(trace.ops):
+        ts, end, code = _by_start(trace, thread, nest, skip)
+    else:
+        parts = [(src.ts[m], src.end[m], src.name[m]) for src in (trace.ops, trace.annotations) if len(src)
+                 for m in [(src.thread == thread) & ~skip[src.name]]]
+        if not parts:
+            return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+        ts = np.concatenate([p[0] for p in parts])
+        end = np.concatenate([p[1] for p in parts])
+        code = np.concatenate([p[2] for p in parts]).astype(np.int64)
+        o = np.lexsort((-end, ts))
+        ts, end, code = ts[o], end[o], code[o]
+    reach = np.maximum.accumulate(end) if len(end) else end
     top = np.ones(len(ts), dtype=bool)
     top[1:] = ts[1:] >= reach[:-1]
     return ts[top], end[top], code[top]
+
+
+def _by_start(trace: Trace, thread: int, nest: OpNesting, skip: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The thread's ops (its run of the nesting) and annotations, skip left out, in the order of
+    np.lexsort((-end, ts)) over the ops then the annotations: the annotations, sorted apart, merged in
+    by one searchsorted (an annotation starting with an op: that lexsort, over all)."""
+    ops, ann = trace.ops, trace.annotations
+    lo, hi = np.searchsorted(nest.thread, thread, "left"), np.searchsorted(nest.thread, thread, "right")
+    a_code = ops.name[nest.order[lo:hi]]
+    keep = ~skip[a_code]
+    a_ts, a_end, a_code = nest.ts[lo:hi][keep], nest.end[lo:hi][keep], a_code[keep].astype(np.int64)
+    m = (ann.thread == thread) & ~skip[ann.name] if len(ann) else np.zeros(0, dtype=bool)
+    b_ts, b_end, b_code = ann.ts[m], ann.end[m], ann.name[m].astype(np.int64)
+    if not len(b_ts):
+        return a_ts, a_end, a_code
+    at = np.searchsorted(a_ts, b_ts, "left")
+    if (np.searchsorted(a_ts, b_ts, "right") > at).any():  # ties with an op's start: sorted together
+        ts, end = np.concatenate((a_ts, b_ts)), np.concatenate((a_end, b_end))
+        o = np.lexsort((-end, ts))
+        return ts[o], end[o], np.concatenate((a_code, b_code))[o]
+    o = np.lexsort((-b_end, b_ts))
+    is_b = np.zeros(len(a_ts) + len(b_ts), dtype=bool)
+    is_b[at[o] + np.arange(len(o))] = True
+    out = []
+    for a, b in ((a_ts, b_ts), (a_end, b_end), (a_code, b_code)):
+        x = np.empty(len(is_b), dtype=np.result_type(a, b))
+        x[~is_b], x[is_b] = a, b[o]
+        out.append(x)
+    return tuple(out)
 
 
 def host_activity(trace: Trace, links: Links, acc: Account, meter: Meter = OFF) -> dict[str, float]:
@@ -163,10 +197,12 @@ def host_activity(trace: Trace, links: Links, acc: Account, meter: Meter = OFF) 
     rest = rest_all[sel]
     mid = acc.gap_start[sel] + acc.gap_len[sel] / 2
     thread = np.where(launch >= 0, la.thread[np.maximum(launch, 0)], -1)
+    nest = getattr(links, "nesting", None)
+    nest = nest if nest is not None and nest.ops is trace.ops else None
     for th in distinct(thread).tolist():
         m = thread == th
         meter.visit("diagnose.gaps", len(thread) + len(trace.ops) + len(trace.annotations) + len(trace.launches))
-        ts, end, code = _top_level(trace, th) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
+        ts, end, code = _top_level(trace, th, nest) if th >= 0 else (np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
         j = np.searchsorted(ts, mid[m], side="right") - 1
         hit = (j >= 0) & (end[np.maximum(j, 0)] >= mid[m]) if len(ts) else np.zeros(int(m.sum()), dtype=bool)
         slow = _slow_call(trace, th, mid[m]) if th >= 0 else [None] * int(m.sum())

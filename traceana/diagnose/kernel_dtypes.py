@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceana import units as u
+from traceana.arrays import distinct
 from traceana.diagnose.kernel_selection import MIN_SHARE, named, op_ids, source_term, top_names
 from traceana.link.kernel_account import KernelView
 from traceana.link.kernel_names import CLASSES, KernelName
@@ -50,40 +51,44 @@ def dtype_findings(trace: Trace, view: KernelView, rows: list[dict], device: dic
     peaks = device.get("peak_tflops") or {}
     rec = view.records
     dur = trace.gpu.dur
-    gemm_conv = np.isin(view.cls, [_GEMM, CLASSES.index("convolution")])
-    a = np.array([k.a or "" for k in rec], dtype=object)[view.rec]
+    gemm_conv = (view.cls == _GEMM) | (view.cls == CLASSES.index("convolution"))
+    # per kernel event, read off its name's record (each test once per record, not per event)
+    a_of = [k.a or "" for k in rec]
     tc = np.array([k.tensor_cores is True for k in rec], dtype=bool)[view.rec]
     cuda = np.array([k.tensor_cores is False for k in rec], dtype=bool)[view.rec]
     tf32 = np.array([k.tf32 for k in rec], dtype=bool)[view.rec]
+    a_fp32 = np.array([x == "fp32" for x in a_of], dtype=bool)[view.rec]
+    a_half = np.array([x in ("bf16", "fp16") for x in a_of], dtype=bool)[view.rec]
     gemm = view.cls == _GEMM
     tf32_on = bool((gemm & tf32).any())  # the matmul TF32 flag is on: the trace's GEMM kernels run TF32
-    b = np.array([k.b or "" for k in rec], dtype=object)[view.rec]
-    low = np.isin(a, list(_LOW)) | np.isin(b, list(_LOW))
+    low = np.array([x in _LOW or (k.b or "") in _LOW for x, k in zip(a_of, rec)], dtype=bool)[view.rec]
     fp8_on = bool((gemm & low).any())  # the run already quantizes GEMMs (fp8 / fp4 / int8 operands)
     out = []
     shown = achv.shown_by_trace(rows, total_us)  # the most of a roof this trace's costed ops reach
     # the run already multiplies in 16 bits (autocast, or a half-precision model): its fp32 GEMMs ran outside that
-    half_mm = gemm_conv & tc & np.isin(a, ["bf16", "fp16"])
+    half_mm = gemm_conv & tc & a_half
     mm_us = float(dur[gemm_conv].sum())
-    half = sorted({str(x) for x in a[half_mm]}) if mm_us > 0 and dur[half_mm].sum() >= 0.1 * mm_us else []
+    half = sorted({a_of[i] for i in distinct(view.rec[half_mm]).tolist()}) \
+        if mm_us > 0 and dur[half_mm].sum() >= 0.1 * mm_us else []
     lever = dict(trace=trace, view=view, rows=rows, device=device, context=context, total_us=total_us, shown=shown,
                  half=half)
-    simt = view.uncovered & gemm_conv & cuda & (a == "fp32")
+    simt = view.uncovered & gemm_conv & cuda & a_fp32
     f = _dtype_lever(sel=simt, what="fp32", old_key="fp32", tf32_on=tf32_on, **lever)
     out += [f] if f else []
     on_tf32 = view.uncovered & gemm_conv & tf32
     f = _dtype_lever(sel=on_tf32, what="tf32", old_key="tf32_tc", tf32_on=True, **lever)
     out += [f] if f else []
     # fp32 multiplied as fp32 on matrix cores (AMD's fp32 MFMA): the 16-bit types run several times faster
-    mfma = view.uncovered & gemm_conv & tc & ~tf32 & (a == "fp32")
+    mfma = view.uncovered & gemm_conv & tc & ~tf32 & a_fp32
     f = _dtype_lever(sel=mfma, what="fp32 matrix", old_key="fp32", tf32_on=True, **lever)
     out += [f] if f else []
     # bf16 on a GPU without bf16 tensor cores (Volta, Turing): its matmuls run on CUDA cores; fp16 has them
     if not peaks.get("bf16_tc") and peaks.get("fp16_tc"):
-        slow = view.uncovered & gemm_conv & ~tc & (a == "bf16")
+        a_bf16 = np.array([x == "bf16" for x in a_of], dtype=bool)[view.rec]
+        slow = view.uncovered & gemm_conv & ~tc & a_bf16
         f = _dtype_lever(sel=slow, what="bf16 cuda", old_key="fp32", tf32_on=True, **lever)
         out += [f] if f else []
-    half = view.uncovered & gemm & tc & np.isin(a, ["bf16", "fp16"])
+    half = view.uncovered & gemm & tc & a_half
     if not fp8_on and peaks.get("fp8_tc"):
         f = _fp8_lever(trace, view, rows, device, context, total_us, half)
         out += [f] if f else []
@@ -207,7 +212,7 @@ def _fp8_lever(trace: Trace, view: KernelView, rows: list[dict], device: dict, c
                sel: np.ndarray) -> dict | None:
     peaks = device.get("peak_tflops") or {}
     t = float(trace.gpu.dur[sel].sum())
-    dts = {view.records[i].a for i in np.unique(view.rec[sel]).tolist()}
+    dts = {view.records[i].a for i in distinct(view.rec[sel]).tolist()}
     old = min(peaks.get(f"{d}_tc", 0.0) or 0.0 for d in dts) if dts else 0.0
     new = peaks.get("fp8_tc", 0.0)
     if t < 0.1 * total_us or not old or new <= 1.2 * old:  # fp8 is a recipe change: only for GEMM-heavy runs

@@ -142,11 +142,9 @@ def memory_section(trace: Trace, links: Links | None = None, places=None, max_po
         idx = np.flatnonzero((key == k) & ok)
         meter.visit("memory", len(key) + len(idx))  # the device's events, found by a pass over all
         idx = idx[np.argsort(m.ts[idx], kind="stable")]
-        d = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
-        d["unattributed"] = _unattributed_note(m.nbytes[idx].astype(np.float64), why[idx], d)
-        if owner_mod is not None and d["live_at_peak"] is not None:
-            live = _live_at(m.addr[idx], m.nbytes[idx].astype(np.float64), _peak_pos(d, m, idx))[0]
-            b = m.nbytes[idx].astype(np.float64)
+        d, b, live = _device(m, idx, owner_name, names, nums, st, se, t0, max_points, top)
+        d["unattributed"] = _unattributed_note(b, why[idx], d)
+        if owner_mod is not None and live is not None:  # the allocations live at the peak, found once
             d["modules_at_peak"] = _by_op(owner_mod[idx][live], b[live], mod_paths, top, "module", "(no module)")
         devices.append(d)
     # GPU devices first (by peak), the host's memory after
@@ -176,7 +174,9 @@ def implausible(m) -> tuple[np.ndarray, str | None]:
 
 
 def _device(m, idx: np.ndarray, owner_name: np.ndarray, names: list[str], nums: list[int], st: np.ndarray,
-            se: np.ndarray, t0: float, max_points: int, top: int) -> dict:
+            se: np.ndarray, t0: float, max_points: int, top: int) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """(the device's entry in analysis["memory"]["devices"]; its events' bytes, as float64; the allocations
+    live at its peak, None when the events carry no addresses)."""
     dtype, dev = int(m.device_type[idx[0]]), int(m.device[idx[0]])
     ts, b = m.ts[idx], m.nbytes[idx].astype(np.float64)
     tot = m.total_allocated[idx].astype(np.float64)
@@ -186,7 +186,7 @@ def _device(m, idx: np.ndarray, owner_name: np.ndarray, names: list[str], nums: 
         tot = np.cumsum(b)
     p = int(np.argmax(tot))
     has_res = bool(np.isfinite(res).any())
-    live, free_at = _live_at(m.addr[idx], b, p)
+    live = _live_at(m.addr[idx], b, p)[0]
     owners = owner_name[idx]
     out = {
         "device": device_label(dtype, dev), "type": DEVICE_TYPES.get(dtype, f"device_type_{dtype}"),
@@ -211,7 +211,7 @@ def _device(m, idx: np.ndarray, owner_name: np.ndarray, names: list[str], nums: 
                                "before_recording_bytes": float(tot[p]) - held if recorded else None}
         out["top_at_peak"] = _by_op(owners[live], b[live], names, top)
     out["top_allocating"] = _by_op(owners[b > 0], b[b > 0], names, top)
-    return out
+    return out, b, live
 
 
 def _unattributed_note(b: np.ndarray, why: np.ndarray, d: dict) -> dict | None:
@@ -244,21 +244,13 @@ def _live_at(addr: np.ndarray, b: np.ndarray, p: int) -> tuple[np.ndarray | None
     if not n or (addr <= 0).all():  # (0: not recorded)
         return None, None
     pos = np.arange(n)
-    o = np.lexsort((pos, addr))
+    o = np.argsort(addr, kind="stable")  # by address, then position
     free_at = np.full(n, n, dtype=np.int64)
     nxt_same = addr[o[1:]] == addr[o[:-1]]
     pair = nxt_same & (b[o[:-1]] > 0) & (b[o[1:]] < 0)
     free_at[o[:-1][pair]] = o[1:][pair]
     live = (b > 0) & (pos <= p) & (free_at > p)
     return live, free_at
-
-
-def _peak_pos(d: dict, m, idx: np.ndarray) -> int:
-    """Position (in idx, time order) of the device's peak event: the first reaching its peak allocated."""
-    tot = m.total_allocated[idx].astype(np.float64)
-    if d["totals"] != "recorded":
-        tot = np.cumsum(m.nbytes[idx].astype(np.float64))
-    return int(np.argmax(tot))
 
 
 def _by_op(code: np.ndarray, b: np.ndarray, names: list[str], top: int, key: str = "op",

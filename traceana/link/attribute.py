@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import operator
 from math import prod
+from typing import Any
 
 import msgspec
 import numpy as np
 
-from traceana.arrays import codes_of, distinct, first_codes
+from traceana.arrays import codes_of, distinct, distinct_below, first_codes
 from traceana.link.nesting import OpNesting, _parents, _parents_sweep, op_nesting  # noqa: F401 (re-exported)
 from traceana.load.model import Trace
 
@@ -50,6 +51,25 @@ CAUSES = {
 }
 
 
+class SigCodes(msgspec.Struct, frozen=True):
+    """codes_of(ops.dims, at) and codes_of(ops.types, at), at: the ops gpu_op points at (sorted, distinct);
+    ops and gpu_op: the columns they were computed from (a reader checks that they are still its own)."""
+
+    ops: Any
+    gpu_op: np.ndarray
+    at: np.ndarray
+    dims: np.ndarray
+    types: np.ndarray
+
+    def of(self, ops, gpu_op: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(dims codes, types codes) of the ops sel (sorted distinct, all among at), None when these codes
+        were computed from other columns."""
+        if ops is not self.ops or gpu_op is not self.gpu_op:
+            return None
+        pos = np.searchsorted(self.at, sel)
+        return self.dims[pos], self.types[pos]
+
+
 class Links(msgspec.Struct, frozen=True):
     gpu_launch: np.ndarray  # int64 launch index per GPU event, -1 when none
     gpu_op: np.ndarray  # int64 op index per GPU event, -1 when none
@@ -66,6 +86,8 @@ class Links(msgspec.Struct, frozen=True):
     # the ops by (thread, start, longest first) with their nesting parents, as linking sorted them
     # (link/nesting.py: nesting_of hands it to the diagnoses that climb the op tree)
     nesting: OpNesting | None = None
+    # the input dims and types of the ops with GPU events coded, as causes() coded them (group_ops reuses them)
+    sig_codes: SigCodes | None = None
 
 
 CAUSE_KEYS = tuple(CAUSES)
@@ -206,18 +228,20 @@ def link(trace: Trace) -> Links:
             gpu_op[todo] = hit
             by_ext += int((hit >= 0).sum())
 
-    cause = causes(trace, gpu_launch, gpu_op)
+    coded: list[SigCodes] = []
+    cause = causes(trace, gpu_launch, gpu_op, coded)
     _warn(trace, la, ops, gpu, gpu_launch, cause, by_ext)
     attributed = gpu_op >= 0
     op_us = np.bincount(gpu_op[attributed], weights=gpu.dur[attributed], minlength=len(ops)) \
         if len(ops) else np.zeros(0)
     op_n = np.bincount(gpu_op[attributed], minlength=len(ops)) if len(ops) else np.zeros(0, np.int64)
     return Links(gpu_launch, gpu_op, launch_op, op_us.astype(np.float64), op_n.astype(np.int64), cause,
-                 by_nesting, by_ext, reliable, memory_op, nest)
+                 by_nesting, by_ext, reliable, memory_op, nest, coded[0] if coded else None)
 
 
-def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarray:
-    """Per GPU event: -1 when its op recorded shapes, else the index of the opaque cause."""
+def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray, coded: list | None = None) -> np.ndarray:
+    """Per GPU event: -1 when its op recorded shapes, else the index of the opaque cause. coded: gets the
+    SigCodes of the ops' dims and types coded on the way."""
     names = trace.names
     cause = np.full(len(gpu_op), -1, dtype=np.int8)
     no_op = gpu_op < 0
@@ -231,9 +255,11 @@ def causes(trace: Trace, gpu_launch: np.ndarray, gpu_op: np.ndarray) -> np.ndarr
     if len(has_op):
         ops = trace.ops
         op_idx = gpu_op[has_op]
-        uniq, inv = np.unique(op_idx, return_inverse=True)  # per op, not per event: an op has many kernels
+        uniq, inv = distinct_below(op_idx, len(ops))  # per op, not per event: an op has many kernels
         dcode, dvals = codes_of(ops.dims, uniq)  # per distinct dims / types string, not per op
         tcode, tvals = codes_of(ops.types, uniq)
+        if coded is not None:
+            coded.append(SigCodes(ops, gpu_op, uniq, dcode, tcode))
         shapeless = np.fromiter(map(operator.not_, dvals), dtype=bool, count=len(dvals))[dcode][inv]
         region = np.array([_is_compiled_region(n) for n in names], dtype=bool)[ops.name[op_idx]]
         triton = np.array([n.startswith("triton_") for n in names], dtype=bool)[ops.name[op_idx]]

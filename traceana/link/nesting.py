@@ -106,14 +106,23 @@ def _parents(ts: np.ndarray, end: np.ndarray, lo: np.ndarray) -> np.ndarray:
     (pathological overlaps) the rest is swept with a stack."""
     n = len(ts)
     parent = np.full(n, -1, dtype=np.int64)
-    jump = np.arange(-1, n - 1, dtype=np.int64)
-    first = lo == np.arange(n)
+    if n < 2:
+        return parent
+    idx = np.arange(n, dtype=np.int64)
+    first = lo == idx
     latest = np.empty(n)  # latest[i]: the latest end among ops lo[i]..i
     for a, z in zip(np.flatnonzero(first).tolist(), np.append(np.flatnonzero(first)[1:], n).tolist()):
         np.maximum.accumulate(end[a:z], out=latest[a:z])
-    todo = np.flatnonzero(~first)
-    todo = todo[latest[todo - 1] > ts[todo]]
-    for _ in range(256):
+    # the first round, jump[i] = i - 1 for every op, by slices over all ops at once (no gathers): op i
+    # is inside the op before it, or jumps on to i - 2
+    inner = ~first[1:] & (latest[:-1] > ts[1:])  # some earlier op of the thread is still running
+    prev = inner & (end[:-1] > ts[1:])
+    parent[1:][prev] = idx[:-1][prev]
+    todo = np.flatnonzero(inner & ~prev) + 1
+    jump = idx - 1
+    jump[todo] = todo - 2
+    todo = todo[jump[todo] >= lo[todo]]
+    for _ in range(255):
         if not len(todo):
             return parent
         j = jump[todo]

@@ -10,7 +10,7 @@ import functools
 import msgspec
 import numpy as np
 
-from traceana.arrays import codes_of, distinct, first_codes
+from traceana.arrays import codes_of, distinct, distinct_below, first_codes
 from traceana.link.copies import LINK
 from traceana.link.copies import classify as classify_copy
 from traceana.cost.dtypes import NON_TENSOR, dtype_info
@@ -127,7 +127,7 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
 
     with_shapes = links.gpu_cause < 0
     # 1. ops that recorded shapes: one group per (name, dims, types, concrete)
-    busy = distinct(links.gpu_op[with_shapes])
+    busy = distinct_below(links.gpu_op[with_shapes], len(ops))[0]
     op_group = np.full(len(ops), -1, dtype=np.int64)
     dims, types, conc, op_extra = ops.dims, ops.types, ops.concrete, ops.extra
     if len(busy):
@@ -137,8 +137,9 @@ def group_ops(trace: Trace, links: Links) -> list[Group]:
             has = np.flatnonzero(np.isin(busy, np.fromiter(op_extra, dtype=np.int64, count=len(op_extra))))
             if len(has):
                 ex[has] = 1 + codes_of([op_extra[i] for i in busy[has].tolist()], np.arange(len(has)))[0]
-        of, at = first_codes(ops.name[busy].astype(np.int64), codes_of(dims, busy)[0], codes_of(types, busy)[0],
-                             codes_of(conc, busy)[0], ex)
+        coded = links.sig_codes.of(ops, links.gpu_op, busy) if links.sig_codes is not None else None
+        dc, tc = coded if coded is not None else (codes_of(dims, busy)[0], codes_of(types, busy)[0])
+        of, at = first_codes(ops.name[busy].astype(np.int64), dc, tc, codes_of(conc, busy)[0], ex)
         for i in busy[at].tolist():
             keys[(int(ops.name[i]), dims[i], types[i], conc[i], op_extra.get(i))] = len(keys)
         op_group[busy] = of

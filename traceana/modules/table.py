@@ -327,8 +327,14 @@ def _best(group: np.ndarray, value: np.ndarray, w: np.ndarray, n: int | None):
     """Per group, the value with the most weight (ties: the smallest value). An array of n (-1 for groups
     with none), or a dict when n is None."""
     span = int(value.max()) + 1
-    u, inv = np.unique(group * span + value, return_inverse=True)
-    tw = np.bincount(inv.reshape(-1), weights=w)
+    key = group * span + value
+    top = int(key.max()) + 1
+    if top <= 4 * len(key) + 4096:  # a small key space: the keys counted in place, no sort
+        u = np.flatnonzero(np.bincount(key, minlength=top))
+        tw = np.bincount(key, weights=w, minlength=top)[u]
+    else:
+        u, inv = np.unique(key, return_inverse=True)
+        tw = np.bincount(inv.reshape(-1), weights=w)
     g, v = u // span, u % span
     order = np.lexsort((v, -tw, g))
     first = np.ones(len(order), dtype=bool)
