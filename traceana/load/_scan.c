@@ -2047,33 +2047,31 @@ static PyObject *Scanner_adopt(Scanner *s, PyObject *arg)
     Py_ssize_t rows[5] = {ROWS(s->gp_ts, double), ROWS(s->op_ts, double), ROWS(s->la_ts, double),
                           ROWS(s->py_ts, double), ROWS(s->me_ts, double)};
     int64_t by = (int64_t)s->n_events;
-    vec *plain_s[] = {&s->gp_kind, &s->gp_dev, &s->gp_pid, &s->gp_stream, &s->gp_ts, &s->gp_dur, &s->gp_corr,
-                      &s->gp_ext, &s->gp_bytes, &s->gp_blocks, &s->gp_groups, &s->gp_gnode,
-                      &s->op_ts, &s->op_end, &s->op_ext, &s->op_seq, &s->op_kflop, &s->op_kgb,
-                      &s->la_ts, &s->la_end, &s->la_corr, &s->la_ext, &s->an_ts, &s->an_end,
-                      &s->py_ts, &s->py_end, &s->py_id, &s->py_parent, &s->py_module,
-                      &s->me_ts, &s->me_addr, &s->me_nbytes, &s->me_alloc, &s->me_reserved, &s->me_dtype, &s->me_device};
-    vec *plain_w[] = {&w->gp_kind, &w->gp_dev, &w->gp_pid, &w->gp_stream, &w->gp_ts, &w->gp_dur, &w->gp_corr,
-                      &w->gp_ext, &w->gp_bytes, &w->gp_blocks, &w->gp_groups, &w->gp_gnode,
-                      &w->op_ts, &w->op_end, &w->op_ext, &w->op_seq, &w->op_kflop, &w->op_kgb,
-                      &w->la_ts, &w->la_end, &w->la_corr, &w->la_ext, &w->an_ts, &w->an_end,
-                      &w->py_ts, &w->py_end, &w->py_id, &w->py_parent, &w->py_module,
-                      &w->me_ts, &w->me_addr, &w->me_nbytes, &w->me_alloc, &w->me_reserved, &w->me_dtype, &w->me_device};
-    for (size_t i = 0; i < sizeof plain_s / sizeof plain_s[0]; i++)
-        if (vcat(plain_s[i], plain_w[i])) { nomem(s); goto out; }
-    struct { vec *d, *src; const int32_t *map; } mapped[] = {
-        {&s->gp_name, &w->gp_name, names}, {&s->op_name, &w->op_name, names}, {&s->la_name, &w->la_name, names},
-        {&s->la_kernel, &w->la_kernel, names}, {&s->an_name, &w->an_name, names},
-        {&s->op_thread, &w->op_thread, threads}, {&s->la_thread, &w->la_thread, threads},
-        {&s->an_thread, &w->an_thread, threads}, {&s->py_name, &w->py_name, py_names},
-        {&s->py_thread, &w->py_thread, py_threads}, {&s->me_thread, &w->me_thread, me_threads},
-        {&s->op_dims, &w->op_dims, raw}, {&s->op_types, &w->op_types, raw}, {&s->op_strides, &w->op_strides, raw},
-        {&s->op_conc, &w->op_conc, raw},
+#define BOTH(f) {&s->f, &w->f}
+    struct { vec *d, *src; } plain[] = {
+        BOTH(gp_kind), BOTH(gp_dev), BOTH(gp_pid), BOTH(gp_stream), BOTH(gp_ts), BOTH(gp_dur), BOTH(gp_corr),
+        BOTH(gp_ext), BOTH(gp_bytes), BOTH(gp_blocks), BOTH(gp_groups), BOTH(gp_gnode), BOTH(op_ts), BOTH(op_end),
+        BOTH(op_ext), BOTH(op_seq), BOTH(op_kflop), BOTH(op_kgb), BOTH(la_ts), BOTH(la_end), BOTH(la_corr),
+        BOTH(la_ext), BOTH(an_ts), BOTH(an_end), BOTH(py_ts), BOTH(py_end), BOTH(py_id), BOTH(py_parent),
+        BOTH(py_module), BOTH(me_ts), BOTH(me_addr), BOTH(me_nbytes), BOTH(me_alloc), BOTH(me_reserved),
+        BOTH(me_dtype), BOTH(me_device)
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (vcat(plain[i].d, plain[i].src)) { nomem(s); goto out; }
+    struct { struct { vec *d, *src; } v; const int32_t *map; } mapped[] = {
+        {BOTH(gp_name), names}, {BOTH(op_name), names}, {BOTH(la_name), names},
+        {BOTH(la_kernel), names}, {BOTH(an_name), names},
+        {BOTH(op_thread), threads}, {BOTH(la_thread), threads},
+        {BOTH(an_thread), threads}, {BOTH(py_name), py_names},
+        {BOTH(py_thread), py_threads}, {BOTH(me_thread), me_threads},
+        {BOTH(op_dims), raw}, {BOTH(op_types), raw}, {BOTH(op_strides), raw},
+        {BOTH(op_conc), raw},
     };
     for (size_t i = 0; i < sizeof mapped / sizeof mapped[0]; i++)
-        if (vcat_mapped(mapped[i].d, mapped[i].src, mapped[i].map)) { nomem(s); goto out; }
+        if (vcat_mapped(mapped[i].v.d, mapped[i].v.src, mapped[i].map)) { nomem(s); goto out; }
     if (vcat_moved(&s->gp_ord, &w->gp_ord, by) || vcat_moved(&s->op_ord, &w->op_ord, by)) { nomem(s); goto out; }
     vec *pairs_s[] = {&s->op_stack, &s->op_hier}, *pairs_w[] = {&w->op_stack, &w->op_hier};
+#undef BOTH
     for (int k = 0; k < 2; k++) {
         const int32_t *a = (const int32_t *)pairs_w[k]->p;
         for (size_t i = 0; i < pairs_w[k]->n / (2 * sizeof(int32_t)); i++)
