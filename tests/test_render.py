@@ -231,6 +231,40 @@ def test_html_small_table_is_plain_html():
     assert 'class="ops"' in page and 'id="ops-rows"' not in page and "<tfoot" not in page
 
 
+def test_html_table_body_is_the_templates_rows():
+    """The ops table's <tbody> is written by ops_table.table_body, not a template loop: each row and cell
+    exactly as jinja's autoescaped loop wrote them (markupsafe's escapes, attribute order, indentation)."""
+    from markupsafe import escape
+
+    from traceana.render.html import _row
+    from traceana.render.ops_table import _escape, table_body
+
+    for s in (HOSTILE, "&amp; a<b>c 'q' \"d\"", "", "plain", "x\u00e9\u2192\u00a0×", 7, 2.5):
+        assert _escape(s) == str(escape(s))
+    a = make_analysis()
+    a["ops"] = _many_ops(12)
+    a["ops"][3]["name"] = HOSTILE
+    rows = [_row(op, f"op{i}") for i, op in enumerate(a["ops"])]
+    loop = environment().from_string(
+        "{% for row in rows %}\n"
+        "      {% set first = loop.first %}\n"
+        '      <tr id="op-{{ row.id }}" data-bound="{{ row.bound }}" data-family="{{ row.family }}"'
+        ' data-search="{{ row.search }}">\n'
+        "        {% for c in row.cells %}\n"
+        '        <td{% if first and loop.first %} elementtiming="ops-table"{% endif %}{% if c.cls %} class="{{ c.cls }}"'
+        '{% endif %}{% if c.v %} data-v="{{ c.v }}"{% endif %}{% if c.title %} title="{{ c.title }}"{% endif %}>'
+        "{{ c.t }}</td>\n"
+        "        {% endfor %}\n"
+        "      </tr>\n"
+        "    {% endfor %}\n")
+    body = str(table_body(rows))
+    assert body == loop.render(rows=rows)
+    assert body.count("<tr ") == 12 and body.count("<td") == 12 * 16  # 16 columns
+    assert body.count('elementtiming="ops-table"') == 1
+    assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    page = render_html(a)
+    assert body in page  # the page's rows are these
+
 def test_html_caps_table_rows(monkeypatch):
     import traceana.render.html as html_mod
 

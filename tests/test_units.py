@@ -145,3 +145,14 @@ def test_qwen_ops_table_reads_as_people_write():
         assert f"<button type=\"button\">{header}</button>" in page
     # the compute roof cell: the peak and which one, 989 TFLOP/s bf16 tensor cores on H100
     assert "989 bf16 tensor</td>" in page
+
+
+def test_num_takes_numbers_and_nothing_else():
+    """units.num: the fast paths for exact float / int give what the general path gives."""
+    import numpy as np
+
+    assert u.num(2.5) == 2.5 and u.num(3) == 3.0 and type(u.num(3)) is float
+    assert u.num(-0.0) == 0.0 and u.num(np.float64(1.5)) == 1.5  # (np.float64 is a float; np.int64 no int)
+    for bad in (float("nan"), float("inf"), -float("inf"), 10**400, True, False, None, "1", [1], np.float64("nan"),
+                np.int64(7)):
+        assert u.num(bad) is None, bad

@@ -17,6 +17,14 @@ MISSING = "—"
 
 def num(value: Any) -> float | None:
     """A finite number, or None (null, NaN, inf, booleans and strings are not numbers)."""
+    kind = type(value)  # the common cases first: every cell of every table passes through here
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        try:
+            return float(value)  # (finite whenever it does not overflow)
+        except OverflowError:
+            return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:

@@ -141,13 +141,15 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
     name = short_name(full) or "(unnamed)"
     dims = units.dims(op.get("input_dims"), None, collapse=True)
     family = text(op.get("family"), 30) or text(op.get("kernel_class"), 30) or "other"
+    types = fmt_types(op.get("input_types"))
+    mean = _mean_us(op)
     cells = [
         _cell(name, title=_op_details(op, full), cls="name"),
         _cell(text(dims, 160), title=dims if len(dims) > 160 else "", cls="dims"),
-        _cell(fmt_types(op.get("input_types")), cls="dtypes"),
+        _cell(types, cls="dtypes"),
         _cell(fmt_int(op.get("count")), op.get("count"), cls="num"),
         _cell(fmt_time_us(op.get("device_time_us")), op.get("device_time_us"), cls="num"),
-        _cell(fmt_time_us(_mean_us(op)), _mean_us(op), cls="num"),
+        _cell(fmt_time_us(mean), mean, cls="num"),
         _cell(mark + fmt_si(flops) if flops is not None else "—", flops,
               (units.flops(flops) + (" (estimated)" if est else "")) if flops is not None else "",
               "num est" if est and flops is not None else "num"),
@@ -165,7 +167,7 @@ def _row(op: Mapping[str, Any], anchor: str) -> dict[str, Any]:
               title=text(op.get("peak_why"), 300), cls="roof"),
         _cell(where(op) or "—", title=where_title(op), cls="where"),
     ]
-    search = " ".join((full, dims, fmt_types(op.get("input_types")), bound, family,
+    search = " ".join((full, dims, types, bound, family,
                        text(op.get("module_class"), 2000), text(op.get("source"), 400))).lower()
     return {"id": anchor, "cells": cells, "bound": bound, "family": family, "search": text(search, 3000),
             "full": full}
