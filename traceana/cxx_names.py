@@ -19,6 +19,11 @@ _WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel", "KernelFu
                        "kernel_entry", "global_kernel", "generic_kernel"})
 
 
+#: the characters _split_template and template_args look at: they jump from one to the next
+_ANGLES = re.compile(r"[<>]")
+_ARG_MARKS = re.compile(r"[<({\[>)}\],]")
+
+
 def _split_template(s: str) -> tuple[str, str]:
     """'a::b<x, y<z>>(...)' -> ('a::b', 'x, y<z>'): the name before its first '<' and what
     the matching '>' closes ('' when there is no template list)."""
@@ -26,18 +31,18 @@ def _split_template(s: str) -> tuple[str, str]:
     if i <= 0:
         return s, ""
     depth = 0
-    for j in range(i, len(s)):
-        if s[j] == "<":
+    for m in _ANGLES.finditer(s, i):  # from one angle bracket to the next, not every character
+        if m.group() == "<":
             depth += 1
-        elif s[j] == ">":
+        else:
             depth -= 1
             if depth == 0:
-                return s[:i], s[i + 1:j]
+                return s[:i], s[i + 1:m.start()]
     return s[:i], s[i + 1:]
 
 
 def _first_arg(args: str) -> str:
-    return (template_args(args) or [""])[0]
+    return (template_args(args, 1) or [""])[0]
 
 
 def _core(name: Any) -> tuple[str, str, bool]:
@@ -76,14 +81,15 @@ def kernel_name(name: Any, limit: int = 80) -> str:
 def template_args(args: str, limit: int | None = None) -> list[str]:
     """A template argument list split at its top-level commas (the first `limit` of them when given)."""
     out, depth, start = [], 0, 0
-    for j, c in enumerate(args):
+    for m in _ARG_MARKS.finditer(args):
+        c = m.group()
         if c in "<({[":
             depth += 1
-        elif c in ">)}]":
+        elif c != ",":
             depth -= 1
-        elif c == "," and depth == 0:
-            out.append(args[start:j].strip())
-            start = j + 1
+        elif depth == 0:
+            out.append(args[start:m.start()].strip())
+            start = m.end()
             if limit is not None and len(out) >= limit:
                 return out
     tail = args[start:].strip()

@@ -77,19 +77,27 @@ def split(head: str) -> Parts:
     return Parts(head, sig, ns, base, targs, False, ())
 
 
+#: the characters _signature looks at (brackets and spaces): it jumps from one to the next
+_SIG_MARKS = re.compile(r"[<\[{(>\]}) ]")
+#: the characters _close looks at
+_ANGLES = re.compile(r"[<>]")
+
+
 def _signature(s: str) -> str:
     """The qualified name and template list of the function: the text after the last top-level space
     (a return type before it) and before the first top-level '(' (its parameter list)."""
     depth, start = 0, 0
-    for i, c in enumerate(s):
+    for m in _SIG_MARKS.finditer(s):  # (a walk over every character was a third of a name's parse)
+        c = m.group()
         if c in "<[{(":
-            if c == "(" and depth == 0 and i > start:
-                return s[start:i]
+            if c == "(" and depth == 0 and m.start() > start:
+                return s[start:m.start()]
             depth += 1
-        elif c in ">]})":
-            depth = max(depth - 1, 0)
-        elif c == " " and depth == 0:
-            start = i + 1
+        elif c == " ":
+            if depth == 0:
+                start = m.end()
+        elif depth:
+            depth -= 1
     return s[start:]
 
 
@@ -101,14 +109,13 @@ def _top_level_lt(sig: str) -> int:
 def _close(s: str, lt: int) -> str:
     """The text between s[lt] == '<' and its matching '>' (to the end when unmatched)."""
     depth = 0
-    for j in range(lt, len(s)):
-        c = s[j]
-        if c == "<":
+    for m in _ANGLES.finditer(s, lt):
+        if m.group() == "<":
             depth += 1
-        elif c == ">":
+        else:
             depth -= 1
             if depth == 0:
-                return s[lt + 1:j]
+                return s[lt + 1:m.start()]
     return s[lt + 1:]
 
 
