@@ -19,8 +19,8 @@ PKG = Path(__file__).resolve().parent.parent / "traceana"
 #: In pipeline order. A module belongs to the first entry that is its path or a prefix of it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the helpers every stage shares, and the files traceana writes
-    ("traceana", "traceana.errors", "traceana.numbers", "traceana.arrays", "traceana.cxx_names", "traceana.units",
-     "traceana.meter", "traceana.output"),
+    ("traceana", "traceana.errors", "traceana.numbers", "traceana.arrays", "traceana.lazy_re", "traceana.cxx_names",
+     "traceana.units", "traceana.meter", "traceana.output"),
     ("traceana.load",),
     ("traceana.cost",),  # the formula library: OpCall -> Cost; knows nothing of traces
     ("traceana.link",),
@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: What may sit at the top of traceana/: the pipeline, the API and the shared helpers.
 TOP_LEVEL = {"__init__.py", "__main__.py", "analysis.py", "api.py", "arrays.py", "cxx_names.py", "document.py",
-             "errors.py", "meter.py", "numbers.py", "units.py"}
+             "errors.py", "lazy_re.py", "meter.py", "numbers.py", "units.py"}
 
 
 def module_name(path: Path) -> str:

@@ -156,3 +156,17 @@ def test_num_takes_numbers_and_nothing_else():
     for bad in (float("nan"), float("inf"), -float("inf"), 10**400, True, False, None, "1", [1], np.float64("nan"),
                 np.int64(7)):
         assert u.num(bad) is None, bad
+
+
+def test_lazy_patterns_compile_on_first_use():
+    """traceana.lazy_re: nothing compiled at import; the first use compiles, later uses reuse it."""
+    import re
+
+    from traceana import lazy_re
+
+    rx = lazy_re.compile(r"(?P<m>\d+)x(?P<n>\d+)", re.IGNORECASE)
+    assert rx._compiled is None  # not compiled until used
+    m = rx.search("tile 128X64")
+    assert m and (m.group("m"), m.group("n")) == ("128", "64")
+    assert rx._compiled is rx.compiled() and rx.pattern == r"(?P<m>\d+)x(?P<n>\d+)" and rx.flags & re.IGNORECASE
+    assert rx.sub("<t>", "a 1x2 b 3x4") == "a <t> b <t>" and [g.group() for g in rx.finditer("1x2,3x4")] == ["1x2", "3x4"]

@@ -7,21 +7,21 @@ Formatting only (units.py hands both functions on: every renderer formats throug
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from traceana import lazy_re
 from traceana.units import text
 
 
-_ANON = re.compile(r"\(anonymous namespace\)::")
+_ANON = lazy_re.compile(r"\(anonymous namespace\)::")
 #: Kernel templates that only wrap the real kernel, named by their first template argument.
 _WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel", "KernelFunc", "launch_kernel",
                        "kernel_entry", "global_kernel", "generic_kernel"})
 
 
 #: the characters _split_template and template_args look at: they jump from one to the next
-_ANGLES = re.compile(r"[<>]")
-_ARG_MARKS = re.compile(r"[<({\[>)}\],]")
+_ANGLES = lazy_re.compile(r"[<>]")
+_ARG_MARKS = lazy_re.compile(r"[<({\[>)}\],]")
 
 
 def _split_template(s: str) -> tuple[str, str]:
@@ -96,12 +96,12 @@ def template_args(args: str, limit: int | None = None) -> list[str]:
     return out + [tail] if tail or out else out
 
 
-_QUALIFIER = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")
-_SCOPE_PARAMS = re.compile(r"(?<=[\w>])\((?:[^()]|\([^()]*\))*\)(?=::)")  # f(args):: -> f::
-_CALL_OP = re.compile(r"::operator\(\)\(\)(?: const)?")
-_LAMBDA_CHAIN = re.compile(r"(?:\{lambda\([^()]*\)#\d+\}::)+(?=\{lambda)")  # keep the innermost lambda
-_LAMBDA = re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
-_INNERMOST = re.compile(r"<[^<>]*>")
+_QUALIFIER = lazy_re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")
+_SCOPE_PARAMS = lazy_re.compile(r"(?<=[\w>])\((?:[^()]|\([^()]*\))*\)(?=::)")  # f(args):: -> f::
+_CALL_OP = lazy_re.compile(r"::operator\(\)\(\)(?: const)?")
+_LAMBDA_CHAIN = lazy_re.compile(r"(?:\{lambda\([^()]*\)#\d+\}::)+(?=\{lambda)")  # keep the innermost lambda
+_LAMBDA = lazy_re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
+_INNERMOST = lazy_re.compile(r"<[^<>]*>")
 
 
 def _clean(arg: str) -> str:

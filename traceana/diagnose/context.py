@@ -50,6 +50,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceana import lazy_re
 from traceana.cost.families.comm import CUSTOM_COMM
 from traceana.diagnose.collective_calls import Call, collectives, on_a_matmul
 from traceana.diagnose.trace_view import TraceView
@@ -57,23 +58,23 @@ from traceana.meter import OFF, Meter
 from traceana.link.attribute import Links
 from traceana.load.model import Trace
 
-_BACKWARD_OP = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function: |^aten::\w*_backward")
-_BACKWARD_MARK = re.compile(r"^##\s*backward\s*##$", re.I)
-_OPTIMIZER = re.compile(r"^Optimizer\.step#|^aten::_fused_(adam|adamw|sgd|adagrad)_?$|^##\s*optimizer\s*##$", re.I)
-_OPTIMIZER_KERNEL = re.compile(r"adam|adagrad|rmsprop|sgd|lamb(?!da)|split_embedding_backward_codegen", re.I)
-_BACKWARD_KERNEL = re.compile(r"backward|_bwd|bwd_|wgrad|dgrad", re.I)
-_INFERENCE = re.compile(r"^_C_cache_ops::|reshape_and_cache|^vllm::unified_attention|paged_?attention|"
+_BACKWARD_OP = lazy_re.compile(r"Backward\d*$|^autograd::engine::evaluate_function: |^aten::\w*_backward")
+_BACKWARD_MARK = lazy_re.compile(r"^##\s*backward\s*##$", re.I)
+_OPTIMIZER = lazy_re.compile(r"^Optimizer\.step#|^aten::_fused_(adam|adamw|sgd|adagrad)_?$|^##\s*optimizer\s*##$", re.I)
+_OPTIMIZER_KERNEL = lazy_re.compile(r"adam|adagrad|rmsprop|sgd|lamb(?!da)|split_embedding_backward_codegen", re.I)
+_BACKWARD_KERNEL = lazy_re.compile(r"backward|_bwd|bwd_|wgrad|dgrad", re.I)
+_INFERENCE = lazy_re.compile(r"^_C_cache_ops::|reshape_and_cache|^vllm::unified_attention|paged_?attention|"
                         r"^sglang::store_cache|store_kv_cache", re.I)
-_ENGINE = re.compile(r"^(vllm|sglang|sgl_kernel|_C|_rocm_C|_moe_C|_C_cache_ops|_C_custom_ar)::")
-_GRAPH_LAUNCH = re.compile(r"GraphLaunch")
-_COMPILED_RANGE = re.compile(r"^Torch-Compiled Region|^CompiledFunction(Backward)?$|^## Call CompiledFxGraph|"
+_ENGINE = lazy_re.compile(r"^(vllm|sglang|sgl_kernel|_C|_rocm_C|_moe_C|_C_cache_ops|_C_custom_ar)::")
+_GRAPH_LAUNCH = lazy_re.compile(r"GraphLaunch")
+_COMPILED_RANGE = lazy_re.compile(r"^Torch-Compiled Region|^CompiledFunction(Backward)?$|^## Call CompiledFxGraph|"
                              r"^TorchDynamo Cache Lookup|^AOTDispatcher")
-_INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|tem|for|spl)_|^triton__\d")
+_INDUCTOR_KERNEL = lazy_re.compile(r"^triton_(poi|red|per|tem|for|spl)_|^triton__\d")
 INDUCTOR_KERNEL = _INDUCTOR_KERNEL  # torch.compile's generated kernels, by name (findings say so in their advice)
-_DDP = re.compile(r"^DistributedDataParallel\.|^torch\.distributed\.ddp\.")
-_FSDP = re.compile(r"^FSDP::|^FullyShardedDataParallel\.")
-_MOE = re.compile(r"moe|expert|deep_?ep|pplx", re.I)
-_EMBEDDING = re.compile(r"embedding|KJTAllToAll|All2All_Pooled|All2All_Seq|sparse_?arch", re.I)
+_DDP = lazy_re.compile(r"^DistributedDataParallel\.|^torch\.distributed\.ddp\.")
+_FSDP = lazy_re.compile(r"^FSDP::|^FullyShardedDataParallel\.")
+_MOE = lazy_re.compile(r"moe|expert|deep_?ep|pplx", re.I)
+_EMBEDDING = lazy_re.compile(r"embedding|KJTAllToAll|All2All_Pooled|All2All_Seq|sparse_?arch", re.I)
 
 
 def _evidence(rule: str, what: str, names: Sequence[str], cpu_us: float = 0.0, gpu_us: float = 0.0,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from traceana import lazy_re
 from traceana import units as u
 from traceana.diagnose.advice import uses_compile, uses_graphs
 from traceana.diagnose.gaps import SLOW_LAUNCH
@@ -32,17 +33,17 @@ from traceana.diagnose.ledger import IDLE_CAUSES, Account
 
 #: A cause gets its own finding when its idle is at least this share of the span.
 MIN_SHARE = 0.01
-_DATA = re.compile(r"dataloader|data[_ ]?load|load[_ ]?(batch|data)|(next|get|fetch)[_ ]?batch|prefetch", re.I)
-_OPTIMIZER = re.compile(r"optimizer|\.step#|zero_grad", re.I)
+_DATA = lazy_re.compile(r"dataloader|data[_ ]?load|load[_ ]?(batch|data)|(next|get|fetch)[_ ]?batch|prefetch", re.I)
+_OPTIMIZER = lazy_re.compile(r"optimizer|\.step#|zero_grad", re.I)
 # runtime / driver calls by what they do (names without their cuda / cu / hip prefix and _v2 suffixes)
-_MODULE = re.compile(r"Module(Load|GetFunction|GetGlobal)|Library(Load|GetKernel)|LinkComplete|GetFuncBySymbol|"
+_MODULE = lazy_re.compile(r"Module(Load|GetFunction|GetGlobal)|Library(Load|GetKernel)|LinkComplete|GetFuncBySymbol|"
                      r"FuncGetAttributes|KernelGetFunction")
-_ALLOC = re.compile(r"Malloc|Free|MemAlloc|MemCreate|MemMap|MemUnmap|MemRelease|MemAddressReserve|HostAlloc|"
+_ALLOC = lazy_re.compile(r"Malloc|Free|MemAlloc|MemCreate|MemMap|MemUnmap|MemRelease|MemAddressReserve|HostAlloc|"
                     r"HostRegister|MemPool")
-_SETUP = re.compile(r"StreamCreate|StreamDestroy|EventCreate|EventDestroy|CtxCreate|PrimaryCtxRetain|SetDevice|"
+_SETUP = lazy_re.compile(r"StreamCreate|StreamDestroy|EventCreate|EventDestroy|CtxCreate|PrimaryCtxRetain|SetDevice|"
                     r"DeviceReset|[a-z]Create(_v\d+)?$|Init$")
-_BLOCKING = re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamQuery")
-_GRAPH = re.compile(r"Graph|Capture")
+_BLOCKING = lazy_re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamQuery")
+_GRAPH = lazy_re.compile(r"Graph|Capture")
 
 
 def cause_of(activity: str) -> str:

@@ -15,8 +15,9 @@ gfx target):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
+
+from traceana import lazy_re
 
 #: compute capability x 10 of an architecture's first part (the prefix names the family)
 FAMILY_CC = {"volta": 70, "turing": 75, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
@@ -24,7 +25,7 @@ FAMILY_CC = {"volta": 70, "turing": 75, "ampere": 80, "ada": 89, "hopper": 90, "
 _FAMILIES = ((120, "Blackwell (GeForce / RTX PRO)"), (100, "Blackwell"), (90, "Hopper"), (89, "Ada"),
              (80, "Ampere"), (75, "Turing"), (70, "Volta"))
 
-_RX = re.compile(
+_RX = lazy_re.compile(
     r"(?<![A-Za-z0-9])(?P<fam>volta|turing|ampere|ada|hopper|blackwell)_(?=[a-z0-9_]*(?:gemm|cudnn|gemv|conv))"
     r"|(?<![A-Za-z0-9])(?:cutlass3x_|nvjet_)?sm_?(?P<sm>[1-9]\d{1,2})a?_"
     r"|(?<![A-Za-z0-9_])cutlass_(?P<cut>[1-9]\d)_"

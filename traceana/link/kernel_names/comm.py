@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import re
 
+from traceana import lazy_re
 from traceana.link.kernel_names.dtypes import cxx_types, word_types
 from traceana.link.kernel_names.record import KernelName as K
 from traceana.link.kernel_names.parts import HEAD, Parts
@@ -49,24 +50,24 @@ _RULES = (
     ("symmetric memory", r"symmetric_memory|symm_mem|multimem"),
     ("collective", r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
 )
-_RX = [(lib, re.compile(p)) for lib, p in _RULES]
+_RX = [(lib, lazy_re.compile(p)) for lib, p in _RULES]
 # any rule at all: one search rejects the many names that are no communication (not one per rule)
-_ANY = re.compile("|".join(f"(?:{p})" for _, p in _RULES))
+_ANY = lazy_re.compile("|".join(f"(?:{p})" for _, p in _RULES))
 # kernels that match a rule above but move nothing between GPUs
-_NOT_COMM = re.compile(r"deep_ep::layout::|dpsk::ep::layout::")
-_INDUCTOR = re.compile(r"^(void\s+)?triton_")  # Inductor names kernels after the ops they fuse
+_NOT_COMM = lazy_re.compile(r"deep_ep::layout::|dpsk::ep::layout::")
+_INDUCTOR = lazy_re.compile(r"^(void\s+)?triton_")  # Inductor names kernels after the ops they fuse
 
 #: collective kinds in kernel (and op) names, first match wins
 KINDS = (("AllReduce", r"all_?reduce|cross_device_reduce|quickreduce"), ("ReduceScatter", r"reduce_?scatter"),
          ("AllGather", r"all_?gather"), ("AllToAll", r"all_?to_?all"), ("Broadcast", r"broadcast|bcast"),
          ("SendRecv", r"send_?recv"), ("Dispatch", r"dispatch"), ("Combine", r"combine"),  # expert all-to-all
          ("Send", r"send"), ("Recv", r"recv"), ("Reduce", r"reduce"))
-_KIND_RX = [(k, re.compile(p, re.IGNORECASE)) for k, p in KINDS]
+_KIND_RX = [(k, lazy_re.compile(p, re.IGNORECASE)) for k, p in KINDS]
 #: the kinds as the rest of traceana spells a collective's algorithm
 ALGORITHM = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather",
              "AllToAll": "all_to_all", "Dispatch": "all_to_all", "Combine": "all_to_all", "Broadcast": "broadcast",
              "SendRecv": "send_recv", "Send": "send_recv", "Recv": "send_recv", "Reduce": "reduce"}
-_NCCL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)_(\w+)", re.IGNORECASE)
+_NCCL = lazy_re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)_(\w+)", re.IGNORECASE)
 _ALGOS = ("RING", "TREE", "NVLS_TREE", "NVLS", "COLLNET_DIRECT", "COLLNET_CHAIN", "PAT")
 _PROTOS = ("LL128", "LL", "SIMPLE")
 

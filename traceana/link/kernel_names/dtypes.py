@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from traceana import lazy_re
+
 #: C++ type spellings (last identifier component; namespaces are not part of the match) -> dtype
 CXX: dict[str, str] = {
     "double": "fp64",
@@ -40,8 +42,8 @@ _MANGLED = {"DF16b": "bf16", "DF16_": "fp16", "Dh": "fp16"}
 _ALT = sorted(CXX, key=len, reverse=True)
 # a type is a whole identifier: not preceded by a letter or "_" (digits may precede: the length prefix
 # of a mangled identifier, "14__hip_bfloat16") and not followed by a letter, digit or "_"
-_CXX_RX = re.compile(r"(?<![A-Za-z_])(" + "|".join(re.escape(t) for t in _ALT) + r")(?![A-Za-z0-9_])")
-_MANGLED_RX = re.compile(r"(DF16b|DF16_|Dh)(?=[A-Z])")
+_CXX_RX = lazy_re.compile(r"(?<![A-Za-z_])(" + "|".join(re.escape(t) for t in _ALT) + r")(?![A-Za-z0-9_])")
+_MANGLED_RX = lazy_re.compile(r"(DF16b|DF16_|Dh)(?=[A-Z])")
 
 FLOAT_ORDER = ("fp4", "fp6", "fp8", "bf16", "fp16", "tf32", "fp32", "fp64")  # narrowest first
 INTS = ("int8", "uint8", "int16", "int32", "int64", "bool")
@@ -59,14 +61,14 @@ WORDS: dict[str, str] = {
     "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4", "e2m1": "fp4",
     "int8": "int8", "i8": "int8", "s8": "int8", "u8": "uint8", "uint8": "uint8", "int4": "int4", "i4": "int4",
 }
-_WORD_SPLIT = re.compile(r"[_x]")
+_WORD_SPLIT = lazy_re.compile(r"[_x]")
 
 #: cuBLAS / cuDNN / CUTLASS legacy one-letter precision codes (sgemm, h884gemm, d884gemm, igemm)
 BLAS_LETTER = {"s": "fp32", "d": "fp64", "h": "fp16", "i": "int32", "c": "fp32", "z": "fp64"}
 #: Tensile / hipBLASLt type codes (DataType, DestDataType, ComputeDataType)
 TENSILE = {"S": "fp32", "D": "fp64", "H": "fp16", "B": "bf16", "I": "int32", "I8": "int8", "X": "fp32",
            "F8": "fp8", "B8": "fp8", "F8N": "fp8", "B8N": "fp8", "C": "fp32", "Z": "fp64"}
-TENSILE_TOKEN = re.compile(r"F8N|B8N|F8|B8|I8|[SDHBIXCZ]")
+TENSILE_TOKEN = lazy_re.compile(r"F8N|B8N|F8|B8|I8|[SDHBIXCZ]")
 #: cuBLASLt nvjet operand codes (nvjet_hsh: fp16 in, fp32 accumulate, fp16 out; nvjet_tst: bf16)
 NVJET = {"h": "fp16", "t": "bf16", "s": "fp32", "d": "fp64", "q": "fp8", "e": "fp8", "o": "fp4", "i": "int8"}
 

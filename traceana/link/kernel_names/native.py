@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from traceana import lazy_re
 from traceana.link.kernel_names.dtypes import cxx_types, mangled_types, data_types, word_types
 from traceana.link.kernel_names.record import KernelName as K
 from traceana.link.kernel_names.parts import Parts
@@ -35,7 +36,7 @@ _NS_LIBRARY = {"at": "ATen", "c10": "ATen", "at_cuda_detail": "CUB", "cub": "CUB
                "cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLASLt", "miopen": "MIOpen", "rccl": "RCCL",
                "deep_ep": "DeepEP"}
 # ATen kernels declared outside at:: (or in an anonymous namespace the name drops)
-_ATEN_BASES = re.compile(r"^(?:softmax_warp_(?:forward|backward)|multi_tensor_apply_kernel|cunn_\w+|"
+_ATEN_BASES = lazy_re.compile(r"^(?:softmax_warp_(?:forward|backward)|multi_tensor_apply_kernel|cunn_\w+|"
                          r"elementwise_kernel_with_index|vectorized_elementwise_kernel|unrolled_elementwise_kernel|"
                          r"indexSelect\w*|index_elementwise_kernel|reduce_kernel|CatArrayBatchedCopy\w*|"
                          r"\w*layer_norm\w*_kernel|batch_norm_\w+|max_pool_\w+|avg_pool\w*|adaptive_\w+_pool\w*|"
@@ -43,39 +44,39 @@ _ATEN_BASES = re.compile(r"^(?:softmax_warp_(?:forward|backward)|multi_tensor_ap
                          r"compute_grad_weight\w*|sum_and_scatter|radixSortKVInPlace|gatherTopK|bitonicSort\w*)$")
 # ATen kernel templates -> (class, op)
 _ATEN = (
-    (re.compile(r"CatArrayBatchedCopy"), "copy", "cat"),
-    (re.compile(r"layer_norm|LayerNorm|GammaBeta|cuComputeGradGammaBeta|cuComputePartGradGammaBeta|cuApplyLayerNorm"
+    (lazy_re.compile(r"CatArrayBatchedCopy"), "copy", "cat"),
+    (lazy_re.compile(r"layer_norm|LayerNorm|GammaBeta|cuComputeGradGammaBeta|cuComputePartGradGammaBeta|cuApplyLayerNorm"
                 r"|cuWelford"), "normalization", "layer_norm"),
-    (re.compile(r"RowwiseMoments|ComputeFusedParams|ComputeInternalGradients|ComputeBackwardFusedParams|"
+    (lazy_re.compile(r"RowwiseMoments|ComputeFusedParams|ComputeInternalGradients|ComputeBackwardFusedParams|"
                 r"group_norm|GroupNorm"), "normalization", "group_norm"),
-    (re.compile(r"batch_norm|BatchNorm"), "normalization", "batch_norm"),
-    (re.compile(r"rms_?norm|RMSNorm", re.I), "normalization", "rms_norm"),
-    (re.compile(r"SoftMax|softmax", re.I), "reduction", "softmax"),
-    (re.compile(r"ClassNLLCriterion|nll_loss|cross_entropy", re.I), "reduction", "loss"),
-    (re.compile(r"pool", re.I), "reduction", "pooling"),
-    (re.compile(r"^reduce_kernel|^reduce_|Reduce"), "reduction", None),
-    (re.compile(r"^index|_index|Index|gather|scatter|embedding|Embedding|(?:^|_)(?:take|put)(?:_|$)|searchsorted|"
+    (lazy_re.compile(r"batch_norm|BatchNorm"), "normalization", "batch_norm"),
+    (lazy_re.compile(r"rms_?norm|RMSNorm", re.I), "normalization", "rms_norm"),
+    (lazy_re.compile(r"SoftMax|softmax", re.I), "reduction", "softmax"),
+    (lazy_re.compile(r"ClassNLLCriterion|nll_loss|cross_entropy", re.I), "reduction", "loss"),
+    (lazy_re.compile(r"pool", re.I), "reduction", "pooling"),
+    (lazy_re.compile(r"^reduce_kernel|^reduce_|Reduce"), "reduction", None),
+    (lazy_re.compile(r"^index|_index|Index|gather|scatter|embedding|Embedding|(?:^|_)(?:take|put)(?:_|$)|searchsorted|"
                 r"(?:^|_)sort|[Ss]ort[A-Z]|topk|TopK|unique|nonzero|cumsum|(?:^|_)scan"), "other", "index"),
-    (re.compile(r"multi_tensor_apply"), "elementwise", "foreach"),
-    (re.compile(r"im2col|col2im"), "convolution", "fprop"),
-    (re.compile(r"upsample|distribution|elementwise|Elementwise|unrolled|vectorized"), "elementwise", None),
+    (lazy_re.compile(r"multi_tensor_apply"), "elementwise", "foreach"),
+    (lazy_re.compile(r"im2col|col2im"), "convolution", "fprop"),
+    (lazy_re.compile(r"upsample|distribution|elementwise|Elementwise|unrolled|vectorized"), "elementwise", None),
 )
-_IDENTS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTS = lazy_re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # functor templates that only wrap the operation (the one they wrap names it)
 _WRAP_FUNCTORS = frozenset({"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "CUDAFunctorOnSelf",
                             "CUDAFunctorOnOther", "gpu_kernel_impl", "gpu_kernel_impl_nocast",
                             "gpu_kernel_with_scalars",
                             "gpu_index_kernel", "func_wrapper_t", "ReduceOp"})
-_COPY = re.compile(r"direct_copy_kernel|_copy_kernel|copy_kernel_cuda|CopyFunctor|float8_copy|bfloat16_copy|"
+_COPY = lazy_re.compile(r"direct_copy_kernel|_copy_kernel|copy_kernel_cuda|CopyFunctor|float8_copy|bfloat16_copy|"
                    r"float16_copy|copy_device_to_device")
 # an element-wise template applying a norm's per-element step (GroupNorm's, batch norm's)
-_NORM_FUNCTOR = re.compile(r"GroupNorm|LayerNorm|batch_norm|BatchNorm|RMSNorm|rms_norm|layer_norm")
-_INDUCTOR = re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|mix|unk)_(?:fused_)?(?P<ops>.*?)(?:_\d+)?$")
+_NORM_FUNCTOR = lazy_re.compile(r"GroupNorm|LayerNorm|batch_norm|BatchNorm|RMSNorm|rms_norm|layer_norm")
+_INDUCTOR = lazy_re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|mix|unk)_(?:fused_)?(?P<ops>.*?)(?:_\d+)?$")
 _INDUCTOR_CLASS = {"poi": "elementwise", "red": "reduction", "per": "reduction", "tem": "gemm", "for": "elementwise",
                    "spl": "reduction", "mix": "other", "unk": "other"}
-_TORCH20 = re.compile(r"^triton__\d")
-_CUB = re.compile(r"Reduce")
-_FBGEMM_BASES = re.compile(r"^(?:split_embedding\w*|bounds_check_indices_kernel|linearize_index_kernel|"
+_TORCH20 = lazy_re.compile(r"^triton__\d")
+_CUB = lazy_re.compile(r"Reduce")
+_FBGEMM_BASES = lazy_re.compile(r"^(?:split_embedding\w*|bounds_check_indices_kernel|linearize_index_kernel|"
                            r"permute_pooled_embs_kernel|recat_copy_async_kernel|dense_to_jagged\w*|jagged_\w+|"
                            r"batched_unary_embeddings\w*|int_nbit_split_embedding\w*)$")
 # the words of an unknown kernel's own name, in order of precedence
@@ -95,8 +96,8 @@ _WORD_CLASSES = (
                     r"cast|convert|fill|clamp|scale|(^|_)(add|mul|sub|div|exp|where|masked|bias|activation|adam|"
                     r"sgd|lamb|rmsprop)($|_)"),
 )
-_WORD_RX = [(c, re.compile(p)) for c, p in _WORD_CLASSES]
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD_RX = [(c, lazy_re.compile(p)) for c, p in _WORD_CLASSES]
+_CAMEL = lazy_re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def parse(p: Parts) -> K | None:

@@ -15,10 +15,9 @@ Itanium-mangled name. Pure string work over the name's head, one pass per name.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
+from traceana import lazy_re
 from traceana.cxx_names import template_args
 
 #: characters of a name that are read (the rest is template arguments or parameters nobody reads)
@@ -27,8 +26,8 @@ _ANON = "(anonymous namespace)::"
 WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kernel_entry", "KernelFunc", "launch_kernel",
                       "global_kernel", "generic_kernel", "kentry"})
 _BUILTIN = frozenset({"int", "unsigned", "long", "float", "double", "bool", "char", "short", "signed", "void"})
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MANGLED_ID = re.compile(r"(?:(?<=[A-Z_])|^)(\d{1,4})(?=[A-Za-z_])")
+_IDENT = lazy_re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MANGLED_ID = lazy_re.compile(r"(?:(?<=[A-Z_])|^)(\d{1,4})(?=[A-Za-z_])")
 
 
 class Parts(msgspec.Struct, frozen=True):
@@ -78,9 +77,9 @@ def split(head: str) -> Parts:
 
 
 #: the characters _signature looks at (brackets and spaces): it jumps from one to the next
-_SIG_MARKS = re.compile(r"[<\[{(>\]}) ]")
+_SIG_MARKS = lazy_re.compile(r"[<\[{(>\]}) ]")
 #: the characters _close looks at
-_ANGLES = re.compile(r"[<>]")
+_ANGLES = lazy_re.compile(r"[<>]")
 
 
 def _signature(s: str) -> str:
