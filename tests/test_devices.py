@@ -461,7 +461,7 @@ def test_table_numbers_are_the_references() -> None:
             assert reference[fill["key"]].get(fill["column"], "") == "", fill
             reference[fill["key"]][fill["column"]] = fill["value"]
     rows = rows_by_key()
-    assert set(rows) == set(reference) and len(rows) == 36 + 6 + 60
+    assert set(rows) == set(reference) and len(rows) == 36 + 6 + 66
     for key, ref in reference.items():
         row = rows[key]
         for dtype in DTYPES[:8]:
@@ -496,8 +496,8 @@ def test_cli_lists_table() -> None:
 def test_cli_json() -> None:
     result = _run(["devices", "--json"])
     doc = json.loads(result.output)
-    # the shared reference's 36, the 6 + 60 added (scripts/gpu_specs_added.csv)
-    assert len(doc["devices"]) == 36 + 6 + 60
+    # the shared reference's 36, the 6 + 66 added (scripts/gpu_specs_added.csv)
+    assert len(doc["devices"]) == 36 + 6 + 66
     h100 = next(r for r in doc["devices"] if r["key"] == "h100_sxm")
     assert h100["peak_tflops"]["bf16_tc"] == 989.4 and h100["dram_gbps"] == 3350
     assert any(a["target"] == "unknown" for a in doc["aliases"])

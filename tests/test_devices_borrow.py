@@ -80,6 +80,12 @@ VERBATIM: dict[str, tuple[str, ...]] = {
     "p100_sxm2_16gb": ("Tesla P100-SXM2-16GB",),
     "p40": ("Tesla P40",),
     "p4": ("Tesla P4",),
+    "gtx1660ti": ("NVIDIA GeForce GTX 1660 Ti",),
+    "gtx1660": ("NVIDIA GeForce GTX 1660",),
+    "gtx1660_super": ("NVIDIA GeForce GTX 1660 SUPER",),
+    "t1000": ("NVIDIA T1000", "NVIDIA T1000 8GB"),
+    "t600": ("NVIDIA T600",),
+    "t400": ("NVIDIA T400", "NVIDIA T400 4GB"),
 }
 
 
@@ -90,7 +96,7 @@ def _props(name, cc, sms, mem_gib, **extra):
 
 def test_every_added_row_has_its_verbatim_names_and_a_source():
     added = [r for r in device_rows() if r.key in VERBATIM]
-    assert len(added) == len(VERBATIM) == 60
+    assert len(added) == len(VERBATIM) == 66
     for key, names in VERBATIM.items():
         row = rows_by_key()[key]
         assert row.source, key
@@ -215,12 +221,40 @@ def test_pascal_tesla_parts_and_a_geforce_pascal_borrowing_from_them():
     assert not any(k.endswith("_tc") for k in gtx.peak_tflops)
 
 
-def test_gtx_turing_borrows_no_tensor_cores():
+def test_turing_parts_without_tensor_cores():
+    """TU116 / TU117 (GeForce GTX 16xx and MX, NVIDIA T400-T2000) run Turing SMs built without tensor cores:
+    their rows have none, and a part borrowing a row gets none lent."""
     d = match_device(_props("NVIDIA GeForce GTX 1660 Ti", (7, 5), 24, 5.8))
-    assert d.key == "rtx2060"  # nearest GeForce Turing row: 30 SMs
-    assert d.peak_tflops["fp32"] == pytest.approx(6.45 * 24 / 30, abs=1e-3)  # 5.16
+    assert d.key == "gtx1660ti" and d.dram_gbps == 288  # 12 Gbps x 192 bits / 8
+    assert d.peak_tflops["fp32"] == 5.437 and d.peak_tflops["fp16"] == 10.874  # 1536 x 2 x 1770 MHz; fp16 2x
     assert not any(k.endswith("_tc") for k in d.peak_tflops)
-    assert "no tensor cores" in " ".join(d.notes)
+    t = match_device(_props("NVIDIA T1000 8GB", (7, 5), 14, 7.8))
+    assert t.key == "t1000" and t.dram_gbps == 160 and t.peak_tflops["fp32"] == 2.5  # 896 x 2 x 1395 MHz
+    # the GTX 1650 (14 SMs, GDDR5 or GDDR6 under one name) has no row: the nearest GeForce Turing row by SMs,
+    # the GTX 1660 (22 SMs), lends 5.027 x 14/22 = 3.199 TFLOP/s fp32 and its DRAM figure, said to be borrowed
+    g = match_device(_props("NVIDIA GeForce GTX 1650", (7, 5), 14, 3.9))
+    assert g.key == "gtx1660" and g.peak_tflops["fp32"] == pytest.approx(5.027 * 14 / 22, abs=1e-3)
+    assert not any(k.endswith("_tc") for k in g.peak_tflops) and "no tensor cores" in " ".join(g.notes)
+    assert "borrowed unscaled" in " ".join(g.notes)
+    # a Quadro T2000 (TU117, 16 SMs): the T1000's row, 2.5 x 16/14 = 2.857, no tensor-core peaks, DRAM 160 borrowed
+    q = match_device(_props("Quadro T2000", (7, 5), 16, 3.9))
+    assert q.key == "t1000" and q.peak_tflops["fp32"] == pytest.approx(2.857, abs=1e-3) and q.dram_gbps == 160
+    assert not any(k.endswith("_tc") for k in q.peak_tflops) and "no tensor cores" in " ".join(q.notes)
+    # an RTX part of the same architecture keeps its tensor cores; the T4 is not a T400-T2000
+    r = match_device(_props("Quadro RTX 3000", (7, 5), 30, 5.8))
+    assert r.key == "quadro_rtx_4000" and "fp16_tc" in r.peak_tflops
+    assert "fp16_tc" in match_device(_props("Tesla T4", (7, 5), 40, 14.7)).peak_tflops
+
+
+def test_names_of_parts_without_tensor_cores():
+    from traceana.roofline.devices.table import has_no_tensor_cores
+
+    for name in ("NVIDIA GeForce GTX 1650", "NVIDIA GeForce GTX 1080 Ti", "NVIDIA GeForce MX450", "Quadro T1000",
+                 "NVIDIA T1000 8GB", "NVIDIA T400 4GB", "NVIDIA T600 Laptop GPU", "NVIDIA T550 Laptop GPU"):
+        assert has_no_tensor_cores(name), name
+    for name in ("Tesla T4", "NVIDIA T4G", "NVIDIA GeForce RTX 2060", "NVIDIA RTX A1000", "Quadro RTX 4000",
+                 "NVIDIA RTX 2000 Ada Generation", "NVIDIA TITAN RTX", "NVIDIA A100-SXM4-80GB"):
+        assert not has_no_tensor_cores(name), name
 
 
 def test_amd_part_without_a_row_borrows_by_gfx_target_or_compute_capability():

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from traceana.roofline.devices.table import DeviceRow, is_consumer
+from traceana.roofline.devices.table import DeviceRow, has_no_tensor_cores, is_consumer
 
 TENSOR_KEYS = ("fp64_tc", "tf32_tc", "bf16_tc", "fp16_tc", "fp8_tc", "int8_tc", "fp6_tc", "fp4_tc")
 
@@ -106,7 +106,7 @@ def borrow(row: DeviceRow, name: str, sms: int | None, clock: float | None, dram
         factor *= clock / row.boost_mhz
         parts.append(f"{clock:g}/{row.boost_mhz:g} MHz")
     peaks = {k: round(v * factor, 3) for k, v in row.peak_tflops.items()}
-    if "gtx" in name.lower():  # GTX 16xx: Turing SMs without tensor cores
+    if has_no_tensor_cores(name):  # GTX 16xx, MX450, T400-T2000: Turing SMs built without tensor cores
         peaks = {k: v for k, v in peaks.items() if k not in TENSOR_KEYS}
     arithmetic = f"x {' x '.join(parts)} = {factor:.3g}" if parts else "unscaled (same SM count)"
     scaled = []

@@ -21,6 +21,7 @@ from traceana.roofline.devices.table import (
     DTYPES,
     UNKNOWN_TARGET,
     Alias,
+    has_no_tensor_cores,
     is_consumer,
     DeviceRow,
     load_aliases,
@@ -62,7 +63,9 @@ def by_key(key: str, hw: Hardware, has_props: bool) -> Match:
     wanted = key.strip().lower()
     row = rows_by_key().get(wanted)
     if row is None:
-        close = difflib.get_close_matches(wanted, list(rows_by_key()), n=3)
+        keys = list(rows_by_key())  # the keys it begins (h100: h100_sxm, h100_pcie), then the look-alikes
+        starts = [k for k in keys if k.startswith(wanted)] if wanted else []
+        close = (starts + [k for k in difflib.get_close_matches(wanted, keys, n=3) if k not in starts])[:3]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise BadInput(f"unknown device key {key!r}{hint}; list the keys with `traceana devices`")
     source = f"table row {row.key} chosen with --device {row.key}"
@@ -245,8 +248,9 @@ def _borrow(hw: Hardware, what: str, rows: list[DeviceRow] | None = None) -> Mat
     note = (f"{what}: {got.phrase} ({row.key}, the nearest {arch} row, {row.sms} {hw.unit}"
             + (f" at {row.boost_mhz:g} MHz" if row.boost_mhz else "") + f"; peaks {got.arithmetic}). "
             + f"{got.dram_how}. Pass --peak-tflops / --bandwidth-gbps with this part's own figures if known")
-    if "gtx" in hw.name.lower():
-        note += ". A GTX part has no tensor cores: the tensor-core peaks are left out"
+    if has_no_tensor_cores(hw.name):
+        note += (". This part has no tensor cores (a GeForce GTX or MX, or an NVIDIA T400-T2000): the tensor-core "
+                 "peaks are left out")
     source = f"table row {row.key} borrowed for {hw.name or 'an unnamed device'!r} ({hw.describe()}), scaled"
     return Match(hw, row, source, [note], borrowed=got)
 

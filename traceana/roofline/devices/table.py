@@ -141,6 +141,18 @@ def product_name(regex: str) -> str:
     return " ".join(text.split())
 
 
+#: NVIDIA parts built without tensor cores: every GeForce GTX (Pascal and older have none; Turing's GTX 16xx
+#: are TU116 / TU117, the Turing SM without them), GeForce MX450 / MX550 (TU117) and NVIDIA T400 to T2000, the
+#: Quadro T-series included (TU117)
+_NO_TENSOR_CORES = re.compile(r"\bGTX\b|\bMX ?\d{3}\b|\bT(?:400|500|550|600|1000|1200|2000)\b", re.IGNORECASE)
+
+
+def has_no_tensor_cores(name: str) -> bool:
+    """Whether the product `name` has no tensor cores (see _NO_TENSOR_CORES): a row borrowed for it
+    lends no tensor-core peaks."""
+    return bool(_NO_TENSOR_CORES.search(name))
+
+
 def is_consumer(name: str) -> bool:
     """GeForce or Radeon RX (gaming) parts, by the product line in the name."""
     lowered = name.lower()
