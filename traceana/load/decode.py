@@ -3,7 +3,6 @@ from odd traces (NaN literals, lone surrogates, mistyped fields), plus value cle
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -82,6 +81,8 @@ def _normalizable(data: bytes, exc: BaseException) -> bool:
 
 def _normalize(path: str, data: bytes, first: BaseException) -> tuple[bytes, list[str]]:
     """Strict JSON bytes for text the standard library can read; BadInput otherwise."""
+    import json  # (only for a text the fast parser refused: not on every report's path)
+
     notes: list[str] = []
     try:
         text = data.decode("utf-8")

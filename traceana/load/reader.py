@@ -5,7 +5,6 @@ then columns."""
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import stat
 import zlib
@@ -56,6 +55,8 @@ def read_bytes(path: str) -> bytes | bytearray:
         except (EOFError, zlib.error) as exc:
             raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
         except OSError as exc:
+            import gzip  # (its error class only: not on every report's path)
+
             if isinstance(exc, gzip.BadGzipFile):
                 raise BadInput(f"{path}: corrupt or truncated gzip data ({_short(exc)})") from None
             raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None

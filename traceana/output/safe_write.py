@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -65,7 +64,7 @@ def _create_temp(target: str) -> tuple[int, str]:
     """A new file `.NAME.RANDOM.tmp-traceana` in target's directory, opened exclusively."""
     folder, name = os.path.split(target)
     for _ in range(_TRIES):
-        tmp = os.path.join(folder, f".{name[:200]}.{secrets.token_hex(6)}.tmp-traceana")
+        tmp = os.path.join(folder, f".{name[:200]}.{os.urandom(6).hex()}.tmp-traceana")
         try:
             return os.open(tmp, _FLAGS, 0o666), tmp
         except FileExistsError:

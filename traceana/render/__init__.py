@@ -18,8 +18,8 @@ formatted by traceana/units.py only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import PurePath
 from typing import Any
 
 from traceana.errors import BadInput
@@ -54,9 +54,11 @@ def render(analysis: Mapping[str, Any], fmt: str, image: str | None = None, long
     raise BadInput(f"unknown report format {fmt!r}: expected one of html, md, json")
 
 
-def format_for_path(path: str | PurePath) -> str:
+def format_for_path(path: str | os.PathLike) -> str:
     """The format an output path asks for, from its extension (case-insensitive)."""
-    suffix = PurePath(path).suffix.lower()
+    name = os.path.basename(os.fspath(path))
+    dot = name.rfind(".")
+    suffix = name[dot:].lower() if 0 < dot < len(name) - 1 else ""  # what PurePath(path).suffix says
     for fmt, suffixes in FORMATS.items():
         if suffix in suffixes:
             return fmt

@@ -15,7 +15,6 @@ datasheet figure is marked unusable by `judged_against` when the profile is appl
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -189,6 +188,8 @@ def load_profile(path: str) -> Profile:
     except OSError as exc:
         raise BadInput(f"{path}: cannot read profile: {exc.strerror or exc}") from None
     try:
+        import json  # (a profile file is read only when --profile names one: not on every report's path)
+
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _bad(path, f"invalid JSON ({str(exc)[:80]})") from None

@@ -6,7 +6,6 @@ sentence and the notes; match.py merges the overrides and builds the Device.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -63,6 +62,8 @@ def by_key(key: str, hw: Hardware, has_props: bool) -> Match:
     wanted = key.strip().lower()
     row = rows_by_key().get(wanted)
     if row is None:
+        import difflib  # (only for the hint)
+
         keys = list(rows_by_key())  # the keys it begins (h100: h100_sxm, h100_pcie), then the look-alikes
         starts = [k for k in keys if k.startswith(wanted)] if wanted else []
         close = (starts + [k for k in difflib.get_close_matches(wanted, keys, n=3) if k not in starts])[:3]
