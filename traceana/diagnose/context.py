@@ -64,11 +64,11 @@ _OPTIMIZER = lazy_re.compile(r"^Optimizer\.step#|^aten::_fused_(adam|adamw|sgd|a
 _OPTIMIZER_KERNEL = lazy_re.compile(r"adam|adagrad|rmsprop|sgd|lamb(?!da)|split_embedding_backward_codegen", re.I)
 _BACKWARD_KERNEL = lazy_re.compile(r"backward|_bwd|bwd_|wgrad|dgrad", re.I)
 _INFERENCE = lazy_re.compile(r"^_C_cache_ops::|reshape_and_cache|^vllm::unified_attention|paged_?attention|"
-                        r"^sglang::store_cache|store_kv_cache", re.I)
+                             r"^sglang::store_cache|store_kv_cache", re.I)
 _ENGINE = lazy_re.compile(r"^(vllm|sglang|sgl_kernel|_C|_rocm_C|_moe_C|_C_cache_ops|_C_custom_ar)::")
 _GRAPH_LAUNCH = lazy_re.compile(r"GraphLaunch")
 _COMPILED_RANGE = lazy_re.compile(r"^Torch-Compiled Region|^CompiledFunction(Backward)?$|^## Call CompiledFxGraph|"
-                             r"^TorchDynamo Cache Lookup|^AOTDispatcher")
+                                  r"^TorchDynamo Cache Lookup|^AOTDispatcher")
 _INDUCTOR_KERNEL = lazy_re.compile(r"^triton_(poi|red|per|tem|for|spl)_|^triton__\d")
 INDUCTOR_KERNEL = _INDUCTOR_KERNEL  # torch.compile's generated kernels, by name (findings say so in their advice)
 _DDP = lazy_re.compile(r"^DistributedDataParallel\.|^torch\.distributed\.ddp\.")

@@ -37,11 +37,11 @@ _DATA = lazy_re.compile(r"dataloader|data[_ ]?load|load[_ ]?(batch|data)|(next|g
 _OPTIMIZER = lazy_re.compile(r"optimizer|\.step#|zero_grad", re.I)
 # runtime / driver calls by what they do (names without their cuda / cu / hip prefix and _v2 suffixes)
 _MODULE = lazy_re.compile(r"Module(Load|GetFunction|GetGlobal)|Library(Load|GetKernel)|LinkComplete|GetFuncBySymbol|"
-                     r"FuncGetAttributes|KernelGetFunction")
+                          r"FuncGetAttributes|KernelGetFunction")
 _ALLOC = lazy_re.compile(r"Malloc|Free|MemAlloc|MemCreate|MemMap|MemUnmap|MemRelease|MemAddressReserve|HostAlloc|"
-                    r"HostRegister|MemPool")
+                         r"HostRegister|MemPool")
 _SETUP = lazy_re.compile(r"StreamCreate|StreamDestroy|EventCreate|EventDestroy|CtxCreate|PrimaryCtxRetain|SetDevice|"
-                    r"DeviceReset|[a-z]Create(_v\d+)?$|Init$")
+                         r"DeviceReset|[a-z]Create(_v\d+)?$|Init$")
 _BLOCKING = lazy_re.compile(r"Synchronize|Memcpy|Memset|EventQuery|StreamQuery")
 _GRAPH = lazy_re.compile(r"Graph|Capture")
 

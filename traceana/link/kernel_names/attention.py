@@ -24,8 +24,8 @@ from traceana.link.kernel_names.record import KernelName as K
 from traceana.link.kernel_names.parts import Parts
 
 _WORDS = lazy_re.compile(r"(?:^|[_:\s])(?:attention|attn|fmha|mha|sdpa|flash|paged_?att\w*)(?=[_\d:<\s]|$)|"
-                    r"attention|Attention|Attn|Fmha|FlashAttn|flashattn|xformers|unified_attention|"
-                    r"Batch(?:Prefill|Decode)With|Single(?:Prefill|Decode)With|MergeStates", re.IGNORECASE)
+                         r"attention|Attention|Attn|Fmha|FlashAttn|flashattn|xformers|unified_attention|"
+                         r"Batch(?:Prefill|Decode)With|Single(?:Prefill|Decode)With|MergeStates", re.IGNORECASE)
 #: KV-cache writes (vLLM reshape_and_cache[_flash], SGLang store_kvcache): copies beside attention, not attention
 CACHE_WRITE = lazy_re.compile(r"reshape_and_cache|store_kv|kv_?cache_?(?:write|copy|store)|concat_and_cache", re.I)
 _LIBS = (("flashinfer", "FlashInfer"), ("pytorch_flash", "flash-attention"), ("flash", "flash-attention"),

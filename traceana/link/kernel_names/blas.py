@@ -47,7 +47,8 @@ from traceana.link.kernel_names.parts import Parts
 
 _ARCHS = "maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell"
 _LEGACY = lazy_re.compile(rf"^(?P<arch>{_ARCHS})_(?:(?P<out>fp16|bf16|fp32|tf32|int8|i8|fp8|e4m3|e5m2|fp64)_)?"
-                     r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32)?(?P<kind>gemm|cudnn|gemv)(?P<rest>(?:_.*)?)$")
+                          r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32)?(?P<kind>gemm|cudnn|gemv)"
+                          r"(?P<rest>(?:_.*)?)$")
 _TILE2 = lazy_re.compile(r"^(\d{1,4})x(\d{1,4})$")
 _XMMA = lazy_re.compile(r"^sm(?P<sm>\d{2,3})_xmma_(?P<kind>gemm|fprop|dgrad|wgrad)_(?P<rest>.*)$")
 _XT = lazy_re.compile(r"bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|u8|i8|s32|i32")
@@ -55,13 +56,14 @@ _XMMA_TYPES = lazy_re.compile(r"^(?:bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|u8|i8|s32
 _XNAME = {"bf16": "bf16", "tf32": "tf32", "f16": "fp16", "f32": "fp32", "f64": "fp64", "e4m3": "fp8", "e5m2": "fp8",
           "s8": "int8", "i8": "int8", "u8": "uint8", "s32": "int32", "i32": "int32", "void": None}
 _TILESIZE = lazy_re.compile(r"tilesize(\d{1,4})x(\d{1,4})x(\d{1,4})")
-_NVJET = lazy_re.compile(r"^nvjet_(?:sm\d+_)?(?P<types>[a-z]{3,5})_(?P<m>\d{1,4})x(?P<n>\d{1,4})_(?P<k>\d{1,4})x\d{1,3}_")
+_NVJET = lazy_re.compile(r"^nvjet_(?:sm\d+_)?(?P<types>[a-z]{3,5})_"
+                         r"(?P<m>\d{1,4})x(?P<n>\d{1,4})_(?P<k>\d{1,4})x\d{1,3}_")
 _CUTLASS2 = lazy_re.compile(r"^cutlass_(?:(?P<cc>\d{2,3})_)?(?P<opc>wmma_tensorop|tensorop|simt|wmma)_"
-                       r"(?:(?P<out>[a-z]+\d+|tf32)_)?"
-                       r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32|bf16|f16|fast_f32)?"
-                       r"(?P<kind>gemm|fprop|dgrad|wgrad|gemv|trmm|symm|syrk|her2k)(?P<rest>(?:_.*)?)$")
+                            r"(?:(?P<out>[a-z]+\d+|tf32)_)?"
+                            r"(?P<acc>[shdicz])?(?P<mma>\d{3,6})?(?P<tag>tf32|bf16|f16|fast_f32)?"
+                            r"(?P<kind>gemm|fprop|dgrad|wgrad|gemv|trmm|symm|syrk|her2k)(?P<rest>(?:_.*)?)$")
 _CUTLASS3 = lazy_re.compile(r"^cutlass3x_sm\d{2,3}_(?P<opc>tensorop|simt|wmma)_(?:(?P<acc>[shdi])(?P<mma>\d+x\d+x\d+))?"
-                       r"(?P<kind>gemm|fprop|dgrad|wgrad|conv\w*?)_(?P<rest>.*)$")
+                            r"(?P<kind>gemm|fprop|dgrad|wgrad|conv\w*?)_(?P<rest>.*)$")
 _TILE3 = lazy_re.compile(r"^(\d{1,4})x(\d{1,4})x(\d{1,4})$")
 _ALIGN = lazy_re.compile(r"align(\d{1,3})(?!\d)")
 _TENSILE = lazy_re.compile(r"^Cijk_A[a-z]+_B[a-z]+_(?P<rest>.*)$")
@@ -74,13 +76,13 @@ _GSUA = lazy_re.compile(r"(?:^|_)GSUA([A-Z]+)(?:_|$)")
 _STREAM_K = lazy_re.compile(r"(?:^|_)SK(\d{1,6})(?:_|$)")
 GSU_ALGO = {"SB": "atomic adds into one buffer", "MB": "separate buffers summed by a second kernel",
             "MBSK": "separate buffers summed in the same kernel"}
-_CUBLAS_BASE = lazy_re.compile(r"^(?:gemv\w*|gemmSN_\w+|gemmk1_kernel|gemm_kernel\w*|dot_kernel|scal_kernel|axpy_kernel|"
-                          r"nrm2_kernel|asum_kernel|reduce_1Block_kernel|splitKreduce_kernel|sgemm_largek_lds\d+|"
-                          r"magma_\w*gemm\w*|trsm\w*_kernel|syrk\w*_kernel|gemmBatched\w*)$")
+_CUBLAS_BASE = lazy_re.compile(r"^(?:gemv\w*|gemmSN_\w+|gemmk1_kernel|gemm_kernel\w*|dot_kernel|scal_kernel|"
+                               r"axpy_kernel|nrm2_kernel|asum_kernel|reduce_1Block_kernel|splitKreduce_kernel|"
+                               r"sgemm_largek_lds\d+|magma_\w*gemm\w*|trsm\w*_kernel|syrk\w*_kernel|gemmBatched\w*)$")
 _GEMV_TENSOR = lazy_re.compile(r"cublasGemvTensor\w*<([^<>]*?)(?: const)?>")
 _CK_CONV = lazy_re.compile(r"conv|bwd_weight|bwd_data")
-_OGS = lazy_re.compile(r"^_?matmul_ogs_(?P<layout>[A-Z]+)_(?P<types>[a-z0-9]+)_(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)x(?P<s>\d+)"
-                  r"(?:_(?P<epi>\w+))?$")
+_OGS = lazy_re.compile(r"^_?matmul_ogs_(?P<layout>[A-Z]+)_(?P<types>[a-z0-9]+)_"
+                       r"(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)x(?P<s>\d+)(?:_(?P<epi>\w+))?$")
 _OGS_TYPE = lazy_re.compile(r"mxfp4|mxfp8|nvfp4|bf16|fp16|fp32|fp8e4m3|fp8e5m2|fp8|f16|f32|e4m3|e5m2")
 
 

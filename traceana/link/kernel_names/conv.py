@@ -30,10 +30,10 @@ from traceana.link.kernel_names.parts import Parts
 
 _CUDNN_FPROP = lazy_re.compile(r"^(?:implicit|explicit|precomputed)_convolve_\w*gemm$|^conv2d_grouped_direct_kernel$")
 _IGEMM = lazy_re.compile(r"^igemm_(?P<dir>fwd|bwd|wrw)_(?P<gtc>gtc\w*?)_(?P<layout>nchw|nhwc|ncdhw|ndhwc)_"
-                    r"(?P<type>fp32|fp16|bf16|int8|int4)(?P<rest>_.*)?$")
+                         r"(?P<type>fp32|fp16|bf16|int8|int4)(?P<rest>_.*)?$")
 _BT = lazy_re.compile(r"(?:^|_)bt(\d{1,4})x(\d{1,4})x(\d{1,4})(?:_|$)")
 _NAIVE = lazy_re.compile(r"^naive_conv_(?:ab_)?(?:nonpacked_|packed_)?(?P<dir>fwd|bwd|wrw)_(?P<layout>[a-z]+)_"
-                    r"(?P<in>[a-z0-9]+)_(?P<acc>[a-z0-9]+)_(?P<out>[a-z0-9]+)$")
+                         r"(?P<in>[a-z0-9]+)_(?P<acc>[a-z0-9]+)_(?P<out>[a-z0-9]+)$")
 _DIR = {"fwd": "fprop", "bwd": "dgrad", "wrw": "wgrad"}
 
 

@@ -37,18 +37,19 @@ _NS_LIBRARY = {"at": "ATen", "c10": "ATen", "at_cuda_detail": "CUB", "cub": "CUB
                "deep_ep": "DeepEP"}
 # ATen kernels declared outside at:: (or in an anonymous namespace the name drops)
 _ATEN_BASES = lazy_re.compile(r"^(?:softmax_warp_(?:forward|backward)|multi_tensor_apply_kernel|cunn_\w+|"
-                         r"elementwise_kernel_with_index|vectorized_elementwise_kernel|unrolled_elementwise_kernel|"
-                         r"indexSelect\w*|index_elementwise_kernel|reduce_kernel|CatArrayBatchedCopy\w*|"
-                         r"\w*layer_norm\w*_kernel|batch_norm_\w+|max_pool_\w+|avg_pool\w*|adaptive_\w+_pool\w*|"
-                         r"upsample_\w+|im2col_kernel|col2im_kernel|embedding_\w+|krn_partials_per_segment|"
-                         r"compute_grad_weight\w*|sum_and_scatter|radixSortKVInPlace|gatherTopK|bitonicSort\w*)$")
+                              r"elementwise_kernel_with_index|vectorized_elementwise_kernel|"
+                              r"unrolled_elementwise_kernel|"
+                              r"indexSelect\w*|index_elementwise_kernel|reduce_kernel|CatArrayBatchedCopy\w*|"
+                              r"\w*layer_norm\w*_kernel|batch_norm_\w+|max_pool_\w+|avg_pool\w*|adaptive_\w+_pool\w*|"
+                              r"upsample_\w+|im2col_kernel|col2im_kernel|embedding_\w+|krn_partials_per_segment|"
+                              r"compute_grad_weight\w*|sum_and_scatter|radixSortKVInPlace|gatherTopK|bitonicSort\w*)$")
 # ATen kernel templates -> (class, op)
 _ATEN = (
     (lazy_re.compile(r"CatArrayBatchedCopy"), "copy", "cat"),
-    (lazy_re.compile(r"layer_norm|LayerNorm|GammaBeta|cuComputeGradGammaBeta|cuComputePartGradGammaBeta|cuApplyLayerNorm"
-                r"|cuWelford"), "normalization", "layer_norm"),
+    (lazy_re.compile(r"layer_norm|LayerNorm|GammaBeta|cuComputeGradGammaBeta|cuComputePartGradGammaBeta|"
+                     r"cuApplyLayerNorm|cuWelford"), "normalization", "layer_norm"),
     (lazy_re.compile(r"RowwiseMoments|ComputeFusedParams|ComputeInternalGradients|ComputeBackwardFusedParams|"
-                r"group_norm|GroupNorm"), "normalization", "group_norm"),
+                     r"group_norm|GroupNorm"), "normalization", "group_norm"),
     (lazy_re.compile(r"batch_norm|BatchNorm"), "normalization", "batch_norm"),
     (lazy_re.compile(r"rms_?norm|RMSNorm", re.I), "normalization", "rms_norm"),
     (lazy_re.compile(r"SoftMax|softmax", re.I), "reduction", "softmax"),
@@ -56,7 +57,7 @@ _ATEN = (
     (lazy_re.compile(r"pool", re.I), "reduction", "pooling"),
     (lazy_re.compile(r"^reduce_kernel|^reduce_|Reduce"), "reduction", None),
     (lazy_re.compile(r"^index|_index|Index|gather|scatter|embedding|Embedding|(?:^|_)(?:take|put)(?:_|$)|searchsorted|"
-                r"(?:^|_)sort|[Ss]ort[A-Z]|topk|TopK|unique|nonzero|cumsum|(?:^|_)scan"), "other", "index"),
+                     r"(?:^|_)sort|[Ss]ort[A-Z]|topk|TopK|unique|nonzero|cumsum|(?:^|_)scan"), "other", "index"),
     (lazy_re.compile(r"multi_tensor_apply"), "elementwise", "foreach"),
     (lazy_re.compile(r"im2col|col2im"), "convolution", "fprop"),
     (lazy_re.compile(r"upsample|distribution|elementwise|Elementwise|unrolled|vectorized"), "elementwise", None),
@@ -68,7 +69,7 @@ _WRAP_FUNCTORS = frozenset({"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "
                             "gpu_kernel_with_scalars",
                             "gpu_index_kernel", "func_wrapper_t", "ReduceOp"})
 _COPY = lazy_re.compile(r"direct_copy_kernel|_copy_kernel|copy_kernel_cuda|CopyFunctor|float8_copy|bfloat16_copy|"
-                   r"float16_copy|copy_device_to_device")
+                        r"float16_copy|copy_device_to_device")
 # an element-wise template applying a norm's per-element step (GroupNorm's, batch norm's)
 _NORM_FUNCTOR = lazy_re.compile(r"GroupNorm|LayerNorm|batch_norm|BatchNorm|RMSNorm|rms_norm|layer_norm")
 _INDUCTOR = lazy_re.compile(r"^triton_(?P<kind>poi|red|per|tem|for|spl|mix|unk)_(?:fused_)?(?P<ops>.*?)(?:_\d+)?$")
@@ -77,8 +78,8 @@ _INDUCTOR_CLASS = {"poi": "elementwise", "red": "reduction", "per": "reduction",
 _TORCH20 = lazy_re.compile(r"^triton__\d")
 _CUB = lazy_re.compile(r"Reduce")
 _FBGEMM_BASES = lazy_re.compile(r"^(?:split_embedding\w*|bounds_check_indices_kernel|linearize_index_kernel|"
-                           r"permute_pooled_embs_kernel|recat_copy_async_kernel|dense_to_jagged\w*|jagged_\w+|"
-                           r"batched_unary_embeddings\w*|int_nbit_split_embedding\w*)$")
+                                r"permute_pooled_embs_kernel|recat_copy_async_kernel|dense_to_jagged\w*|jagged_\w+|"
+                                r"batched_unary_embeddings\w*|int_nbit_split_embedding\w*)$")
 # the words of an unknown kernel's own name, in order of precedence
 _WORD_CLASSES = (
     ("elementwise", r"rotary|(^|_)rope($|_)"),  # a rotary position embedding is arithmetic, no table lookup
