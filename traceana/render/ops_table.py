@@ -99,8 +99,11 @@ def lazy_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     reads this back.
     """
     columns = max((len(r["cells"]) for r in rows), default=0)
-    classes = [Counter(r["cells"][i]["cls"] for r in rows if i < len(r["cells"])).most_common(1)[0][0]
-               for i in range(columns)]
+    by_column: list[list[str]] = [[] for _ in range(columns)]  # each column's classes, in row order
+    for r in rows:
+        for column, c in zip(by_column, r["cells"]):
+            column.append(c["cls"])
+    classes = [Counter(column).most_common(1)[0][0] for column in by_column]  # (a tie: the first met)
     index: dict[str, int] = {}
     strings: list[str] = []
     first: dict[str, tuple[list[Any], int]] = {}  # where a text met once so far was written
@@ -120,18 +123,23 @@ def lazy_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
             where[0][where[1]] = i
         box.append(i)
 
+    keys: dict[str, float | int | None] = {}  # sort key per sort-key text (counts and sizes recur)
     out = []
     for r in rows:
         packed: list[Any] = []
         for i, c in enumerate(r["cells"]):
-            key, title, cls = _sort_key(c["v"]), c["title"], c["cls"]
+            v, t, title, cls = c["v"], c["t"], c["title"], c["cls"]
+            key = keys[v] if v in keys else keys.setdefault(v, _sort_key(v))
             if i < columns and cls == classes[i]:
                 cls = ""
             if not title and not cls and key is None:
-                put(packed, c["t"])
+                if len(t) < 4:  # (too short to be written once and referred to: put() would append it)
+                    packed.append(t)
+                else:
+                    put(packed, t)
                 continue
             cell: list[Any] = []
-            put(cell, c["t"])
+            put(cell, t)
             cell.append(key)
             if title or cls:
                 if "\n" in title:

@@ -31,11 +31,14 @@ if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; annotations only
 ASSETS: tuple[str, ...] = ("report.css", "report.js", "timeline.css", "timeline.js")
 
 
+#: the traceana package's folder (links resolved)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
 def _folder() -> str | None:
     """The template folder next to the package (an installed wheel's traceana/templates, or a checkout's
     templates/), as a path; None when the package does not live in a folder."""
-    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the traceana package folder
-    for folder in (os.path.join(here, "templates"), os.path.join(os.path.dirname(here), "templates")):
+    for folder in (os.path.join(_PACKAGE, "templates"), os.path.join(os.path.dirname(_PACKAGE), "templates")):
         if os.path.isfile(os.path.join(folder, "report.html.j2")):
             return folder
     return None
@@ -57,8 +60,7 @@ def template_dir() -> Traversable:
             return packaged
     except (ModuleNotFoundError, NotADirectoryError, FileNotFoundError):
         pass
-    checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))),
-                            "templates")
+    checkout = os.path.join(os.path.dirname(_PACKAGE), "templates")
     raise TraceanaError(
         "traceana's report templates are missing: expected traceana/templates in the "
         f"installed package or {checkout} in a source checkout; reinstall traceana"
