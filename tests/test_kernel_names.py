@@ -109,3 +109,23 @@ def test_every_kernel_name_of_the_shared_traces_is_in_the_table():
             elif parse(cut(name)) != parse(name):  # the parameter list cut off says nothing the grammar reads
                 differ.append(name[:120])
     assert not missing and not differ
+
+
+def test_word_classes_searched_over_all_words_at_once():
+    """native.words searches each class once over the name's words, one per line (MULTILINE): the class is
+    the one a search of every word apart finds, first class first (random names of the classes' keywords)."""
+    import random
+    import re
+
+    from traceana.link.kernel_names import native
+
+    vocab = ["add", "mul", "rope", "rotary", "copy", "cat", "conv", "gemm", "mm", "bmm", "dot", "norm", "norm2",
+             "rmsnorm", "reduce", "sum", "max", "pool", "gather", "index", "unique", "silu", "quant", "fill", "kv",
+             "cache", "store", "write", "b", "x", "16", "kernel", "fused", "attention", "matmul", "scale", "where"]
+    rng = random.Random(7)
+    per_word = [(c, re.compile(p)) for c, p in native._WORD_CLASSES]
+    for _ in range(5000):
+        words = ["_".join(rng.choice(vocab) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]
+        want = next((c for c, rx in per_word if any(rx.search(w) for w in words)), "other")
+        lines = "\n".join(words)
+        assert next((c for c, rx in native._WORD_RX if rx.search(lines)), "other") == want, words

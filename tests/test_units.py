@@ -159,14 +159,18 @@ def test_num_takes_numbers_and_nothing_else():
 
 
 def test_lazy_patterns_compile_on_first_use():
-    """traceana.lazy_re: nothing compiled at import; the first use compiles, later uses reuse it."""
+    """traceana.lazy_re: nothing compiled at import; the first use compiles and hands the pattern's own
+    methods to the stand-in, so later calls are the compiled pattern's."""
     import re
 
     from traceana import lazy_re
 
     rx = lazy_re.compile(r"(?P<m>\d+)x(?P<n>\d+)", re.IGNORECASE)
-    assert rx._compiled is None  # not compiled until used
+    assert "search" not in vars(rx)  # not compiled until used
     m = rx.search("tile 128X64")
     assert m and (m.group("m"), m.group("n")) == ("128", "64")
-    assert rx._compiled is rx.compiled() and rx.pattern == r"(?P<m>\d+)x(?P<n>\d+)" and rx.flags & re.IGNORECASE
+    assert vars(rx)["search"] == rx.compiled().search  # later calls: the pattern's own bound method
+    assert rx.pattern == r"(?P<m>\d+)x(?P<n>\d+)" and rx.flags & re.IGNORECASE and rx.groups == 2
     assert rx.sub("<t>", "a 1x2 b 3x4") == "a <t> b <t>" and [g.group() for g in rx.finditer("1x2,3x4")] == ["1x2", "3x4"]
+    other = lazy_re.compile(r"a+")
+    assert other.fullmatch("aaa") and not other.fullmatch("ab") and other.split("xaay") == ["x", "y"]

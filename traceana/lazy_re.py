@@ -3,8 +3,7 @@
 CPython compiles a pattern in Python code (re._parser, re._compiler): the kernel-name grammar's ~70
 patterns cost ~25 ms at every report's start, yet a trace meets only the few kernel families its own
 kernels come from (the grammar picks a family by the name's prefix before it reads that family's
-patterns). `compile(source, flags)` here returns a stand-in that compiles on its first use and then
-passes every attribute (match, search, finditer, sub, pattern, ...) to the compiled pattern.
+patterns). `compile(source, flags)` here returns a stand-in that compiles on its first use.
 """
 
 from __future__ import annotations
@@ -12,25 +11,32 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: what the stand-in takes over from the compiled pattern on its first use
+_ATTRIBUTES = ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split", "pattern", "flags",
+               "groups", "groupindex")
+
 
 class LazyPattern:
-    """A re.Pattern, compiled when first used."""
-
-    __slots__ = ("_source", "_flags", "_compiled")
+    """A re.Pattern, compiled when first used. The first use of any attribute compiles it and sets the
+    pattern's own attributes (bound methods) on the stand-in, so every later `rx.search(...)` is the
+    pattern's own call: only that first lookup goes through __getattr__ (which is costly: ~2 us a call
+    when every call went through it)."""
 
     def __init__(self, source: str, flags: int = 0) -> None:
         self._source = source
         self._flags = flags
-        self._compiled: re.Pattern | None = None
 
     def compiled(self) -> re.Pattern:
-        rx = self._compiled
-        if rx is None:  # (two threads may both compile it: the same pattern either way)
-            rx = self._compiled = re.compile(self._source, self._flags)
-        return rx
+        """The compiled pattern (compiling it now if it was not)."""
+        return re.compile(self._source, self._flags)  # (re's own cache: the same object each time)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.compiled(), name)
+        if name.startswith("__"):  # copy / pickle probing: not a use of the pattern
+            raise AttributeError(name)
+        rx = self.compiled()
+        for attr in _ATTRIBUTES:  # (two threads may both get here: they set the same values)
+            setattr(self, attr, getattr(rx, attr))
+        return getattr(rx, name)
 
     def __repr__(self) -> str:
         return f"LazyPattern({self._source!r}, {self._flags!r})"

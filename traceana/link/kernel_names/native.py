@@ -97,7 +97,9 @@ _WORD_CLASSES = (
                     r"cast|convert|fill|clamp|scale|(^|_)(add|mul|sub|div|exp|where|masked|bias|activation|adam|"
                     r"sgd|lamb|rmsprop)($|_)"),
 )
-_WORD_RX = [(c, lazy_re.compile(p)) for c, p in _WORD_CLASSES]
+# each searched over all the words at once, one word per line: ^ and $ (MULTILINE) hold at every word's ends,
+# and no pattern can match a newline, so a match lies within one word (one search per class, not per word)
+_WORD_RX = [(c, lazy_re.compile(p, re.MULTILINE)) for c, p in _WORD_CLASSES]
 _CAMEL = lazy_re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -128,7 +130,8 @@ def words(p: Parts):
     lib = next((_NS_LIBRARY[n] for n in p.ns if n in _NS_LIBRARY), "custom")
     names = [p.base] + (list(p.words) if p.mangled else [])
     text = " ".join(_CAMEL.sub("_", n).lower() for n in names)
-    cls = next((c for c, rx in _WORD_RX if any(rx.search(w) for w in text.split())), "other")
+    lines = "\n".join(text.split())
+    cls = next((c for c, rx in _WORD_RX if rx.search(lines)), "other")
     if p.mangled:
         a, acc = data_types(mangled_types(p.head, p.words))
     elif p.targs:
