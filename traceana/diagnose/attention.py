@@ -246,9 +246,14 @@ def _inside_fused(trace, at: np.ndarray, meter: Meter = OFF) -> np.ndarray:
     """Per op index in at: whether a fused attention op (by name) encloses it on its thread. (The ops asked
     about are softmaxes, never fused ops themselves.) One sort of the fused ops, then a search per thread."""
     ops, names = trace.ops, trace.names
-    fused_codes = np.array([i for i, n in enumerate(names) if _FUSED.search(n) and "::" in n], dtype=np.int64)
     out = np.zeros(len(at), dtype=bool)
-    if not len(fused_codes) or not len(at):
+    if not len(at):
+        return out
+    # the names of ops only (the table's kernel names, most of it and the longest, are never an op's), the
+    # cheap test first: a case-blind search of a long name is slow
+    fused_codes = np.array([c for c in distinct(ops.name).tolist() if "::" in names[c] and _FUSED.search(names[c])],
+                           dtype=np.int64)
+    if not len(fused_codes):
         return out
     f = np.flatnonzero(np.isin(ops.name, fused_codes))
     meter.visit("diagnose.attention", len(ops) + len(at))
