@@ -220,3 +220,21 @@ def test_analysis_carries_the_context():
     assert a["context"]["mode"] == "training" and a["context"]["parallelism"] == ["DP", "EP"]
     assert a["context"]["record_shapes"] is True
 
+
+
+def test_lowercase_rules_read_as_case_blind_searches():
+    """context's kernel rules are written in lowercase and read lowercased names (TraceView *_where(lower=True)):
+    each finds what a case-blind search of the name finds."""
+    import re
+
+    from traceana.diagnose import context as c
+
+    names = ["void at::native::FusedAdamKernel<float>", "ADAGRAD_update", "Lambda_kernel", "lambFused", "WGRAD_sm80",
+             "fmha_bwd_kernel", "convBackwardData", "_C_cache_ops::reshape_and_cache_flash", "_c_cache_ops::x",
+             "vllm::unified_attention_with_output", "PagedAttention_v2", "sglang::store_cache", "MoE_align",
+             "DeepEP::dispatch", "KJTAllToAll_forward", "all2all_Pooled", "Sparse_Arch", "gemm_kernel", ""]
+    for rx in (c._OPTIMIZER_KERNEL, c._BACKWARD_KERNEL, c._INFERENCE, c._MOE, c._EMBEDDING):
+        blind = re.compile(rx.pattern, re.IGNORECASE)
+        assert rx.pattern == rx.pattern.lower()
+        for name in names:
+            assert bool(rx.search(name.lower())) == bool(blind.search(name)), (rx.pattern, name)
