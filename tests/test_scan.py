@@ -334,9 +334,9 @@ def test_fixups_and_collectives_listed_per_piece_keep_their_order(tmp_path, monk
     assert [e["collective"] for e in extra[:4]] == ["allreduce", "allgather"] * 2
 
 
-def _in_halves(monkeypatch, piece=1 << 12, least=1 << 9):
-    """Every piece of `piece` bytes from `least` bytes on scanned in two halves at once (the second by a
-    fragment scanner in a thread), whatever the machine's cores."""
+def _in_parts(monkeypatch, piece=1 << 12, least=1 << 9):
+    """Every piece of `piece` bytes from `least` bytes on scanned in parts at once (fragment scanners on two
+    worker threads), whatever the machine's cores."""
     from traceana.load import prefetch
 
     monkeypatch.setattr(prefetch, "PIECE", piece)
@@ -373,25 +373,26 @@ def _rich_events(n):
     return events
 
 
-def test_pieces_scanned_in_two_halves_take_the_python_rules(tmp_path, monkeypatch):
-    """Each piece's second half scanned at once by a second thread (a fragment scanner, started at a guessed
-    event boundary and adopted when the first half's scan ends exactly there): names, threads, Python calls
-    and [memory] threads get the codes the Python loader gives them (first met, first coded), rows and event
-    places move past the first half's, string ids and collectives keep their rows. Pieces holding an escaped
-    name are read by the primary scanner alone."""
+def test_pieces_scanned_in_parts_take_the_python_rules(tmp_path, monkeypatch):
+    """Each piece cut at two guessed event boundaries, each part from the first cut on scanned by a fragment
+    scanner on a worker thread and adopted when the scan before it ends exactly there: names, threads, Python
+    calls and [memory] threads get the codes the Python loader gives them (first met, first coded), rows and
+    event places move past the text before, string ids and collectives keep their rows. Parts holding an
+    escaped name are read by the primary scanner itself."""
     text = json.dumps({"traceEvents": _rich_events(400), "traceName": "x"}).replace("\\\\u", "\\u")
     p = _write(tmp_path, text)
     data = p.read_bytes()
-    _in_halves(monkeypatch)
+    _in_parts(monkeypatch)
     stats: dict = {}
     pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
-    halves = feed.scan(pieces, stats=stats)
-    assert halves == feed.scan(pieces, split=False)
-    # 545,742 bytes in 4 KB pieces: 134 pieces, each split; all adopted but those whose second half holds
-    # one of the 10 escaped names (400 / 40)
-    assert len(data) == 545742 and stats["halves"] == len(pieces) == 134
-    assert 134 - 10 <= stats["halves_adopted"] < 134
-    assert len(data) <= stats["fed"] <= 1.3 * len(data)  # the fragment's unfinished last event, read again
+    parts = feed.scan(pieces, stats=stats)
+    assert parts == feed.scan(pieces, split=False)
+    # 545,742 bytes in 4 KB pieces: 134 pieces, each cut past 1 KB and past 2 KB: 2 x 134 = 268 parts, all
+    # adopted but those holding one of the 10 escaped names (400 / 40; one in the text before a first cut
+    # is no part's)
+    assert len(data) == 545742 and stats["parts"] == 2 * len(pieces) == 268
+    assert 268 - 10 <= stats["parts_adopted"] < 268
+    assert len(data) <= stats["fed"] <= 1.3 * len(data)  # events cut by a dropped part's start, read again
     fast = _fast_load(p)
     slow = _python_load(p, monkeypatch)
     _same(fast, slow)
@@ -405,22 +406,25 @@ def test_pieces_scanned_in_two_halves_take_the_python_rules(tmp_path, monkeypatc
 
 def test_a_wrong_boundary_guess_is_never_adopted(tmp_path, monkeypatch):
     """`},{` inside a string or a nested array looks like an event boundary: a fragment started there is
-    dropped (the first half's scan does not end between two events there) and the primary scanner reads the
-    rest of the piece itself. A text whose halves are mostly dropped stops being split after GIVE_UP tries."""
+    dropped (the scan of the text before it does not end between two events there) and the primary scanner
+    reads that part itself. A text whose parts are mostly dropped stops being split after GIVE_UP tries."""
     events = []
     for i in range(300):
         events.append(dict(OP, ts=i, name="aten::mm", args=dict(OP["args"], note='{"a": 1}, {"b": 2}' * 40,
                                                                  nested=[{}, {"x": [{}, {}]}] * 20)))
     p = _write(tmp_path, {"traceEvents": events})
     data = p.read_bytes()
-    _in_halves(monkeypatch)
+    _in_parts(monkeypatch)
     stats: dict = {}
     one: dict = {}
     pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
     assert feed.scan(pieces, stats=stats) == feed.scan(pieces, split=False, stats=one)
-    # each event holds 40 `}, {` in a string and 40 in nested arrays: a guess mid-piece almost always falls there
-    assert stats["halves"] == feed.GIVE_UP == 8 and 2 * stats["halves_adopted"] < 8
-    assert len(pieces) > 100 and one["fed"] <= stats["fed"] <= one["fed"] + 8 * (1 << 12)  # 8 halves read twice
+    # each event holds 40 `}, {` in a string and 40 in nested arrays: a guess almost always falls there. Pieces
+    # are cut one ahead of the scan that counts their parts: 2 parts a piece, the 5th piece's planned when 6
+    # had been counted (< 8), the 6th's when 8 had: GIVE_UP + 2 = 10 parts tried
+    assert stats["parts"] == feed.GIVE_UP + 2 == 10 and 2 * stats["parts_adopted"] < 10
+    # an event a dropped part's start cut in two is read again from its start: at most a piece per part
+    assert len(pieces) > 100 and one["fed"] <= stats["fed"] <= one["fed"] + 10 * (1 << 12)
     _same(_fast_load(p), _python_load(p, monkeypatch))
 
 
@@ -432,7 +436,7 @@ def test_a_fragment_stops_before_what_the_loader_decides(tmp_path, monkeypatch):
     at = text.index('"ts": 300')
     text = text[:at] + '"ts": 299, ' + text[at:]
     data = text.encode()
-    _in_halves(monkeypatch)
+    _in_parts(monkeypatch)
     pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
     assert feed.scan(pieces) is None and feed.scan(pieces, split=False) is None
 
@@ -457,12 +461,13 @@ def test_adopt_needs_a_scanner_between_events():
 
 
 @pytest.mark.parametrize("path", [TRACES / rel for rel in all_shared_traces()], ids=lambda p: p.name)
-def test_every_shared_trace_scans_the_same_in_halves(path, monkeypatch):
-    """Every shared trace in 256 KB pieces, each from 16 KB on scanned in two halves: the same result dict."""
+def test_every_shared_trace_scans_the_same_in_parts(path, monkeypatch):
+    """Every shared trace in 256 KB pieces, each from 16 KB on scanned in parts: the same result dict."""
     with gzip.open(path) as fh:
         data = fh.read()
     pieces = [data[i:i + (1 << 18)] for i in range(0, len(data), 1 << 18)]
     monkeypatch.setattr(feed, "SPLIT_MIN", 1 << 14)
     stats: dict = {}
     assert feed.scan(pieces, split=True, stats=stats) == feed.scan(pieces, split=False)
-    assert stats["halves_adopted"] == stats["halves"] >= len(data) // (1 << 18) - 1
+    # every piece but the last (maybe short of a second cut) in two parts, each adopted
+    assert stats["parts_adopted"] == stats["parts"] >= 2 * (len(data) // (1 << 18)) - 1

@@ -2098,7 +2098,7 @@ static PyObject *Scanner_adopt(Scanner *s, PyObject *arg)
     if (w->t_min < s->t_min) s->t_min = w->t_min;
     if (w->t_max > s->t_max) s->t_max = w->t_max;
     s->state = w->state;
-    s->between = 0;
+    s->between = w->between; /* the fragment read all its text, up to just after an event's comma: so has this */
     ok = !unpark_all(s);
 out:
     PyMem_RawFree(names);
