@@ -540,3 +540,23 @@ def test_fp6_fp4_peaks_and_the_wider_roof_without_them():
     # A100 has no fp8: an fp8 GEMM (weights dequantized) is held to bf16 (312 TFLOP/s)
     p = choose_peak(dict(rows["a100_sxm4_80gb"].peak_tflops), gemm("fp8"))
     assert (p.key, p.tflops) == ("bf16_tc", 312.0)
+
+
+@pytest.mark.parametrize("sms, mem, name", [(120, 80, ""), (104, 64, ""), (110, None, "GPU")])
+def test_a_32_wide_warp_with_compute_major_9_is_nvidia(sms, mem, name) -> None:
+    """AMD's gfx9 parts (MI100 / MI210 / MI250X, cc 9.0 in ROCm's numbering) run 64-wide wavefronts and RDNA's
+    32-wide ones report computeMajor 10 and up: a nameless cc 9.0 device with a 32-wide warp is a Hopper. It
+    borrowed MI100's / MI210's / MI250X's peaks when its SM count matched one of theirs (120 / 104 / 110)."""
+    d = match_device(_props(name, (9, 0), sms, mem, warp=32))
+    assert d.vendor == "NVIDIA" and d.key == "h100_pcie" and d.borrowed
+    # H100 PCIe: 756 TFLOP/s bf16 dense at 114 SMs; scaled by SMs: 756 * sms / 114
+    assert d.peak_tflops["bf16_tc"] == pytest.approx(756.0 * sms / 114, rel=1e-3)
+    assert "rocm" not in _notes(d)  # an empty name is not put down to ROCm on an NVIDIA part
+
+
+def test_warp_size_alone_decides_nothing_past_gfx9() -> None:
+    # cc 11.0 with a 32-wide warp: RDNA 3 (gfx1100), AMD's; the warp cannot say so, the table's row can
+    d = match_device(_props("", (11, 0), 96, 24, warp=32))
+    assert d.key == "rx7900xtx" and d.vendor == "AMD" and "rocm <= 6.0" in _notes(d)
+    d = match_device(_props("", (9, 0), 104, 64, warp=64))  # 64-wide: CDNA 2, as before
+    assert d.key == "mi210" and d.vendor == "AMD"

@@ -167,8 +167,8 @@ def _mem_fits(mem_gib: float, nominal_gb: float | None) -> bool:
 
 
 def _by_hardware(hw: Hardware) -> Match:
-    if hw.name == "":
-        what = "the device name is empty (ROCm <= 6.0 leaves it blank)"
+    if hw.name == "":  # (ROCm <= 6.0 leaves an AMD device's name blank; elsewhere the trace was stripped)
+        what = "the device name is empty" + (" (ROCm <= 6.0 leaves it blank)" if hw.vendor != "NVIDIA" else "")
     elif hw.name.lower() in GENERIC_NAMES:
         what = f"{hw.name!r} is ROCm's generic name (the device is missing from amdgpu.ids)"
     else:

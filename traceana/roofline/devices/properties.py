@@ -49,14 +49,20 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _vendor(name: str, warp_size: int | None) -> str | None:
+def _vendor(name: str, warp_size: int | None, major: int | None = None) -> str | None:
     lowered = name.lower()
     if any(word in lowered for word in ("nvidia", "tesla", "geforce", "quadro", "titan")):
         return "NVIDIA"
     if any(word in lowered for word in ("amd", "radeon", "instinct")):
         return "AMD"
-    # 64-wide wavefronts are AMD CDNA; no NVIDIA part has a warp other than 32.
-    return "AMD" if warp_size == 64 else None
+    # 64-wide wavefronts are AMD (GCN, CDNA); no NVIDIA part has a warp other than 32. A warp of 32 is
+    # NVIDIA's or an RDNA part's, and RDNA's gfx10/gfx11/gfx12 report computeMajor 10 and up: with a
+    # major of 9 or less (gfx9 and older are all 64-wide) it can only be NVIDIA's.
+    if warp_size == 64:
+        return "AMD"
+    if warp_size == 32 and major is not None and 0 < major <= 9:
+        return "NVIDIA"
+    return None
 
 
 def read_hardware(props: Mapping[str, Any] | None) -> Hardware:
@@ -66,13 +72,14 @@ def read_hardware(props: Mapping[str, Any] | None) -> Hardware:
     major, minor = _as_int(props.get("computeMajor")), _as_int(props.get("computeMinor"))
     mem = _as_int(props.get("totalGlobalMem"))
     sms = _as_int(props.get("numSms"))
+    gfx = gfx_target(props)  # a gfx target is ROCm's: AMD, whatever the name and warp say
     return Hardware(
         name=name,
         cc=(major, minor or 0) if major is not None else None,
         sms=sms if sms and sms > 0 else None,
         mem_gib=mem / 2**30 if mem and mem > 0 else None,
-        vendor=_vendor(name, _as_int(props.get("warpSize"))),
+        vendor="AMD" if gfx else _vendor(name, _as_int(props.get("warpSize")), major),
         clock_mhz=clock_mhz(props),
         dram_gbps=dram_from_props(props),
-        gfx=gfx_target(props),
+        gfx=gfx,
     )
