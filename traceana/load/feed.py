@@ -263,6 +263,9 @@ def _finish(sc, tail: bytes, plan: _Plan, fed: list) -> bytes:
                 fed[0] += job.used
                 fed[2] += 1
                 pos = job.start + job.used
+            job.frag = None  # (its columns are this scanner's now)
+        else:  # the guess is not proven: a worker that has not started the part skips it
+            job.dropped = True
         if job.stop is not None and pos < job.stop:  # the rest of its part (the last part's: below)
             fed[0] += job.stop - pos
             pos += sc.feed(view[pos:job.stop])
