@@ -441,6 +441,26 @@ def test_a_fragment_stops_before_what_the_loader_decides(tmp_path, monkeypatch):
     assert feed.scan(pieces) is None and feed.scan(pieces, split=False) is None
 
 
+def test_no_worker_thread_outlives_the_scan(tmp_path, monkeypatch):
+    """The two threads that scan parts are joined when the scan ends, whichever way: at the text's end, and
+    when the document scanner steps aside mid-text (a key twice) with parts of the pieces after still queued."""
+    import threading
+
+    def workers():
+        return [t for t in threading.enumerate() if t.name == "traceana-scan-part"]
+
+    events = [dict(OP, ts=i) for i in range(400)]
+    data = json.dumps({"traceEvents": events}).encode()
+    _in_parts(monkeypatch)
+    pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
+    stats: dict = {}
+    assert feed.scan(pieces, stats=stats) is not None and stats["parts"] > 0 and not workers()
+    text = data.decode()
+    at = text.index('"ts": 100')
+    bad = (text[:at] + '"ts": 99, ' + text[at:]).encode()
+    assert feed.scan([bad[i:i + (1 << 12)] for i in range(0, len(bad), 1 << 12)]) is None and not workers()
+
+
 def test_adopt_needs_a_scanner_between_events():
     from traceana.load import _scan
 
