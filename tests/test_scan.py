@@ -341,7 +341,7 @@ def _in_parts(monkeypatch, piece=1 << 12, least=1 << 9):
 
     monkeypatch.setattr(prefetch, "PIECE", piece)
     monkeypatch.setattr(feed, "SPLIT_MIN", least)
-    monkeypatch.setattr(feed, "two_cores", lambda: True)
+    monkeypatch.setattr(feed, "scan_workers", lambda: 2)
 
 
 def _rich_events(n):
@@ -402,6 +402,38 @@ def test_pieces_scanned_in_parts_take_the_python_rules(tmp_path, monkeypatch):
     assert len(fast.ops.extra) == 400  # one parsed collective per record_param_comms, none lost or doubled
     # 400 steps x 7 events + 10 escaped ops = 2810 events
     assert len(fast.annotations.name) == 400 and fast.n_events == slow.n_events == 2810
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_more_workers_cut_each_piece_in_as_many_parts(tmp_path, monkeypatch, k):
+    """With k part-scanning threads (cores - 1, at most MAX_WORKERS) each piece is cut k times (a join's
+    length in, then past each k-th of it): the same result as one scanner, each part adopted but where an
+    escaped name stops its fragment."""
+    text = json.dumps({"traceEvents": _rich_events(400), "traceName": "x"}).replace("\\\\u", "\\u")
+    data = text.encode()
+    _in_parts(monkeypatch)
+    monkeypatch.setattr(feed, "scan_workers", lambda: k)
+    pieces = [data[i:i + (1 << 12)] for i in range(0, len(data), 1 << 12)]
+    stats: dict = {}
+    assert feed.scan(pieces, stats=stats) == feed.scan(pieces, split=False)
+    # 134 pieces of 4 KB, k parts each (3 x 134 = 402, 4 x 134 = 536); the 10 escaped names stop <= 10 of them
+    assert stats["parts"] == k * len(pieces) == k * 134
+    assert k * 134 - 10 <= stats["parts_adopted"] < k * 134
+
+
+def test_how_many_threads_scan_parts(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("TRACEANA_SCAN_THREADS", raising=False)
+    assert feed.scan_workers() == feed.MAX_WORKERS == 4  # 16 cores: 15, capped (two pieces' parts in flight)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert feed.scan_workers() == 2  # 3 cores: one inflates, two scan parts
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert feed.scan_workers() == 0  # one core: the document's scanner alone
+    monkeypatch.setenv("TRACEANA_SCAN_THREADS", "1")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert feed.scan_workers() == 0
+    monkeypatch.setenv("TRACEANA_SCAN_THREADS", "3")
+    assert feed.scan_workers() == 3
 
 
 def test_a_wrong_boundary_guess_is_never_adopted(tmp_path, monkeypatch):

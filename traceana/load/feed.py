@@ -19,6 +19,8 @@ from traceana.load import _scan
 _JOIN = 1 << 16
 #: text of a piece from which most of it is scanned by fragment scanners on worker threads
 SPLIT_MIN = 1 << 20
+#: part-scanning threads at most (scan_workers)
+MAX_WORKERS = 4
 #: fragments tried before a text whose fragments are mostly dropped is scanned in one thread (_unrewarding)
 GIVE_UP = 8
 #: where an event may start: after `},` (whitespace around the comma allowed); only a guess, which the
@@ -33,16 +35,15 @@ def scan(pieces: Iterable, progress: Callable[[float], None] | None = None,
     (the text's size plus what was scanned again: an unfinished value is re-scanned from its
     start when more text comes, so this shows the scan stays linear in the text), "parts": the parts
     of pieces that fragment scanners scanned, "parts_adopted": those whose events were kept.
-    `split`: scan most of each piece in fragments on two worker threads (default: when this process may
-    run on two cores or more, unless TRACEANA_SCAN_THREADS=1); the result is the same either way."""
-    if split is None:
-        split = two_cores()
+    `split`: scan most of each piece in fragments on worker threads (default: scan_workers() of them, none
+    on one core; True: at least two); the result is the same either way."""
+    n_workers = scan_workers() if split is None else max(2, scan_workers()) if split else 0
     sc = _scan.Scanner(_decode)
     tail = b""
     held: list = []  # pieces kept back while an unfinished value is longer than what came since
     held_n = 0
     fed = [0, 0, 0]  # bytes fed; fragments scanned; ... adopted
-    workers = _Workers() if split else None  # (its threads start with the first fragment)
+    workers = _Workers(n_workers) if n_workers else None  # (its threads start with the first fragment)
     ahead: _Plan | None = None  # the piece before, finished once this one's fragments are queued
     plan: _Plan | None = None
     try:
@@ -98,15 +99,20 @@ def _decode(raw: bytes):
     return msgspec.json.decode(raw)
 
 
-def two_cores() -> bool:
-    """Whether a second scanning thread can run beside the first: two cores or more for this process."""
-    if os.environ.get("TRACEANA_SCAN_THREADS", "").strip() == "1":
-        return False
+def scan_workers() -> int:
+    """Threads that scan parts of pieces beside the document's scanner: none on one core; on more, one fewer
+    than the cores this process may run on (one inflates), at least 2 and at most MAX_WORKERS (the parts of
+    two pieces are in flight: more would hold more text than they gain where the inflating already keeps up
+    only with ~4). TRACEANA_SCAN_THREADS=N sets it (1: the document's scanner alone)."""
+    env = os.environ.get("TRACEANA_SCAN_THREADS", "").strip()
+    if env.isdigit() and int(env) >= 1:
+        n = int(env)
+        return 0 if n == 1 else min(n, MAX_WORKERS)
     try:
-        n = len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return n >= 2
+        cores = os.cpu_count() or 1
+    return 0 if cores < 2 else min(max(2, cores - 1), MAX_WORKERS)
 
 
 def _feed(sc, tail: bytes, piece: bytes, fed: list) -> bytes:
@@ -161,20 +167,20 @@ class _Job:
 
 
 class _Workers:
-    """Two threads that scan fragments in the order they are queued, so both cores stay busy while the
+    """n threads that scan fragments in the order they are queued, so the cores stay busy while the
     scanner that adopts them waits for the one it needs next (a second thread per piece, joined before
     the next piece, left a core idle whenever one half ended first: ~1.55 of 2 cores busy on a 1.1 GB
     trace). Started with the first fragment; closed (joined) when the scan ends, whichever way."""
 
-    def __init__(self, n: int = 2) -> None:
-        self._n = n
+    def __init__(self, n: int) -> None:
+        self.n = n
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     def submit(self, view: memoryview, job: _Job) -> None:
         if not self._threads:
             self._threads = [threading.Thread(target=self._run, name="traceana-scan-part", daemon=True)
-                             for _ in range(self._n)]
+                             for _ in range(self.n)]
             for t in self._threads:
                 t.start()
         self._q.put((view, job))
@@ -210,15 +216,16 @@ class _Plan:
 
 
 def _plan(piece: bytes, fed: list, workers: _Workers) -> _Plan:
-    """The piece cut where events may start (guesses: `},{` a join's length in, and past its middle),
-    each part from the first guess on queued to the workers as a fragment; none when it is short or the
-    fragments have mostly been dropped."""
+    """The piece cut where events may start (guesses: `},{` a join's length in, and past each k-th of it
+    for k workers: past its middle for two), each part from the first guess on queued to the workers as a
+    fragment; none when it is short or the fragments have mostly been dropped."""
     view = memoryview(piece)
     n = len(view)
     jobs: list[_Job] = []
     if n >= SPLIT_MIN and not _unrewarding(fed):
-        cuts = []
-        for at in (min(_JOIN, n // 4), n // 2):
+        cuts: list[int] = []
+        k = workers.n
+        for at in (min(_JOIN, n // (2 * k)), *(n * i // k for i in range(1, k))):
             m = _BOUNDARY.search(view, max(at, cuts[-1] + 1 if cuts else 0))
             if m is not None:
                 cuts.append(m.end() - 1)
