@@ -211,8 +211,8 @@ class _Plan:
 
     __slots__ = ("jobs", "piece", "view")
 
-    def __init__(self, piece: bytes, jobs: list[_Job]) -> None:
-        self.piece, self.view, self.jobs = piece, memoryview(piece), jobs
+    def __init__(self, piece: bytes, view: memoryview, jobs: list[_Job]) -> None:
+        self.piece, self.view, self.jobs = piece, view, jobs
 
 
 def _plan(piece: bytes, fed: list, workers: _Workers) -> _Plan:
@@ -233,7 +233,7 @@ def _plan(piece: bytes, fed: list, workers: _Workers) -> _Plan:
             jobs.append(_Job(cut, cuts[i + 1] if i + 1 < len(cuts) else None))
         for job in jobs:
             workers.submit(view, job)
-    return _Plan(piece, jobs)
+    return _Plan(piece, view, jobs)  # (one view of the piece: the workers' and the adopting scanner's)
 
 
 def _drop(plan: _Plan | None) -> None:
